@@ -1,0 +1,166 @@
+"""Experiment configs: one TOML file describes a run for either engine.
+
+```toml
+seed = 0
+[model]
+name = "llava-v1.6-34b"      # a model spec (sim) or zoo family (live)
+size = "full"                # live only: tiny | small | full
+[cluster]
+gpu = "rtx6000ada"
+num_gpus = 8                 # link_* keys override the GPU spec's defaults
+[profile]
+path = "profile.json"        # optional; default: the analytic profile
+[deployment]
+preset = "easerve"           # optional named preset the engine resolves
+encode = { num_workers = 2, tp = 1 }
+prefill = { num_workers = 1, tp = 2 }
+decode = { num_workers = 2, tp = 2 }
+max_encode_batch = 8
+remote_fraction = 0.5
+[workload]
+mix = "llava-image"
+arrival = "poisson"
+rate_hz = 2.0
+num_requests = 500
+[slo]
+tier = "moderate"
+[sim]                        # engine-specific tables pass through as dicts
+[live]
+```
+
+Paths (profile, trace) are resolved relative to the config file. Unknown
+tables or keys fail with the field named; :meth:`ExperimentConfig.to_dict`
+gives the resolved config every run writes beside its results.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from easerve_core import _check
+from easerve_core.deployment import Cluster, Deployment
+from easerve_core.slo import DEFAULT_TIER, SLO_TIERS
+from easerve_core.workload import WorkloadSpec
+
+_TOP = {"seed", "model", "cluster", "profile", "deployment", "workload", "slo", "sim", "live"}
+_CLUSTER_KEYS = {"gpu", "num_gpus", "link_bytes_per_s", "link_latency_s", "num_links"}
+
+
+def _table(data: Mapping[str, Any], name: str) -> dict[str, Any]:
+    value = data.get(name, {})
+    if not isinstance(value, Mapping):
+        raise ValueError(f"[{name}] must be a table")
+    return dict(value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExperimentConfig:
+    """A parsed, validated experiment (see the module docstring)."""
+
+    model: str
+    model_size: str
+    cluster: Mapping[str, Any]
+    deployment: Deployment
+    deployment_preset: str | None
+    workload: WorkloadSpec
+    workload_table: Mapping[str, Any]
+    slo_tier: str = DEFAULT_TIER
+    seed: int = 0
+    profile_path: Path | None = None
+    engine: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    source: Path | None = None
+
+    def build_cluster(self, base: Cluster | None = None) -> Cluster:
+        """The cluster: ``base`` (e.g. GPU-spec defaults) overridden by the file's keys."""
+        values: dict[str, Any] = {}
+        if base is not None:
+            values = {k: getattr(base, k) for k in _CLUSTER_KEYS}
+        values.update(self.cluster)
+        return Cluster(**values)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, base_dir: Path | None = None) -> ExperimentConfig:
+        unknown = sorted(set(data) - _TOP)
+        if unknown:
+            raise ValueError(f"unknown config table(s): {', '.join(unknown)}")
+        base = base_dir or Path.cwd()
+        model = _table(data, "model")
+        if "name" not in model:
+            raise ValueError("model.name is required")
+        extra = sorted(set(model) - {"name", "size"})
+        if extra:
+            raise ValueError(f"unknown model field(s): {', '.join(extra)}")
+        cluster = _table(data, "cluster")
+        bad = sorted(set(cluster) - _CLUSTER_KEYS)
+        if bad:
+            raise ValueError(f"unknown cluster field(s): {', '.join(bad)}")
+        if "gpu" not in cluster:
+            raise ValueError("cluster.gpu is required")
+        dep = _table(data, "deployment")
+        preset = dep.pop("preset", None)
+        deployment = Deployment.from_dict(dep)
+        workload_table = _table(data, "workload")
+        if "trace" in workload_table:
+            workload_table["trace"] = str((base / str(workload_table["trace"])).resolve())
+        workload = WorkloadSpec.from_dict(workload_table)
+        slo = _table(data, "slo")
+        if set(slo) - {"tier"}:
+            raise ValueError(f"unknown slo field(s): {', '.join(sorted(set(slo) - {'tier'}))}")
+        tier = _check.one_of("slo.tier", slo.get("tier", DEFAULT_TIER), SLO_TIERS)
+        profile = _table(data, "profile")
+        if set(profile) - {"path"}:
+            raise ValueError(f"unknown profile field(s): {', '.join(sorted(set(profile) - {'path'}))}")
+        profile_path = (base / str(profile["path"])).resolve() if "path" in profile else None
+        return cls(
+            model=str(model["name"]),
+            model_size=str(model.get("size", "full")),
+            cluster=cluster,
+            deployment=deployment,
+            deployment_preset=None if preset is None else str(preset),
+            workload=workload,
+            workload_table=workload_table,
+            slo_tier=tier,
+            seed=_check.integer("seed", data.get("seed", 0), minimum=0),
+            profile_path=profile_path,
+            engine={k: _table(data, k) for k in ("sim", "live") if k in data},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved config, as plain data (written beside every run)."""
+        dep = self.deployment.to_dict()
+        if self.deployment_preset is not None:
+            dep["preset"] = self.deployment_preset
+        out: dict[str, Any] = {
+            "seed": self.seed,
+            "model": {"name": self.model, "size": self.model_size},
+            "cluster": dict(self.cluster),
+            "deployment": dep,
+            "workload": dict(self.workload_table),
+            "slo": {"tier": self.slo_tier},
+        }
+        if self.profile_path is not None:
+            out["profile"] = {"path": str(self.profile_path)}
+        out.update({k: dict(v) for k, v in self.engine.items()})
+        return out
+
+
+def load_experiment(path: str | Path) -> ExperimentConfig:
+    """Read and validate an experiment TOML file."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"config file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    config = ExperimentConfig.from_dict(data, base_dir=path.parent)
+    return _with_source(config, path)
+
+
+def _with_source(config: ExperimentConfig, path: Path) -> ExperimentConfig:
+    object.__setattr__(config, "source", path.resolve())
+    return config

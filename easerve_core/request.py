@@ -1,0 +1,199 @@
+"""Requests and per-request records: the vocabulary both engines share.
+
+A :class:`Request` is what a workload produces and an engine serves. A
+:class:`Record` is what an engine writes back, one per request, with the
+timestamps of DESIGN.md §4.1. :func:`records_to_frame` turns records into the
+pandas DataFrame every metric, plot and notebook reads, with the same columns
+and dtypes whether the simulator or the live executor produced them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from easerve_core import _check
+
+
+class Modality(StrEnum):
+    IMAGE = "image"
+    VIDEO = "video"
+    AUDIO = "audio"
+    TEXT = "text"
+
+    @classmethod
+    def parse(cls, value: object, *, field_name: str = "modality") -> Modality:
+        """Return the modality named ``value`` or raise a ``ValueError`` naming the field."""
+        if isinstance(value, Modality):
+            return value
+        try:
+            return cls(str(value).strip().lower())
+        except ValueError:
+            known = ", ".join(m.value for m in cls)
+            raise ValueError(f"unknown {field_name} {value!r}; known: {known}") from None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """One multimodal request.
+
+    ``mm_tokens_per_item`` holds the LM tokens each multimodal item (image,
+    video clip, audio clip) becomes after the encoder and projector; it is
+    empty for a text-only request.
+    """
+
+    request_id: int
+    arrival_s: float
+    modality: Modality
+    prompt_tokens: int
+    output_tokens: int
+    mm_tokens_per_item: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check.integer("request_id", self.request_id, minimum=0)
+        _check.non_negative("arrival_s", self.arrival_s)
+        object.__setattr__(self, "modality", Modality.parse(self.modality))
+        _check.integer("prompt_tokens", self.prompt_tokens, minimum=0)
+        _check.integer("output_tokens", self.output_tokens, minimum=1)
+        items = tuple(self.mm_tokens_per_item)
+        for i, tokens in enumerate(items):
+            _check.integer(f"mm_tokens_per_item[{i}]", tokens, minimum=1)
+        if self.modality is Modality.TEXT and items:
+            raise ValueError("mm_tokens_per_item must be empty for a text request")
+        if self.modality is not Modality.TEXT and not items:
+            raise ValueError(f"mm_tokens_per_item must hold at least one item for {self.modality}")
+        object.__setattr__(self, "mm_tokens_per_item", items)
+
+    @property
+    def mm_tokens(self) -> int:
+        return sum(self.mm_tokens_per_item)
+
+    @property
+    def num_items(self) -> int:
+        return len(self.mm_tokens_per_item)
+
+    @property
+    def input_tokens(self) -> int:
+        """Tokens the LM prefills: text prompt plus multimodal tokens."""
+        return self.prompt_tokens + self.mm_tokens
+
+
+class Status(StrEnum):
+    OK = "ok"
+    FAILED = "failed"
+    REJECTED = "rejected"
+
+
+_NAN = math.nan
+
+#: The record columns and their pandas dtypes, in order. Times are seconds
+#: from the start of the run; a stage a request never reached holds NaN.
+RECORD_COLUMNS: Mapping[str, str] = {
+    "request_id": "int64",
+    "modality": "string",
+    "arrival_s": "float64",
+    "encode_start_s": "float64",
+    "encode_end_s": "float64",
+    "encode_batch_size": "Int64",
+    "encode_worker": "Int64",
+    "route": "string",
+    "prefill_worker": "Int64",
+    "prefill_start_s": "float64",
+    "first_token_s": "float64",
+    "decode_worker": "Int64",
+    "finish_s": "float64",
+    "prompt_tokens": "int64",
+    "mm_tokens": "int64",
+    "output_tokens": "int64",
+    "status": "string",
+    "error": "string",
+}
+
+
+@dataclass(slots=True, kw_only=True)
+class Record:
+    """What an engine fills in for one request as it moves through the stages.
+
+    Mutable on purpose: the engine stamps each field as the request reaches
+    that point. ``route`` is ``"local"``, ``"remote"`` or ``""`` when the
+    request never reached the router.
+    """
+
+    request_id: int
+    modality: str
+    arrival_s: float
+    prompt_tokens: int
+    mm_tokens: int
+    output_tokens: int
+    encode_start_s: float = _NAN
+    encode_end_s: float = _NAN
+    encode_batch_size: int | None = None
+    encode_worker: int | None = None
+    route: str = ""
+    prefill_worker: int | None = None
+    prefill_start_s: float = _NAN
+    first_token_s: float = _NAN
+    decode_worker: int | None = None
+    finish_s: float = _NAN
+    status: str = Status.OK.value
+    error: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def for_request(cls, request: Request) -> Record:
+        return cls(
+            request_id=request.request_id,
+            modality=request.modality.value,
+            arrival_s=request.arrival_s,
+            prompt_tokens=request.prompt_tokens,
+            mm_tokens=request.mm_tokens,
+            output_tokens=request.output_tokens,
+        )
+
+    def fail(self, error: str, *, status: Status = Status.FAILED) -> None:
+        self.status = status.value
+        self.error = error
+
+
+def records_to_frame(records: Iterable[Record | Mapping[str, Any]]) -> pd.DataFrame:
+    """Return records as a DataFrame with exactly :data:`RECORD_COLUMNS`, sorted by id.
+
+    Accepts :class:`Record` objects or mappings holding at least the schema's
+    columns; extra keys are dropped.
+    """
+    rows = []
+    for rec in records:
+        row = asdict(rec) if isinstance(rec, Record) else dict(rec)
+        missing = [c for c in RECORD_COLUMNS if c not in row]
+        if missing:
+            raise ValueError(f"record is missing fields: {', '.join(missing)}")
+        rows.append({c: row[c] for c in RECORD_COLUMNS})
+    frame = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
+    for column, dtype in RECORD_COLUMNS.items():
+        if dtype == "Int64":
+            frame[column] = pd.array(
+                [None if v is None or (isinstance(v, float) and math.isnan(v)) else int(v)
+                 for v in frame[column]],
+                dtype="Int64",
+            )
+        else:
+            frame[column] = frame[column].astype(dtype)
+    frame = frame.sort_values("request_id", kind="stable").reset_index(drop=True)
+    return frame
+
+
+def ttft_s(frame: pd.DataFrame) -> pd.Series:
+    """Time to first token per record (NaN where no token came)."""
+    return frame["first_token_s"] - frame["arrival_s"]
+
+
+def tpot_s(frame: pd.DataFrame) -> pd.Series:
+    """Time per output token after the first; NaN for one-token outputs."""
+    steps = (frame["output_tokens"] - 1).astype("float64").replace(0.0, np.nan)
+    return (frame["finish_s"] - frame["first_token_s"]) / steps

@@ -1,0 +1,142 @@
+"""Arrival processes: when requests arrive, from an injected random generator.
+
+Every process answers ``sample(n, rng) -> times``: ``n`` absolute arrival
+times in seconds, non-decreasing, starting after time zero. The same
+generator state gives the same times.
+
+* :class:`PoissonArrivals`: exponential gaps at ``rate_hz``.
+* :class:`GammaArrivals`: Gamma-distributed gaps with mean ``1/rate_hz`` and
+  coefficient of variation ``cv``: shape ``k = 1/cv**2``. ``cv = 1`` is
+  Poisson, ``cv > 1`` is bursty. vLLM's ``--burstiness`` is the Gamma shape,
+  so ``burstiness = 1 / cv**2`` (burstiness 0.1 is cv 3.16).
+* :class:`RateSchedule`: a piecewise-constant rate (rate shifts) with
+  renewal gaps of coefficient of variation ``cv`` inside, built by time
+  change: a unit-rate renewal process is mapped through the inverse of the
+  cumulative rate. The schedule repeats when it runs out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from easerve_core import _check
+
+
+class ArrivalProcess(Protocol):
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray: ...
+
+    @property
+    def mean_rate_hz(self) -> float: ...
+
+
+def _unit_gaps(n: int, cv: float, rng: np.random.Generator) -> np.ndarray:
+    """``n`` renewal gaps with mean 1 and coefficient of variation ``cv``."""
+    if cv == 1.0:
+        return rng.exponential(1.0, size=n)
+    shape = 1.0 / (cv * cv)
+    return rng.gamma(shape, 1.0 / shape, size=n)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoissonArrivals:
+    rate_hz: float
+
+    def __post_init__(self) -> None:
+        _check.positive("rate_hz", self.rate_hz)
+
+    @property
+    def mean_rate_hz(self) -> float:
+        return self.rate_hz
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        n = _check.integer("num_requests", n, minimum=0)
+        return np.cumsum(_unit_gaps(n, 1.0, rng)) / self.rate_hz
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GammaArrivals:
+    rate_hz: float
+    cv: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check.positive("rate_hz", self.rate_hz)
+        _check.positive("cv", self.cv)
+
+    @property
+    def burstiness(self) -> float:
+        """vLLM's ``--burstiness`` for this process (the Gamma shape)."""
+        return 1.0 / (self.cv * self.cv)
+
+    @property
+    def mean_rate_hz(self) -> float:
+        return self.rate_hz
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        n = _check.integer("num_requests", n, minimum=0)
+        return np.cumsum(_unit_gaps(n, self.cv, rng)) / self.rate_hz
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RateSegment:
+    duration_s: float
+    rate_hz: float
+
+    def __post_init__(self) -> None:
+        _check.positive("duration_s", self.duration_s)
+        _check.non_negative("rate_hz", self.rate_hz)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RateSchedule:
+    """Piecewise-constant arrival rate, repeated; gaps of CV ``cv`` within."""
+
+    segments: tuple[RateSegment, ...]
+    cv: float = 1.0
+
+    def __post_init__(self) -> None:
+        segs = tuple(
+            s if isinstance(s, RateSegment) else RateSegment(duration_s=s[0], rate_hz=s[1])
+            for s in self.segments
+        )
+        if not segs:
+            raise ValueError("schedule must hold at least one (duration_s, rate_hz) segment")
+        if sum(s.rate_hz * s.duration_s for s in segs) <= 0:
+            raise ValueError("schedule must have a positive rate in some segment")
+        object.__setattr__(self, "segments", segs)
+        _check.positive("cv", self.cv)
+
+    @property
+    def period_s(self) -> float:
+        return sum(s.duration_s for s in self.segments)
+
+    @property
+    def mean_rate_hz(self) -> float:
+        return sum(s.rate_hz * s.duration_s for s in self.segments) / self.period_s
+
+    def rate_at(self, t: float) -> float:
+        t = t % self.period_s
+        for seg in self.segments:
+            if t < seg.duration_s:
+                return seg.rate_hz
+            t -= seg.duration_s
+        return self.segments[-1].rate_hz
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        n = _check.integer("num_requests", n, minimum=0)
+        # Cumulative intensity at segment boundaries over one period.
+        durations = np.array([s.duration_s for s in self.segments])
+        rates = np.array([s.rate_hz for s in self.segments])
+        edges_t = np.concatenate(([0.0], np.cumsum(durations)))
+        edges_l = np.concatenate(([0.0], np.cumsum(durations * rates)))
+        per_period = edges_l[-1]
+        targets = np.cumsum(_unit_gaps(n, self.cv, rng))
+        periods, within = np.divmod(targets, per_period)
+        # Segment holding each target; zero-rate segments have no width in
+        # intensity, so searchsorted skips them.
+        idx = np.searchsorted(edges_l, within, side="right") - 1
+        idx = np.clip(idx, 0, len(self.segments) - 1)
+        offset = (within - edges_l[idx]) / np.where(rates[idx] > 0, rates[idx], 1.0)
+        return periods * self.period_s + edges_t[idx] + offset

@@ -1,0 +1,143 @@
+"""Request-size mixes: how many tokens each request brings, per modality.
+
+A :class:`RequestMix` draws the text prompt length, the output length and the
+multimodal items (LM tokens per item) of each request. The named presets
+follow the facts in docs/workloads.md (from the team's notes, systems.md §2):
+
+* ``llava-image``: one image through LLaVA-v1.6 anyres: 2,928 LM tokens for
+  672x672/1024x1024, 2,340 for 480x640, 1,948 for 720p/1080p, 2,328 for
+  336x1008.
+* ``qwen-image``: one image at 1 LM token per 28x28 px: 1,369 (1024^2),
+  1,196 (720p), 2,691 (1080p).
+* ``qwen-video``: one 720p clip at 2 fps, frames in pairs, 768 px-tokens per
+  frame cap: 720 LM tokens per second; clips of 5, 10 and 20 s.
+* ``ultravox-audio``: one clip at 6.25 LM tokens per second of audio; clip
+  lengths spread like LibriSpeech utterances (5 to 30 s).
+* ``text``: no multimodal item.
+
+Text lengths follow vLLM's ``random-mm`` examples (128-512 prompt tokens,
+128-256 output tokens); the paper does not state its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from easerve_core import _check
+from easerve_core.request import Modality, Request
+
+
+def _range(name: str, value: Sequence[int]) -> tuple[int, int]:
+    try:
+        lo, hi = value
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be [min, max], got {value!r}") from None
+    lo = _check.integer(f"{name}[0]", lo, minimum=0)
+    hi = _check.integer(f"{name}[1]", hi, minimum=0)
+    if hi < lo:
+        raise ValueError(f"{name} must be [min, max] with min <= max, got {value!r}")
+    return lo, hi
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestMix:
+    """Distribution of request sizes for one modality.
+
+    Args:
+        modality: the requests' modality.
+        item_tokens: LM tokens per multimodal item, one value per choice.
+        item_weights: relative weights of ``item_tokens`` (uniform if empty).
+        items_per_request: [min, max] items per request (inclusive).
+        prompt_tokens: [min, max] text prompt tokens, uniform.
+        output_tokens: [min, max] output tokens, uniform.
+    """
+
+    modality: Modality
+    item_tokens: tuple[int, ...] = ()
+    item_weights: tuple[float, ...] = ()
+    items_per_request: tuple[int, int] = (1, 1)
+    prompt_tokens: tuple[int, int] = (128, 512)
+    output_tokens: tuple[int, int] = (128, 256)
+    _probs: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "modality", Modality.parse(self.modality))
+        tokens = tuple(_check.integer("item_tokens", t, minimum=1) for t in self.item_tokens)
+        set_(self, "item_tokens", tokens)
+        set_(self, "items_per_request", _range("items_per_request", self.items_per_request))
+        set_(self, "prompt_tokens", _range("prompt_tokens", self.prompt_tokens))
+        set_(self, "output_tokens", _range("output_tokens", self.output_tokens))
+        if self.output_tokens[0] < 1:
+            raise ValueError(f"output_tokens must be >= 1, got {self.output_tokens!r}")
+        if self.modality is Modality.TEXT:
+            if tokens:
+                raise ValueError("item_tokens must be empty for a text mix")
+        else:
+            if not tokens:
+                raise ValueError(f"item_tokens must not be empty for a {self.modality} mix")
+            if self.items_per_request[0] < 1:
+                raise ValueError(f"items_per_request must be >= 1, got {self.items_per_request!r}")
+        weights = tuple(_check.non_negative("item_weights", w) for w in self.item_weights)
+        if weights and len(weights) != len(tokens):
+            raise ValueError(
+                f"item_weights must have one weight per item_tokens choice "
+                f"({len(tokens)}), got {len(weights)}"
+            )
+        if weights and sum(weights) <= 0:
+            raise ValueError("item_weights must not all be zero")
+        set_(self, "item_weights", weights)
+        probs = np.array(weights or [1.0] * len(tokens), dtype=float)
+        set_(self, "_probs", probs / probs.sum() if probs.size else probs)
+
+    def draw(self, request_id: int, arrival_s: float, rng: np.random.Generator) -> Request:
+        """One request; draws in a fixed order so a seed fixes every size."""
+        prompt = int(rng.integers(self.prompt_tokens[0], self.prompt_tokens[1] + 1))
+        output = int(rng.integers(self.output_tokens[0], self.output_tokens[1] + 1))
+        items: tuple[int, ...] = ()
+        if self.modality is not Modality.TEXT:
+            lo, hi = self.items_per_request
+            k = int(rng.integers(lo, hi + 1))
+            picks = rng.choice(len(self.item_tokens), size=k, p=self._probs)
+            items = tuple(self.item_tokens[i] for i in picks)
+        return Request(
+            request_id=request_id,
+            arrival_s=float(arrival_s),
+            modality=self.modality,
+            prompt_tokens=prompt,
+            output_tokens=output,
+            mm_tokens_per_item=items,
+        )
+
+
+def _audio_tokens(seconds: Sequence[float]) -> tuple[int, ...]:
+    return tuple(int(np.ceil(6.25 * s)) for s in seconds)
+
+
+MIXES: Mapping[str, RequestMix] = {
+    "llava-image": RequestMix(
+        modality=Modality.IMAGE,
+        item_tokens=(2928, 2340, 1948, 2328),
+        item_weights=(0.4, 0.2, 0.3, 0.1),
+    ),
+    "qwen-image": RequestMix(
+        modality=Modality.IMAGE, item_tokens=(1369, 1196, 2691), item_weights=(0.4, 0.3, 0.3)
+    ),
+    "qwen-video": RequestMix(
+        modality=Modality.VIDEO, item_tokens=(3600, 7200, 14400), item_weights=(0.3, 0.5, 0.2)
+    ),
+    "ultravox-audio": RequestMix(
+        modality=Modality.AUDIO,
+        item_tokens=_audio_tokens((5, 10, 15, 20, 30)),
+        item_weights=(0.2, 0.3, 0.25, 0.15, 0.1),
+    ),
+    "text": RequestMix(modality=Modality.TEXT),
+}
+
+
+def mix(name: str) -> RequestMix:
+    _check.one_of("mix", name, MIXES)
+    return MIXES[name]

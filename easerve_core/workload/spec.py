@@ -1,0 +1,132 @@
+"""Workload specs: a mix, an arrival process and a request count, as data.
+
+:class:`WorkloadSpec` is what a config file's ``[workload]`` table becomes;
+:func:`generate` turns it into requests with an injected generator. Keys of
+the table (docs/workloads.md):
+
+``mix``            a preset name (``llava-image``, ``qwen-video``, ...)
+``num_requests``   how many requests (ignored for a trace)
+``arrival``        ``poisson`` | ``gamma`` | ``schedule`` | ``trace``
+``rate_hz``        mean rate for ``poisson`` and ``gamma``
+``cv``             coefficient of variation of gaps (``gamma``, ``schedule``)
+``burstiness``     alternatively vLLM's Gamma shape, ``1 / cv**2``
+``schedule``       ``[[duration_s, rate_hz], ...]`` for ``schedule``
+``trace``          a CSV or JSONL file for ``trace``
+``prompt_tokens``, ``output_tokens``, ``items_per_request``: [min, max]
+                   overrides of the preset's ranges
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from easerve_core import _check
+from easerve_core.request import Request
+from easerve_core.workload.arrivals import (
+    ArrivalProcess,
+    GammaArrivals,
+    PoissonArrivals,
+    RateSchedule,
+)
+from easerve_core.workload.mixes import RequestMix, mix
+from easerve_core.workload.trace import read_trace
+
+ARRIVALS = ("poisson", "gamma", "schedule", "trace")
+_KEYS = {"mix", "num_requests", "arrival", "rate_hz", "cv", "burstiness", "schedule", "trace",
+         "prompt_tokens", "output_tokens", "items_per_request"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkloadSpec:
+    """A workload as data. ``trace`` requests, when set, replace mix and arrivals."""
+
+    mix: RequestMix
+    arrivals: ArrivalProcess | None
+    num_requests: int
+    mix_name: str = "custom"
+    trace: tuple[Request, ...] | None = None
+
+    def __post_init__(self) -> None:
+        _check.integer("num_requests", self.num_requests, minimum=1)
+        if self.trace is None and self.arrivals is None:
+            raise ValueError("a workload needs arrivals or a trace")
+
+    @property
+    def mean_rate_hz(self) -> float:
+        if self.trace is not None:
+            span = self.trace[-1].arrival_s - self.trace[0].arrival_s
+            return (len(self.trace) - 1) / span if span > 0 else float(len(self.trace))
+        assert self.arrivals is not None
+        return self.arrivals.mean_rate_hz
+
+    def with_rate(self, rate_hz: float) -> WorkloadSpec:
+        """The same workload at another mean rate (a trace is time-scaled)."""
+        rate_hz = _check.positive("rate_hz", rate_hz)
+        if self.trace is not None:
+            scale = self.mean_rate_hz / rate_hz
+            scaled = tuple(replace(r, arrival_s=r.arrival_s * scale) for r in self.trace)
+            return replace(self, trace=scaled)
+        arrivals = self.arrivals
+        if isinstance(arrivals, RateSchedule):
+            factor = rate_hz / arrivals.mean_rate_hz
+            segs = tuple(replace(s, rate_hz=s.rate_hz * factor) for s in arrivals.segments)
+            return replace(self, arrivals=replace(arrivals, segments=segs))
+        return replace(self, arrivals=replace(arrivals, rate_hz=rate_hz))  # type: ignore[type-var]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WorkloadSpec:
+        unknown = sorted(set(data) - _KEYS)
+        if unknown:
+            raise ValueError(f"unknown workload field(s): {', '.join(unknown)}")
+        kind = _check.one_of("workload.arrival", data.get("arrival", "poisson"), ARRIVALS)
+        mix_name = str(data.get("mix", "llava-image"))
+        base = mix(mix_name)
+        overrides: dict[str, Any] = {k: tuple(data[k]) for k in ("prompt_tokens", "output_tokens",
+                                                 "items_per_request") if k in data}
+        req_mix = replace(base, **overrides) if overrides else base
+        if kind == "trace":
+            if "trace" not in data:
+                raise ValueError("workload.trace must name a file when arrival is 'trace'")
+            trace = tuple(read_trace(data["trace"]))
+            return cls(mix=req_mix, arrivals=None, num_requests=len(trace), mix_name=mix_name,
+                       trace=trace)
+        num = _check.integer("workload.num_requests", data.get("num_requests", 500), minimum=1)
+        cv = _cv(data)
+        arrivals: ArrivalProcess
+        if kind == "schedule":
+            raw = data.get("schedule")
+            if not isinstance(raw, list | tuple) or not raw:
+                raise ValueError("workload.schedule must be [[duration_s, rate_hz], ...]")
+            try:
+                segs = tuple((float(d), float(r)) for d, r in raw)
+            except (TypeError, ValueError):
+                raise ValueError(f"workload.schedule is malformed: {raw!r}") from None
+            arrivals = RateSchedule(segments=segs, cv=cv)  # type: ignore[arg-type]
+        else:
+            if "rate_hz" not in data:
+                raise ValueError("workload.rate_hz is required")
+            rate = _check.positive("workload.rate_hz", data["rate_hz"])
+            arrivals = (PoissonArrivals(rate_hz=rate) if kind == "poisson"
+                        else GammaArrivals(rate_hz=rate, cv=cv))
+        return cls(mix=req_mix, arrivals=arrivals, num_requests=num, mix_name=mix_name)
+
+
+def _cv(data: Mapping[str, Any]) -> float:
+    if "cv" in data and "burstiness" in data:
+        raise ValueError("give workload.cv or workload.burstiness, not both")
+    if "burstiness" in data:
+        return float(_check.positive("workload.burstiness", data["burstiness"]) ** -0.5)
+    return _check.positive("workload.cv", data.get("cv", 1.0))
+
+
+def generate(spec: WorkloadSpec, rng: np.random.Generator) -> list[Request]:
+    """The spec's requests, arrival-ordered, ids 0..n-1 (a trace keeps its own)."""
+    if spec.trace is not None:
+        return list(spec.trace)
+    assert spec.arrivals is not None
+    times = spec.arrivals.sample(spec.num_requests, rng)
+    return [spec.mix.draw(i, float(t), rng) for i, t in enumerate(times)]
