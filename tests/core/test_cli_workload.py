@@ -1,0 +1,55 @@
+"""The front door: --version, --help on each subcommand, and bad input -> exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from easerve.cli import COMMANDS, main
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert "easerve" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_subcommand_has_help(command, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    assert "usage" in capsys.readouterr().out
+
+
+def test_workload_writes_a_trace(tmp_path):
+    cfg = tmp_path / "w.toml"
+    cfg.write_text('seed = 1\n[workload]\nmix = "ultravox-audio"\nrate_hz = 3.0\nnum_requests = 40\n')
+    out = tmp_path / "trace.jsonl"
+    assert main(["workload", str(cfg), "--out", str(out)]) == 0
+    assert len(out.read_text().splitlines()) == 40
+
+
+@pytest.mark.parametrize(
+    ("table", "field"),
+    [
+        ('rate_hz = -3.0\nnum_requests = 4', "rate_hz"),
+        ('rate_hz = 3.0\nmix = "smell"', "mix"),
+        ('rate_hz = 3.0\nnum_requests = 0', "num_requests"),
+    ],
+)
+def test_bad_workload_is_one_line_exit_2_and_writes_nothing(tmp_path, table, field):
+    cfg = tmp_path / "w.toml"
+    cfg.write_text(f"[workload]\n{table}\n")
+    out = tmp_path / "trace.csv"
+    proc = subprocess.run(
+        [sys.executable, "-m", "easerve", "workload", str(cfg), "--out", str(out)],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and field in lines[0] and "Traceback" not in proc.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == [cfg]

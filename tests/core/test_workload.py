@@ -1,0 +1,128 @@
+"""Workloads: seeded arrivals with the right statistics, mixes, traces, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from easerve_core.request import Modality
+from easerve_core.workload import (
+    MIXES,
+    GammaArrivals,
+    PoissonArrivals,
+    RateSchedule,
+    WorkloadSpec,
+    generate,
+    read_trace,
+    write_trace,
+)
+
+
+def gaps(times):
+    return np.diff(np.concatenate(([0.0], times)))
+
+
+def test_poisson_rate_and_cv():
+    t = PoissonArrivals(rate_hz=4.0).sample(50_000, np.random.default_rng(0))
+    g = gaps(t)
+    assert g.mean() == pytest.approx(0.25, rel=0.02)
+    assert g.std() / g.mean() == pytest.approx(1.0, rel=0.03)
+    assert np.all(np.diff(t) >= 0)
+
+
+@pytest.mark.parametrize("cv", [0.5, 1.0, 2.0, 4.0])
+def test_gamma_keeps_mean_rate_and_sets_cv(cv):
+    t = GammaArrivals(rate_hz=2.0, cv=cv).sample(80_000, np.random.default_rng(1))
+    g = gaps(t)
+    assert g.mean() == pytest.approx(0.5, rel=0.04)
+    assert g.std() / g.mean() == pytest.approx(cv, rel=0.06)
+
+
+def test_burstiness_is_vllm_gamma_shape():
+    assert GammaArrivals(rate_hz=1.0, cv=2.0).burstiness == pytest.approx(0.25)
+    spec = WorkloadSpec.from_dict({"arrival": "gamma", "rate_hz": 1.0, "burstiness": 0.25})
+    assert spec.arrivals.cv == pytest.approx(2.0)
+
+
+def test_rate_schedule_counts_per_segment():
+    sched = RateSchedule(segments=((100.0, 1.0), (100.0, 5.0), (100.0, 0.0)))
+    t = sched.sample(20_000, np.random.default_rng(2))
+    period = t % 300.0
+    n1 = np.sum(period < 100)
+    n2 = np.sum((period >= 100) & (period < 200))
+    n3 = np.sum(period >= 200)
+    assert n3 == 0
+    assert n2 / n1 == pytest.approx(5.0, rel=0.08)
+    assert sched.mean_rate_hz == pytest.approx(2.0)
+
+
+def test_same_seed_same_requests_other_seed_other():
+    spec = WorkloadSpec.from_dict({"mix": "llava-image", "rate_hz": 2.0, "num_requests": 50})
+    a = generate(spec, np.random.default_rng(5))
+    assert a == generate(spec, np.random.default_rng(5))
+    assert a != generate(spec, np.random.default_rng(6))
+
+
+@pytest.mark.parametrize("name", sorted(MIXES))
+def test_mixes_draw_valid_requests(name):
+    spec = WorkloadSpec.from_dict({"mix": name, "rate_hz": 1.0, "num_requests": 30})
+    for r in generate(spec, np.random.default_rng(0)):
+        assert (r.modality is Modality.TEXT) == (r.num_items == 0)
+        if r.num_items:
+            assert set(r.mm_tokens_per_item) <= set(MIXES[name].item_tokens)
+
+
+def test_with_rate_scales_mean_rate():
+    spec = WorkloadSpec.from_dict({"arrival": "schedule", "schedule": [[10, 1], [10, 3]]})
+    assert spec.with_rate(4.0).mean_rate_hz == pytest.approx(4.0)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_trace_round_trip(tmp_path, suffix):
+    spec = WorkloadSpec.from_dict({"mix": "qwen-video", "rate_hz": 3.0, "num_requests": 25})
+    reqs = generate(spec, np.random.default_rng(0))
+    path = write_trace(reqs, tmp_path / f"t{suffix}")
+    assert read_trace(path) == reqs
+    replay = WorkloadSpec.from_dict({"arrival": "trace", "trace": str(path)})
+    assert generate(replay, np.random.default_rng(99)) == reqs
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        ("0,abc,image,10,10,5", "arrival_s"),
+        ("0,1.0,smell,10,10,5", "modality"),
+        ("0,1.0,image,10,0,5", "output_tokens"),
+        ("0,1.0,image,10,10,", "mm_tokens_per_item"),
+        ("0,-1.0,image,10,10,5", "arrival_s"),
+        ("0,1.0,image,10,10,x;y", "mm_tokens_per_item"),
+    ],
+)
+def test_malformed_trace_row_names_line_and_field(tmp_path, row, field):
+    path = tmp_path / "bad.csv"
+    path.write_text(
+        "request_id,arrival_s,modality,prompt_tokens,output_tokens,mm_tokens_per_item\n"
+        "1,0.5,image,10,10,5\n" + row + "\n"
+    )
+    with pytest.raises(ValueError, match=field) as info:
+        read_trace(path)
+    assert ":3" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("table", "field"),
+    [
+        ({"rate_hz": -1.0}, "rate_hz"),
+        ({"rate_hz": float("nan")}, "rate_hz"),
+        ({"rate_hz": 1.0, "num_requests": 0}, "num_requests"),
+        ({"rate_hz": 1.0, "mix": "smell"}, "mix"),
+        ({"rate_hz": 1.0, "arrival": "weibull"}, "arrival"),
+        ({"rate_hz": 1.0, "cv": 0}, "cv"),
+        ({"rate_hz": 1.0, "speed": 3}, "speed"),
+        ({"arrival": "schedule", "schedule": [[1, -2]]}, "rate_hz"),
+        ({"arrival": "trace"}, "trace"),
+    ],
+)
+def test_bad_workload_tables(table, field):
+    with pytest.raises(ValueError, match=field):
+        WorkloadSpec.from_dict(table)
