@@ -1,0 +1,298 @@
+"""Model and GPU specifications, loaded from the JSON files under ``specs/``.
+
+Each spec file holds every number beside its source and a mark (V read in a
+source, D derived, G guess; see docs/profiles.md). Loading strips the marks
+into :attr:`ModelSpec.provenance` / :attr:`GPUSpec.provenance` (dotted path ->
+"[mark] source") and builds frozen, validated dataclasses. :func:`model_spec`
+and :func:`gpu_spec` are the registries: an unknown name fails loudly and lists
+the known ones. ``to_dict`` / ``from_dict`` give the plain values that analytic
+profiles embed, so a committed profile does not change when a spec file does.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from calibration._fields import fraction, unknown_name, validate
+
+SPEC_DIR = Path(__file__).parent / "specs"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LMSpec:
+    """The language model: decoder layers, attention shape, vocabulary."""
+
+    num_layers: int
+    hidden_size: int
+    intermediate_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    mlp_num_matrices: int
+    sliding_window_tokens: int
+    num_sliding_layers: int
+    dtype_bytes: int
+
+    def __post_init__(self) -> None:
+        validate(self, positive=frozenset({
+            "num_layers", "hidden_size", "intermediate_size", "num_heads", "num_kv_heads",
+            "head_dim", "vocab_size", "mlp_num_matrices", "dtype_bytes"}))
+        if self.num_sliding_layers > self.num_layers:
+            raise ValueError(f"LMSpec.num_sliding_layers must be <= num_layers, got "
+                             f"{self.num_sliding_layers!r}")
+        if self.num_sliding_layers and not self.sliding_window_tokens:
+            raise ValueError("LMSpec.sliding_window_tokens must be > 0 when there are sliding layers")
+
+    @property
+    def q_width(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def layer_params(self) -> int:
+        """Weights of one decoder layer (norms and biases ignored)."""
+        attn = 2 * self.hidden_size * self.q_width + 2 * self.hidden_size * self.num_kv_heads * self.head_dim
+        return attn + self.mlp_num_matrices * self.hidden_size * self.intermediate_size
+
+    @property
+    def embedding_params(self) -> int:
+        copies = 1 if self.tie_word_embeddings else 2
+        return copies * self.vocab_size * self.hidden_size
+
+    @property
+    def params(self) -> int:
+        return self.num_layers * self.layer_params + self.embedding_params
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.params * self.dtype_bytes
+
+    @property
+    def kv_bytes_per_token_layer(self) -> int:
+        return 2 * self.num_kv_heads * self.head_dim * self.dtype_bytes
+
+    @property
+    def num_full_layers(self) -> int:
+        return self.num_layers - self.num_sliding_layers
+
+    def kv_bytes(self, seq_len: int) -> int:
+        """KV bytes of one sequence of ``seq_len`` tokens (sliding layers keep a window)."""
+        window = min(seq_len, self.sliding_window_tokens) if self.num_sliding_layers else 0
+        held = self.num_full_layers * seq_len + self.num_sliding_layers * window
+        return held * self.kv_bytes_per_token_layer
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EncoderSpec:
+    """The vision/audio tower (transformer layers) and its projector."""
+
+    num_layers: int
+    hidden_size: int
+    intermediate_size: int
+    num_heads: int
+    mlp_num_matrices: int
+    projector_params: int
+    stem_params: int
+
+    def __post_init__(self) -> None:
+        validate(self, positive=frozenset({
+            "num_layers", "hidden_size", "intermediate_size", "num_heads", "mlp_num_matrices"}))
+
+    @property
+    def layer_params(self) -> int:
+        return 4 * self.hidden_size**2 + self.mlp_num_matrices * self.hidden_size * self.intermediate_size
+
+    @property
+    def params(self) -> int:
+        return self.num_layers * self.layer_params + self.projector_params + self.stem_params
+
+
+_MAPPING_KINDS = ("tiles", "linear")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemMapping:
+    """How the LM tokens of one item become encoder work.
+
+    ``tiles`` (LLaVA anyres): one base view plus grid tiles, each a separate
+    encoder sequence of ``positions_per_tile``. ``linear`` (Qwen2.5-VL,
+    Whisper): ``positions_per_lm_token`` encoder positions per LM token, cut
+    into attention segments of ``segment_positions``; ``num_full_attention_layers``
+    attend over a whole segment, the rest over windows of ``window_positions``.
+    """
+
+    kind: str
+    base_lm_tokens: int = 0
+    lm_tokens_per_tile: int = 0
+    max_tiles: int = 0
+    positions_per_tile: int = 0
+    positions_per_lm_token: float = 0.0
+    segment_positions: int = 0
+    window_positions: int = 0
+    num_full_attention_layers: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in _MAPPING_KINDS:
+            raise unknown_name("ItemMapping.kind", self.kind, list(_MAPPING_KINDS))
+        validate(self)
+        needed = (("lm_tokens_per_tile", "max_tiles", "positions_per_tile") if self.kind == "tiles"
+                  else ("positions_per_lm_token", "segment_positions"))
+        for name in needed:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"ItemMapping.{name} must be > 0 for kind {self.kind!r}")
+
+    def segments(self, lm_tokens: int) -> list[int]:
+        """Encoder sequence lengths (positions) for one item of ``lm_tokens``."""
+        if self.kind == "tiles":
+            extra = max(0, lm_tokens - self.base_lm_tokens)
+            tiles = min(self.max_tiles, 1 + math.ceil(extra / self.lm_tokens_per_tile))
+            return [self.positions_per_tile] * tiles
+        total = max(1, math.ceil(lm_tokens * self.positions_per_lm_token))
+        full, rest = divmod(total, self.segment_positions)
+        return [self.segment_positions] * full + ([rest] if rest else [])
+
+    def attention_spans(self, num_layers: int) -> list[tuple[int, int]]:
+        """(layer count, window) pairs; window 0 means the whole segment."""
+        if self.kind == "tiles" or not self.window_positions:
+            return [(num_layers, 0)]
+        full = min(num_layers, self.num_full_attention_layers)
+        return [(full, 0), (num_layers - full, self.window_positions)]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TypicalRequest:
+    """Request sizes used by ``easerve profile show`` and capacity screens."""
+
+    prompt_tokens: int
+    output_tokens: int
+    mm_tokens_per_item: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        validate(self, positive=frozenset({"output_tokens"}))
+        object.__setattr__(self, "mm_tokens_per_item", tuple(int(t) for t in self.mm_tokens_per_item))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSpec:
+    name: str
+    hf_id: str
+    modality: str
+    lm: LMSpec
+    encoder: EncoderSpec
+    mapping: ItemMapping
+    typical_request: TypicalRequest
+    provenance: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("provenance")
+        out["typical_request"]["mm_tokens_per_item"] = list(self.typical_request.mm_tokens_per_item)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, provenance: Mapping[str, str] | None = None) -> ModelSpec:
+        try:
+            return cls(
+                name=data["name"], hf_id=data["hf_id"], modality=data["modality"],
+                lm=LMSpec(**data["lm"]), encoder=EncoderSpec(**data["encoder"]),
+                mapping=ItemMapping(**data["mapping"]),
+                typical_request=TypicalRequest(**data["typical_request"]),
+                provenance=dict(provenance or {}),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"model spec {data.get('name', '?')!r} is malformed: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GPUSpec:
+    name: str
+    full_name: str
+    compute_capability: str
+    num_sms: int
+    dense_bf16_flops: float
+    mem_bandwidth_bytes_per_s: float
+    memory_bytes: int
+    sm_partition_min_sms: int
+    sm_partition_step_sms: int
+    link_kind: str
+    link_bytes_per_s: float
+    link_latency_s: float
+    num_links: int
+    provenance: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        validate(self, positive=frozenset({
+            "num_sms", "dense_bf16_flops", "mem_bandwidth_bytes_per_s", "memory_bytes",
+            "sm_partition_min_sms", "sm_partition_step_sms", "link_bytes_per_s", "num_links"}))
+
+    def partition_share(self, share: float) -> float:
+        """The share of SMs a partition of ``share`` really gets, rounded up to the granularity."""
+        fraction("GPUSpec", "sm_share", share)
+        step = self.sm_partition_step_sms
+        sms = max(self.sm_partition_min_sms, math.ceil(share * self.num_sms / step - 1e-9) * step)
+        return min(1.0, sms / self.num_sms)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("provenance")
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, provenance: Mapping[str, str] | None = None) -> GPUSpec:
+        try:
+            return cls(**{k: v for k, v in data.items() if k != "provenance"},
+                       provenance=dict(provenance or {}))
+        except TypeError as exc:
+            raise ValueError(f"GPU spec {data.get('name', '?')!r} is malformed: {exc}") from None
+
+
+def strip_marks(node: Any, path: str, provenance: dict[str, str]) -> Any:
+    """Replace every ``{"value", "mark", "source"}`` leaf by its value, noting the source."""
+    if isinstance(node, Mapping):
+        if "value" in node and "mark" in node:
+            if node["mark"] not in ("V", "D", "G"):
+                raise ValueError(f"{path}: mark must be V, D or G, got {node['mark']!r}")
+            provenance[path] = f"[{node['mark']}] {node.get('source', '')}"
+            return node["value"]
+        return {k: strip_marks(v, f"{path}.{k}" if path else k, provenance)
+                for k, v in node.items() if k != "marks"}
+    return node
+
+
+def _read(kind: str, name: str) -> tuple[dict[str, Any], dict[str, str]]:
+    folder = SPEC_DIR / kind
+    known = sorted(p.stem for p in folder.glob("*.json"))
+    if name not in known:
+        raise unknown_name("model" if kind == "models" else "GPU", name, known)
+    provenance: dict[str, str] = {}
+    data = strip_marks(json.loads((folder / f"{name}.json").read_text()), "", provenance)
+    return data, provenance
+
+
+def model_names() -> list[str]:
+    return sorted(p.stem for p in (SPEC_DIR / "models").glob("*.json"))
+
+
+def gpu_names() -> list[str]:
+    return sorted(p.stem for p in (SPEC_DIR / "gpus").glob("*.json"))
+
+
+@functools.cache
+def model_spec(name: str) -> ModelSpec:
+    """The spec of model ``name`` (e.g. ``llava-v1.6-34b``)."""
+    data, provenance = _read("models", name)
+    return ModelSpec.from_dict(data, provenance=provenance)
+
+
+@functools.cache
+def gpu_spec(name: str) -> GPUSpec:
+    """The spec of GPU ``name`` (e.g. ``rtx6000ada``)."""
+    data, provenance = _read("gpus", name)
+    return GPUSpec.from_dict(data, provenance=provenance)

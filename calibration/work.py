@@ -1,0 +1,112 @@
+"""FLOPs and bytes of each stage, counted kernel by kernel from a model spec.
+
+The analytic profile turns these counts into seconds. A stage is a list of
+:class:`Kernel` (FLOPs, whether it is attention, how many layers repeat it)
+plus the bytes it must stream from memory. Counting per kernel matters because
+a small kernel cannot fill the GPU (see ``fill`` in :mod:`calibration.analytic`),
+so one big sum of FLOPs would hide exactly the effect SM sharing exploits.
+
+Tensor parallelism splits every LM matrix over ``tp`` GPUs (column-parallel
+QKV and up/gate, row-parallel output and down projections); the counts here are
+per GPU. Encoders are not split: an encode worker of ``tp`` GPUs runs one
+encoder replica per GPU and deals the items of a batch out round-robin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from calibration.specs import EncoderSpec, LMSpec, ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    """``flops`` of one launch, repeated ``count`` times (once per layer)."""
+
+    flops: float
+    count: int = 1
+    attention: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StageWork:
+    kernels: tuple[Kernel, ...]
+    bytes_read: float
+    num_layers: int
+    allreduce_bytes: float = 0.0  # bytes of each of the 2 per-layer all-reduces (TP > 1)
+
+    @property
+    def flops(self) -> float:
+        return sum(k.flops * k.count for k in self.kernels)
+
+
+def _layer_gemms(m: float, *, hidden: int, q: int, kv: int, ffn: int, mats: int, tp: int) -> list[float]:
+    """FLOPs of the four GEMMs of one transformer layer over ``m`` tokens (per GPU)."""
+    return [
+        2.0 * m * hidden * (q + 2 * kv) / tp,  # QKV (column-parallel)
+        2.0 * m * q * hidden / tp,  # attention output (row-parallel)
+        2.0 * m * hidden * ffn * (mats - 1) / tp,  # up (+ gate)
+        2.0 * m * ffn * hidden / tp,  # down (row-parallel)
+    ]
+
+
+def encoder_work(spec: ModelSpec, mm_tokens_per_item: Sequence[int]) -> StageWork:
+    """Work of one encoder forward over a batch of items (one GPU)."""
+    enc: EncoderSpec = spec.encoder
+    segments = [s for tokens in mm_tokens_per_item for s in spec.mapping.segments(int(tokens))]
+    positions = float(sum(segments))
+    lm_tokens = float(sum(mm_tokens_per_item))
+    gemms = _layer_gemms(positions, hidden=enc.hidden_size, q=enc.hidden_size, kv=enc.hidden_size,
+                         ffn=enc.intermediate_size, mats=enc.mlp_num_matrices, tp=1)
+    kernels = [Kernel(f, enc.num_layers) for f in gemms]
+    for layers, window in spec.mapping.attention_spans(enc.num_layers):
+        if layers:
+            attn = sum(4.0 * s * (min(s, window) if window else s) * enc.hidden_size for s in segments)
+            kernels.append(Kernel(attn, layers, attention=True))
+    kernels.append(Kernel(2.0 * lm_tokens * enc.projector_params))
+    weight_bytes = enc.params * spec.lm.dtype_bytes
+    return StageWork(tuple(kernels), bytes_read=weight_bytes, num_layers=enc.num_layers)
+
+
+def _attended(lm: LMSpec, n: float, *, causal_prefix: bool) -> float:
+    """Query-key pairs per head summed over layers for a sequence of ``n`` new tokens."""
+    if causal_prefix:
+        full = n * (n + 1) / 2
+        w = lm.sliding_window_tokens
+        sliding = full if n <= w else w * (w + 1) / 2 + (n - w) * w
+    else:  # one decode token attending to a context of n
+        full, sliding = n, min(n, lm.sliding_window_tokens)
+    return lm.num_full_layers * full + lm.num_sliding_layers * sliding
+
+
+def prefill_work(lm: LMSpec, seq_lens: Sequence[int], *, tp: int) -> StageWork:
+    """Work of one prefill forward over sequences of ``seq_lens`` tokens (per GPU)."""
+    tokens = float(sum(seq_lens))
+    gemms = _layer_gemms(tokens, hidden=lm.hidden_size, q=lm.q_width,
+                         kv=lm.num_kv_heads * lm.head_dim, ffn=lm.intermediate_size,
+                         mats=lm.mlp_num_matrices, tp=tp)
+    kernels = [Kernel(f, lm.num_layers) for f in gemms]
+    pairs = sum(_attended(lm, float(n), causal_prefix=True) for n in seq_lens)
+    kernels.append(Kernel(4.0 * pairs * lm.q_width / tp, 1, attention=True))
+    kernels.append(Kernel(2.0 * len(seq_lens) * lm.hidden_size * lm.vocab_size / tp))  # LM head
+    return StageWork(tuple(kernels), bytes_read=lm.weight_bytes / tp, num_layers=lm.num_layers,
+                     allreduce_bytes=tokens * lm.hidden_size * lm.dtype_bytes)
+
+
+def decode_work(lm: LMSpec, batch_size: int, context_tokens: int, *, tp: int) -> StageWork:
+    """Work of one decode step: ``batch_size`` sequences holding ``context_tokens`` in all."""
+    b = float(batch_size)
+    per_seq = context_tokens / b
+    gemms = _layer_gemms(b, hidden=lm.hidden_size, q=lm.q_width, kv=lm.num_kv_heads * lm.head_dim,
+                         ffn=lm.intermediate_size, mats=lm.mlp_num_matrices, tp=tp)
+    kernels = [Kernel(f, lm.num_layers) for f in gemms]
+    pairs = b * _attended(lm, per_seq, causal_prefix=False)
+    kernels.append(Kernel(4.0 * pairs * lm.q_width / tp, 1, attention=True))
+    kernels.append(Kernel(2.0 * b * lm.hidden_size * lm.vocab_size / tp))
+    # Weights once per step (the input embedding is a lookup, so a tied table is read once)
+    # plus every cached K and V row the batch attends to.
+    read_params = lm.num_layers * lm.layer_params + lm.vocab_size * lm.hidden_size
+    kv_read = pairs * lm.kv_bytes_per_token_layer
+    return StageWork(tuple(kernels), bytes_read=(read_params * lm.dtype_bytes + kv_read) / tp,
+                     num_layers=lm.num_layers, allreduce_bytes=b * lm.hidden_size * lm.dtype_bytes)

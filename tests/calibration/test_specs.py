@@ -1,0 +1,83 @@
+"""Model and GPU specs: registries, provenance, and the arithmetic built on them."""
+
+from __future__ import annotations
+
+import pytest
+
+from calibration.specs import ItemMapping, gpu_names, gpu_spec, model_names, model_spec
+
+MODELS = ["llava-v1.6-34b", "qwen2.5-vl-32b", "ultravox-v0.6-gemma3-27b"]
+GPUS = ["a100-sxm4-80gb", "h100-sxm", "h200", "rtx6000ada"]
+
+
+def test_registries_list_the_paper_models_and_gpus():
+    assert model_names() == sorted(MODELS)
+    assert gpu_names() == GPUS
+
+
+@pytest.mark.parametrize("lookup, kind", [(model_spec, "model"), (gpu_spec, "GPU")])
+def test_unknown_name_fails_listing_known(lookup, kind):
+    with pytest.raises(ValueError, match=f"unknown {kind} 'nope'; known: .*"):
+        lookup("nope")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_model_number_has_a_marked_source(name):
+    spec = model_spec(name)
+    for section in ("lm", "encoder"):
+        for key in spec.to_dict()[section]:
+            entry = spec.provenance[f"{section}.{key}"]
+            assert entry[:3] in ("[V]", "[D]", "[G]") and len(entry) > 8, (section, key)
+
+
+@pytest.mark.parametrize("name", GPUS)
+def test_every_gpu_number_has_a_marked_source(name):
+    spec = gpu_spec(name)
+    for key in spec.to_dict():
+        if key not in ("name", "full_name"):
+            assert spec.provenance[key][:3] in ("[V]", "[D]", "[G]"), key
+
+
+@pytest.mark.parametrize("name, params_b, kv_kib", [
+    ("llava-v1.6-34b", 34.4, 240), ("qwen2.5-vl-32b", 32.8, 256), ("ultravox-v0.6-gemma3-27b", 27.0, 496),
+])
+def test_lm_size_and_kv_per_token_match_published_figures(name, params_b, kv_kib):
+    lm = model_spec(name).lm
+    assert lm.params / 1e9 == pytest.approx(params_b, abs=0.15)
+    assert lm.num_layers * lm.kv_bytes_per_token_layer == kv_kib * 1024
+
+
+def test_gemma_sliding_layers_keep_only_their_window():
+    lm = model_spec("ultravox-v0.6-gemma3-27b").lm
+    per_layer = lm.kv_bytes_per_token_layer
+    assert lm.kv_bytes(1000) == 62 * 1000 * per_layer
+    assert lm.kv_bytes(5000) == (10 * 5000 + 52 * 1024) * per_layer
+
+
+def test_item_mappings_give_the_encoder_work_of_the_notes():
+    assert model_spec("llava-v1.6-34b").mapping.segments(2928) == [577] * 5
+    assert model_spec("llava-v1.6-34b").mapping.segments(576) == [577]
+    assert sum(model_spec("ultravox-v0.6-gemma3-27b").mapping.segments(63)) == 504
+    assert model_spec("ultravox-v0.6-gemma3-27b").mapping.segments(250) == [1500, 500]
+    assert sum(model_spec("qwen2.5-vl-32b").mapping.segments(7200)) == 28800
+
+
+def test_bad_spec_values_are_refused_naming_the_field():
+    with pytest.raises(ValueError, match=r"ItemMapping\.kind"):
+        ItemMapping(kind="spiral")
+    with pytest.raises(ValueError, match=r"ItemMapping\.positions_per_lm_token"):
+        ItemMapping(kind="linear", segment_positions=10)
+    data = model_spec("llava-v1.6-34b").to_dict()
+    data["lm"]["num_layers"] = -1
+    with pytest.raises(ValueError, match=r"LMSpec.num_layers must be > 0, got -1"):
+        type(model_spec("llava-v1.6-34b")).from_dict(data)
+
+
+def test_sm_partition_rounds_up_to_the_granularity():
+    ada, hopper = gpu_spec("rtx6000ada"), gpu_spec("h200")
+    assert ada.partition_share(1.0) == 1.0
+    assert ada.partition_share(0.2) == 30 / 142  # 28.4 SMs -> 30 (multiple of 2)
+    assert hopper.partition_share(0.2) == 32 / 132  # 26.4 SMs -> 32 (multiple of 8)
+    assert hopper.partition_share(0.01) == 8 / 132  # the minimum partition
+    with pytest.raises(ValueError, match="sm_share"):
+        ada.partition_share(0.0)
