@@ -21,6 +21,7 @@ from easerve import __version__
 #: subcommand name -> module under easerve.cli that registers it
 COMMANDS: dict[str, str] = {
     "workload": "easerve.cli.workload_cmd",
+    "profile": "easerve.cli.profile_cmd",
 }
 
 
