@@ -1,0 +1,179 @@
+"""The one device check of issue 8: SM levels, stage profiles, the sharing ablation.
+
+Usage (repository root)::
+
+    python3 bench/gpu/run_device_check.py --out "$OUT"      # on the H200, ~7 min
+    python3 bench/gpu/run_device_check.py --dry-run --out /tmp/x   # same path, CPU, tiny
+
+Sections run in priority order, each under its own wall-clock budget inside
+a total one (bench/gpu/plan.py); a failing section is recorded in
+``summary.json`` and the run goes on. Outputs (at most 8 files, see
+bench/gpu/README.md): ``summary.json``, ``green.csv``, ``encode.csv``,
+``lm.csv``, ``ablation.csv`` and ``profiles/<model>.json``.
+
+Needs only torch, transformers, numpy and pandas (what the H200 image has):
+the repository root is put on ``sys.path``, so easerve need not be installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import faulthandler
+import importlib.metadata as md
+import os
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from bench.gpu import ablation, green_checks, profiles, stage_sweeps  # noqa: E402
+from bench.gpu.plan import Plan, Sink, dry_plan, full_plan  # noqa: E402
+from easerve_core.sm_share import SMShareTable  # noqa: E402
+from live.gpu.realsize import PAIRS, build_encoder, build_lm  # noqa: E402
+from live.gpu.timing import Deadline  # noqa: E402
+
+
+def gpu_label() -> str:
+    name = torch.cuda.get_device_name(0)
+    return "h200" if "H200" in name else "".join(c if c.isalnum() else "-" for c in name.lower())
+
+
+def env_info(plan: Plan) -> dict[str, Any]:
+    versions = {}
+    for pkg in ("torch", "transformers", "numpy", "pandas", "cuda-bindings", "cuda-core", "cupy-cuda13x"):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            versions[pkg] = None
+    info: dict[str, Any] = {"python": platform.python_version(), "versions": versions,
+                            "device": plan.device, "gpu_label": plan.gpu_label, "size": plan.size,
+                            "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                            "CUDA_DEVICE_MAX_CONNECTIONS": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")}
+    if plan.device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        info.update(device_name=props.name, sm_count=props.multi_processor_count,
+                    capability=list(torch.cuda.get_device_capability(0)), torch_cuda=torch.version.cuda,
+                    memory_bytes=props.total_memory)
+    return info
+
+
+def section(sink: Sink, name: str, fn: Callable[[], Any]) -> Any:
+    """Run one section; record its time and any error; never raise."""
+    t0 = time.monotonic()
+    print(f"[device-check] {name} ...", flush=True)
+    try:
+        result = fn()
+        sink.summary["sections"][name] = {"ok": True, "secs": round(time.monotonic() - t0, 3)}
+    except Exception as exc:  # record, go on: the other sections still count
+        result = None
+        sink.summary["sections"][name] = {"ok": False, "secs": round(time.monotonic() - t0, 3)}
+        sink.summary["errors"][name] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}"
+        print(f"[device-check] {name} FAILED: {type(exc).__name__}: {exc}", flush=True)
+    sink.write_summary()
+    return result
+
+
+def run_model(plan: Plan, sink: Sink, model: str, lanes: Any, deadline: Deadline) -> None:
+    enc_name, lm_name = PAIRS[model]
+    dtype = torch.bfloat16 if plan.device == "cuda" else torch.float32
+    enc = section(sink, f"build:{enc_name}",
+                  lambda: build_encoder(enc_name, size=plan.size, device=plan.device, dtype=dtype))
+    latency = {}
+    if enc is not None:
+        latency = section(sink, f"encode:{model}", lambda: stage_sweeps.encode_sweep(
+            plan, model, enc, lanes, sink, deadline.within(plan.budget_s("encode")))) or {}
+    lm = section(sink, f"build:{lm_name}", lambda: build_lm(
+        lm_name, size=plan.size, num_layers=plan.lm_layers, device=plan.device, dtype=dtype))
+    rows = []
+    if lm is not None:
+        rows = section(sink, f"lm:{model}", lambda: stage_sweeps.lm_sweep(
+            plan, model, lm, lanes, sink, deadline.within(plan.budget_s("lm")))) or []
+    enforced = bool(green_checks.swept_pairs(plan, lanes))
+    if model == plan.ablation_model and enc is not None and lm is not None and latency and enforced:
+        table = SMShareTable.from_measurements(latency, tolerance=plan.share_tolerance)
+        sink.summary["sm_share_table"] = {model: table.to_dict()}
+        sink.summary["ablation"] = section(sink, "ablation", lambda: ablation.run(
+            plan, enc, lm, lanes, table, sink, deadline.within(plan.budget_s("ablation"))))
+    if enc is not None and lm is not None:
+        notes = (f"{plan.size} sizes, {plan.lm_layers} LM layers built and scaled to full depth; "
+                 f"raw grid, kind '{profiles.KIND}' has no evaluator in calibration/ yet")
+        section(sink, f"profile:{model}", lambda: profiles.write(
+            sink.root / "profiles", model=model, gpu=plan.gpu_label, enc=enc, lm=lm, latency=latency,
+            lm_rows=rows, tolerance=plan.share_tolerance, notes=notes))
+    if plan.device == "cuda":  # the caller drops this pair's models; return their cached blocks
+        torch.cuda.empty_cache()
+
+
+def print_table(sink: Sink) -> None:
+    print("\n[device-check] sections:")
+    for name, s in sink.summary["sections"].items():
+        if isinstance(s, dict):
+            print(f"  {name:<40} {'ok' if s['ok'] else 'FAILED':<7} {s['secs']:8.1f} s")
+    for mode, m in (sink.summary.get("ablation") or {}).items():
+        print(f"  ablation {mode:<11} req/s {m['requests_per_s']:8.2f}  enc p99 {m['encode_p99_ms']:8.1f} ms"
+              f"  prefill p99 {m['prefill_p99_ms']:8.1f} ms  ({m['micro_batches']} micro-batches)")
+    levels = (sink.summary.get("green") or {}).get("levels", [])
+    pairs = ", ".join(f"{r['encode_sms']}/{r['prefill_sms']}" for r in levels)
+    print(f"  levels (encode/prefill SMs): {pairs}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="CPU, tiny models, fake SM levels")
+    parser.add_argument("--out", default=None, help="output folder (default: $OUT, else runs/device_check)")
+    parser.add_argument("--models", nargs="*", default=None, help="subset of model pairs to profile")
+    args = parser.parse_args(argv)
+    out = Path(args.out or os.environ.get("OUT") or ROOT / "runs" / "device_check")
+    if not args.dry_run and not torch.cuda.is_available():
+        print("[device-check] no CUDA device; use --dry-run on a CPU", file=sys.stderr)
+        return 2
+    plan = dry_plan() if args.dry_run else full_plan(gpu_label())
+    if args.models:
+        unknown = sorted(set(args.models) - set(PAIRS))
+        if unknown:
+            parser.error(f"unknown models {unknown}; known: {', '.join(PAIRS)}")
+        plan = dataclasses.replace(plan, models=tuple(args.models), ablation_model=args.models[0])
+    if plan.device == "cpu":
+        torch.set_num_threads(1)  # 2-vCPU machines time erratically with more (notes/tiny-models.md)
+    faulthandler.dump_traceback_later(plan.total_budget_s + 40, exit=True)  # a hang still ends the run
+    deadline = Deadline.after(plan.total_budget_s)
+    sink = Sink(out)
+    sink.summary["env"] = env_info(plan)
+    torch.manual_seed(plan.seed)
+    with torch.inference_mode():
+        lanes, pool = green_checks.build_pool(plan, sink)
+        sink.write_summary()
+        green_deadline = deadline.within(plan.budget_s("green"))
+        if pool is not None:
+            section(sink, "green:split_table", lambda: green_checks.split_table_section(sink))
+        section(sink, "green:confinement",
+                lambda: green_checks.confinement(plan, lanes, sink, green_deadline))
+        section(sink, "green:switch", lambda: green_checks.switch_section(plan, lanes, sink))
+        for model in plan.models:
+            if deadline.expired():
+                sink.summary["sections"][f"skipped:{model}"] = "total budget spent"
+                continue
+            run_model(plan, sink, model, lanes, deadline)
+        if pool is not None:
+            section(sink, "green:close", pool.close)
+    sink.summary["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    sink.write_summary()
+    sink.close()
+    faulthandler.cancel_dump_traceback_later()
+    print_table(sink)
+    failed = [n for n, s in sink.summary["sections"].items() if isinstance(s, dict) and not s["ok"]]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
