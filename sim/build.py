@@ -1,0 +1,108 @@
+"""Building the model: workers, GPUs, batchers and routers for one deployment.
+
+GPUs are numbered in stage order: encode workers first (worker i holds GPUs
+``i*tp .. i*tp+tp-1``), then remote Prefill, then Decode; an aggregated
+deployment numbers its instances the same way. Random routers get one child
+of the run's seed per encode worker, so one worker's draws never shift
+another's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import simpy
+
+from easerve_core import (
+    AdaptiveBatcher,
+    BatchingMode,
+    DeficitRouter,
+    Deployment,
+    FixedBatcher,
+    ParallelProfile,
+    RandomRouter,
+    SMShareTable,
+    StageProfile,
+)
+from easerve_core.batcher import Batcher
+from easerve_core.profile import profile_for_tp
+from easerve_core.router import Router
+from sim.aggregated import AggregatedWorker
+from sim.decode import DecodeWorker
+from sim.encode import EncodeWorker
+from sim.feasibility import Capacities
+from sim.options import SimOptions
+from sim.pipeline import Job, Pipeline
+from sim.prefill import PrefillWorker
+from sim.recorder import Recorder
+from sim.sharing import SharedGPU
+from sim.stepsum import StepClock
+
+
+def _gpus(first: int, index: int, tp: int) -> tuple[int, ...]:
+    start = first + index * tp
+    return tuple(range(start, start + tp))
+
+
+def make_batcher(deployment: Deployment) -> Batcher[Job]:
+    b = deployment.max_encode_batch
+    if deployment.batching is BatchingMode.FIXED:
+        return FixedBatcher(b, timeout_s=deployment.batch_timeout_s)
+    rate = deployment.rate_hint_hz
+    per_worker = None if rate is None else rate / deployment.encode.num_workers
+    return AdaptiveBatcher(b, gap_factor=deployment.gap_factor, max_wait_s=deployment.max_wait_s,
+                           rate_hz=per_worker)
+
+
+def make_routers(deployment: Deployment, seed: int) -> list[Router]:
+    n, s = deployment.encode.num_workers, deployment.remote_fraction
+    if deployment.router == "deficit":
+        return [DeficitRouter(s) for _ in range(n)]
+    children = np.random.SeedSequence(seed).spawn(n)
+    return [RandomRouter(s, np.random.default_rng(child)) for child in children]
+
+
+def build_disaggregated(env: simpy.Environment, recorder: Recorder, pipe: Pipeline, *,
+                        deployment: Deployment, profile: StageProfile | ParallelProfile,
+                        table: SMShareTable, caps: Capacities, options: SimOptions,
+                        seed: int) -> list[EncodeWorker]:
+    """Encode, remote Prefill and Decode workers, wired into ``pipe``."""
+    d = deployment
+    enc_profile = profile_for_tp(profile, d.encode.tp)
+    routers = make_routers(d, seed)
+    encoders = []
+    for i in range(d.encode.num_workers):
+        gpu = SharedGPU(d.sm_sharing, table=table, static_encode_share=d.static_encode_share,
+                        time_slice_overhead_frac=options.time_slice_overhead_frac)
+        encoders.append(EncodeWorker(
+            env, i, _gpus(0, i, d.encode.tp), recorder, pipe=pipe, batcher=make_batcher(d),
+            router=routers[i], gpu=gpu, encode_profile=enc_profile, lm_profile=enc_profile,
+            prefill_max_batch_tokens=options.prefill_max_batch_tokens,
+            encode_only=options.encode_only, coalesce=options.coalesce_waiting_batches))
+    first = d.encode.num_gpus
+    pf_profile = profile_for_tp(profile, d.prefill.tp)
+    pipe.prefill_workers = [
+        PrefillWorker(env, i, _gpus(first, i, d.prefill.tp), recorder, pipe=pipe,
+                      profile=pf_profile, prefill_max_batch_tokens=options.prefill_max_batch_tokens)
+        for i in range(d.prefill.num_workers)]
+    first += d.prefill.num_gpus
+    clock = StepClock(profile_for_tp(profile, d.decode.tp))
+    pipe.decode_workers = [
+        DecodeWorker(env, i, _gpus(first, i, d.decode.tp), recorder, pipe=pipe, clock=clock,
+                     kv_capacity_tokens=caps.decode, max_num_seqs=d.max_num_decode_seqs)
+        for i in range(d.decode.num_workers)]
+    return encoders
+
+
+def build_aggregated(env: simpy.Environment, recorder: Recorder, pipe: Pipeline, *,
+                     deployment: Deployment, profile: StageProfile | ParallelProfile,
+                     caps: Capacities, options: SimOptions) -> Sequence[AggregatedWorker]:
+    d = deployment
+    lm = profile_for_tp(profile, d.decode.tp)
+    clock = StepClock(lm)
+    return [AggregatedWorker(env, i, _gpus(0, i, d.decode.tp), recorder, pipe=pipe, clock=clock,
+                             kv_capacity_tokens=caps.decode, max_num_seqs=d.max_num_decode_seqs,
+                             profile=lm, encode_profile=lm,
+                             prefill_max_batch_tokens=options.prefill_max_batch_tokens)
+            for i in range(d.decode.num_workers)]

@@ -1,0 +1,187 @@
+"""Encode workers: micro-batcher, FIFO encoder, router, local Prefill on shared SMs.
+
+One :class:`EncodeWorker` per encode worker of the deployment. The front
+dispatcher offers each arriving request to a worker's batcher
+(:class:`~easerve_core.AdaptiveBatcher` or :class:`~easerve_core.FixedBatcher`);
+closed batches run on the encoder in FIFO order. Closed batches that had to
+wait for a busy encoder are coalesced, in order, up to B when it frees
+(``SimOptions.coalesce_waiting_batches``; a batch is never split), as a
+server forms its batch from what is queued when an instance frees. When a batch finishes, its
+requests are routed one by one, in batch order, by the worker's router
+(:class:`~easerve_core.DeficitRouter` or :class:`~easerve_core.RandomRouter`):
+``local`` requests queue for Prefill on this worker's GPUs, ``remote`` ones
+go to the least-loaded Prefill worker. Encode and local Prefill share the
+SMs as :mod:`sim.sharing` describes.
+
+Order within one step at one instant: finish the encode batch that is due
+(and route its requests), finish the local Prefill batch that is due (and
+hand its requests to Decode), poll the batcher, start the next encode batch,
+start the next local Prefill batch.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import simpy
+
+from easerve_core import Batch, StageProfile
+from easerve_core.batcher import Batcher
+from easerve_core.router import Route, Router
+from sim.pipeline import Job, Pipeline, take_batch
+from sim.recorder import Recorder
+from sim.sharing import SharedGPU
+from sim.worker import Worker
+
+
+class EncodeWorker(Worker):
+    """An encode worker and its local Prefill (see the module docstring)."""
+
+    stage = "encode"
+
+    def __init__(self, env: simpy.Environment, index: int, gpus: tuple[int, ...], recorder: Recorder,
+                 *, pipe: Pipeline, batcher: Batcher[Job], router: Router, gpu: SharedGPU,
+                 encode_profile: StageProfile, lm_profile: StageProfile,
+                 prefill_max_batch_tokens: int, encode_only: bool, coalesce: bool) -> None:
+        self.pipe = pipe
+        self.batcher = batcher
+        self.router = router
+        self.gpu = gpu
+        self.encode_profile = encode_profile
+        self.lm_profile = lm_profile
+        self.budget_tokens = prefill_max_batch_tokens
+        self.encode_only = encode_only
+        self.coalesce = coalesce
+        self.fifo: deque[Batch[Job]] = deque()
+        self.local_queue: deque[Job] = deque()
+        self.num_waiting = 0  # requests in the batcher or in closed batches not yet started
+        self._encoding: Batch[Job] | None = None
+        self._prefilling: list[Job] | None = None
+        super().__init__(env, index, gpus, recorder)
+
+    @property
+    def load(self) -> int:
+        """Requests waiting for or in Encode here (least-loaded dispatch)."""
+        running = len(self._encoding) if self._encoding is not None else 0
+        return self.num_waiting + running
+
+    # -- inputs from the dispatcher ----------------------------------------------------
+    def offer(self, job: Job, now: float) -> None:
+        job.rec.encode_worker = self.index
+        if not job.items:  # text: nothing to encode
+            self._route(job, now)
+            return
+        self.rec.log(now, "arrive", self.index, (job.req.request_id,))
+        self.num_waiting += 1
+        batch = self.batcher.offer(job, now)
+        if batch is not None:
+            self.fifo.append(batch)
+            if self._encoding is None:
+                self.notify()
+        else:
+            deadline = self.batcher.next_deadline()
+            if deadline is not None and not self.wakes_before(deadline):
+                self.notify()
+        self.rec.queue("encode", self.index, now, self.num_waiting)
+
+    # -- the loop ----------------------------------------------------------------------
+    def step(self, now: float) -> None:
+        gpu = self.gpu
+        if self._encoding is not None and gpu.encode.end_s <= now:
+            self._finish_encode(gpu.encode.end_s)
+        if self._prefilling is not None and gpu.prefill.end_s <= now:
+            self._finish_prefill(gpu.prefill.end_s)
+        batch = self.batcher.poll(now)
+        if batch is not None:
+            self.fifo.append(batch)
+        if self._encoding is None and self.fifo:
+            self._start_encode(now)
+        if self._prefilling is None and self.local_queue:
+            self._start_prefill(now)
+        self.rec.busy(self.gpus, now, gpu.busy_frac())
+
+    def next_due(self) -> float:
+        due = min(self.gpu.encode.end_s, self.gpu.prefill.end_s)
+        deadline = self.batcher.next_deadline()
+        return due if deadline is None else min(due, deadline)
+
+    # -- Encode --------------------------------------------------------------------------
+    def _start_encode(self, now: float) -> None:
+        batch = self.fifo.popleft()
+        if self.coalesce and self.fifo:
+            batch = self._coalesce(batch)
+        self._encoding = batch
+        self.num_waiting -= len(batch)
+        items = [t for job in batch.items for t in job.items]
+        size = len(batch)
+        for job in batch.items:
+            rec = job.rec
+            rec.encode_start_s = now
+            rec.encode_batch_size = size
+        profile = self.encode_profile
+        self.gpu.start_encode(now, size, lambda share: profile.encode_s(items, share))
+        self.rec.log(now, "encode_start", self.index, tuple(j.req.request_id for j in batch.items))
+        self.rec.queue("encode", self.index, now, self.num_waiting)
+
+    def _coalesce(self, batch: Batch[Job]) -> Batch[Job]:
+        """Merge closed batches waiting behind ``batch``, in order, while the sum stays <= B."""
+        jobs = list(batch.items)
+        limit = self.batcher.max_batch
+        while self.fifo and len(jobs) + len(self.fifo[0]) <= limit:
+            jobs.extend(self.fifo.popleft().items)
+        if len(jobs) == len(batch):
+            return batch
+        return Batch(tuple(jobs), batch.reason, batch.dispatched_s)
+
+    def _finish_encode(self, now: float) -> None:
+        batch = self._encoding
+        assert batch is not None
+        self._encoding = None
+        start = self.gpu.encode.start_s
+        share = self.gpu.finish_encode(now)
+        tokens = sum(job.rec.mm_tokens for job in batch.items)
+        self.rec.batch("encode", self.index, start, now, len(batch), tokens, share)
+        self.rec.log(now, "encode_end", self.index, tuple(j.req.request_id for j in batch.items))
+        for job in batch.items:
+            job.rec.encode_end_s = now
+            if self.encode_only:
+                self.pipe.finish(job, now)
+            else:
+                self._route(job, now)
+
+    def _route(self, job: Job, now: float) -> None:
+        route = self.router.route()
+        job.rec.route = route.value
+        self.rec.log(now, f"route_{route.value}", self.index, (job.req.request_id,))
+        if route is Route.LOCAL:
+            job.rec.prefill_worker = self.index
+            self.local_queue.append(job)
+            if self._prefilling is None:
+                self.notify()
+            self.rec.queue("local-prefill", self.index, now, len(self.local_queue))
+        else:
+            self.pipe.to_remote_prefill(job, now)
+
+    # -- local Prefill -------------------------------------------------------------------
+    def _start_prefill(self, now: float) -> None:
+        batch = take_batch(self.local_queue, self.budget_tokens)
+        self._prefilling = batch
+        seqs = [job.input_tokens for job in batch]
+        for job in batch:
+            job.rec.prefill_start_s = now
+        profile = self.lm_profile
+        self.gpu.start_prefill(now, lambda share: profile.prefill_s(seqs, share))
+        self.rec.log(now, "local_prefill_start", self.index, tuple(j.req.request_id for j in batch))
+        self.rec.queue("local-prefill", self.index, now, len(self.local_queue))
+
+    def _finish_prefill(self, now: float) -> None:
+        batch = self._prefilling
+        assert batch is not None
+        self._prefilling = None
+        start = self.gpu.prefill.start_s
+        share = self.gpu.finish_prefill(now)
+        tokens = sum(job.input_tokens for job in batch)
+        self.rec.batch("local-prefill", self.index, start, now, len(batch), tokens, share)
+        self.rec.log(now, "local_prefill_end", self.index, tuple(j.req.request_id for j in batch))
+        for job in batch:
+            self.pipe.after_prefill(job, now, self.lm_profile)

@@ -1,0 +1,55 @@
+"""Data movement between GPUs: a contended, bandwidth-limited interconnect.
+
+The cluster has ``num_links`` transfer paths of ``link_bytes_per_s`` each and
+a fixed ``link_latency_s`` per transfer (:class:`easerve_core.Cluster`). The
+model is a first-come first-served queue with ``num_links`` servers: a
+transfer takes the path that frees first, waits for it if all are busy, and
+then holds it for ``latency + bytes / bandwidth``. Service times are known
+when a transfer starts, so its end time is computed at once and costs one
+SimPy event (a callback on a timeout), not a process.
+
+Not modelled: bandwidth sharing between concurrent transfers on one path,
+topology (which GPU pairs share a PCIe switch) and transfers within a worker
+(local Prefill reads embeddings in place).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+
+import simpy
+
+from easerve_core import Cluster
+
+
+class Link:
+    """The cluster's interconnect (see the module docstring)."""
+
+    def __init__(self, env: simpy.Environment, cluster: Cluster) -> None:
+        self.env = env
+        self.bytes_per_s = float(cluster.link_bytes_per_s)
+        self.latency_s = float(cluster.link_latency_s)
+        self._free_at = [0.0] * cluster.num_links
+        self.num_transfers = 0
+        self.bytes_moved = 0
+
+    def duration_s(self, num_bytes: int) -> float:
+        """Time on a free path for ``num_bytes``."""
+        return self.latency_s + num_bytes / self.bytes_per_s
+
+    def end_time(self, now: float, num_bytes: int) -> float:
+        """Reserve a path for ``num_bytes`` from ``now``; return when the transfer ends."""
+        start = max(now, self._free_at[0])
+        end = start + self.duration_s(num_bytes)
+        heapq.heapreplace(self._free_at, end)
+        self.num_transfers += 1
+        self.bytes_moved += num_bytes
+        return end
+
+    def send(self, now: float, num_bytes: int, deliver: Callable[[float], None]) -> float:
+        """Move ``num_bytes`` and call ``deliver(end_s)`` when they arrive; return ``end_s``."""
+        end = self.end_time(now, num_bytes)
+        event = self.env.timeout(max(0.0, end - self.env.now))
+        event.callbacks.append(lambda _event: deliver(end))
+        return end

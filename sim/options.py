@@ -1,0 +1,72 @@
+"""Simulator knobs that are not part of a deployment: the ``[sim]`` config table.
+
+A :class:`SimOptions` holds the mechanism choices the paper leaves open and
+the simulator has to pick (docs/simulator.md): how the front dispatcher picks
+an encode worker, how many tokens one prefill batch may hold, how much a
+time-sliced GPU loses to context switches, whether closed encode batches
+that wait for a busy encoder are merged, and whether to stop at Encode.
+Every knob carries its unit in its name; the defaults are documented there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from easerve_core import _check
+
+DISPATCH_POLICIES = ("round-robin", "least-loaded")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimOptions:
+    """Mechanism knobs of the simulator.
+
+    Args:
+        dispatch: front dispatcher, ``round-robin`` or ``least-loaded`` (fewest
+            requests waiting or running on the encode worker, lowest index on a tie).
+        prefill_max_batch_tokens: a prefill batch takes waiting requests in
+            arrival order while their summed input tokens stay within this
+            budget; a single longer request still runs, alone.
+        time_slice_overhead_frac: under ``time-slice`` sharing, the fraction of
+            GPU time lost to context switches while Encode and local Prefill
+            both have work; each then progresses at ``(1 - overhead) / 2`` of
+            its exclusive speed.
+        coalesce_waiting_batches: when the encoder frees and several closed
+            batches wait, merge them in order while the total stays within B
+            (a batch is never split); False runs each closed batch as closed.
+        encode_only: stop every request after Encode (pure-encode what-ifs and
+            the queueing-theory check); records then have no prefill or decode.
+        record_utilization: keep the per-GPU busy-fraction time series.
+        record_queues: keep the per-stage queue-length time series.
+    """
+
+    dispatch: str = "round-robin"
+    prefill_max_batch_tokens: int = 8192
+    time_slice_overhead_frac: float = 0.1
+    coalesce_waiting_batches: bool = True
+    encode_only: bool = False
+    record_utilization: bool = True
+    record_queues: bool = True
+
+    def __post_init__(self) -> None:
+        _check.one_of("sim.dispatch", self.dispatch, DISPATCH_POLICIES)
+        _check.integer("sim.prefill_max_batch_tokens", self.prefill_max_batch_tokens, minimum=1)
+        overhead = _check.fraction("sim.time_slice_overhead_frac", self.time_slice_overhead_frac)
+        if overhead >= 1.0:
+            raise ValueError(f"sim.time_slice_overhead_frac must be < 1, got {overhead!r}")
+        for name in ("coalesce_waiting_batches", "encode_only", "record_utilization", "record_queues"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"sim.{name} must be true or false, got {getattr(self, name)!r}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SimOptions:
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown sim field(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**dict(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,99 @@
+"""The hand-offs between stages: jobs, transfers, least-loaded choices, finishing.
+
+A :class:`Job` is one request in flight: its :class:`~easerve_core.Request`,
+the :class:`~easerve_core.Record` the workers stamp, and sizes computed once.
+The :class:`Pipeline` moves jobs between workers: embeddings from an encode
+worker to the least-loaded remote Prefill worker, KV caches from Prefill to
+the least-loaded Decode worker, both over the shared :class:`~sim.link.Link`.
+"Least loaded" counts the tokens assigned to a worker and not yet done
+(queued, in flight or running); a tie goes to the lowest index.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Protocol
+
+from easerve_core import Record, Request, StageProfile
+from sim.link import Link
+from sim.recorder import Recorder
+
+
+class Job:
+    """One request moving through the model."""
+
+    __slots__ = ("input_tokens", "items", "kv_tokens", "rec", "req")
+
+    def __init__(self, req: Request) -> None:
+        self.req = req
+        self.rec = Record.for_request(req)
+        self.items = req.mm_tokens_per_item
+        self.input_tokens = req.input_tokens
+        #: KV a decode worker reserves for the whole sequence (no preemption)
+        self.kv_tokens = req.input_tokens + req.output_tokens
+
+
+class Receiver(Protocol):
+    index: int
+    load_tokens: int
+
+    def deliver(self, job: Job, now: float) -> None: ...
+
+
+def take_batch(queue: deque[Job], budget_tokens: int) -> list[Job]:
+    """Jobs from the head of ``queue`` while their input tokens fit ``budget_tokens`` (>= 1 job)."""
+    batch = [queue.popleft()]
+    total = batch[0].input_tokens
+    while queue and total + queue[0].input_tokens <= budget_tokens:
+        job = queue.popleft()
+        total += job.input_tokens
+        batch.append(job)
+    return batch
+
+
+def least_loaded(workers: Sequence[Receiver]) -> Receiver:
+    best = workers[0]
+    for w in workers:
+        if w.load_tokens < best.load_tokens:
+            best = w
+    return best
+
+
+class Pipeline:
+    """Stage-to-stage hand-offs (see the module docstring)."""
+
+    def __init__(self, *, link: Link, recorder: Recorder, encode_profile: StageProfile) -> None:
+        self.link = link
+        self.rec = recorder
+        self.encode_profile = encode_profile
+        self.prefill_workers: list[Receiver] = []
+        self.decode_workers: list[Receiver] = []
+        self.num_finished = 0
+
+    def to_remote_prefill(self, job: Job, now: float) -> None:
+        worker = least_loaded(self.prefill_workers)
+        worker.load_tokens += job.input_tokens
+        job.rec.prefill_worker = worker.index
+        if not job.items:
+            worker.deliver(job, now)
+            return
+        nbytes = self.encode_profile.embed_bytes(job.rec.mm_tokens)
+        self.link.send(now, nbytes, lambda end: worker.deliver(job, end))
+
+    def after_prefill(self, job: Job, now: float, kv_profile: StageProfile) -> None:
+        """First token is out at ``now``; move the KV cache on to Decode (or finish)."""
+        job.rec.first_token_s = now
+        if job.req.output_tokens == 1:
+            self.finish(job, now)
+            return
+        worker = least_loaded(self.decode_workers)
+        worker.load_tokens += job.kv_tokens
+        job.rec.decode_worker = worker.index
+        nbytes = kv_profile.kv_bytes(job.input_tokens)
+        self.link.send(now, nbytes, lambda end: worker.deliver(job, end))
+
+    def finish(self, job: Job, now: float) -> None:
+        job.rec.finish_s = now
+        self.num_finished += 1
+        self.rec.finished()

@@ -1,0 +1,78 @@
+"""Remote Prefill workers: batch waiting prefills under a token budget, FIFO.
+
+A :class:`PrefillWorker` holds a queue of requests whose embeddings have
+arrived. When idle it takes a batch from the head of the queue while the
+summed input tokens stay within ``SimOptions.prefill_max_batch_tokens`` (a
+longer request runs alone), runs it on the whole worker, stamps the first
+token of every request in the batch at its end and hands each, in batch
+order, to Decode.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import simpy
+
+from easerve_core import StageProfile
+from sim.pipeline import Job, Pipeline, take_batch
+from sim.recorder import Recorder
+from sim.worker import Worker
+
+
+class PrefillWorker(Worker):
+    """One remote Prefill worker (see the module docstring)."""
+
+    stage = "prefill"
+
+    def __init__(self, env: simpy.Environment, index: int, gpus: tuple[int, ...], recorder: Recorder,
+                 *, pipe: Pipeline, profile: StageProfile, prefill_max_batch_tokens: int) -> None:
+        self.pipe = pipe
+        self.profile = profile
+        self.budget_tokens = prefill_max_batch_tokens
+        self.queue: deque[Job] = deque()
+        self.load_tokens = 0
+        self._batch: list[Job] | None = None
+        self._start_s = 0.0
+        self._end_s = math.inf
+        super().__init__(env, index, gpus, recorder)
+
+    def deliver(self, job: Job, now: float) -> None:
+        self.queue.append(job)
+        self.rec.log(now, "prefill_arrive", self.index, (job.req.request_id,))
+        self.rec.queue("prefill", self.index, now, len(self.queue))
+        if self._batch is None:
+            self.notify()
+
+    def step(self, now: float) -> None:
+        if self._batch is not None and self._end_s <= now:
+            self._finish(self._end_s)
+        if self._batch is None and self.queue:
+            self._start(now)
+        self.rec.busy(self.gpus, now, 0.0 if self._batch is None else 1.0)
+
+    def next_due(self) -> float:
+        return self._end_s
+
+    def _start(self, now: float) -> None:
+        batch = take_batch(self.queue, self.budget_tokens)
+        self._batch = batch
+        for job in batch:
+            job.rec.prefill_start_s = now
+        self._start_s = now
+        self._end_s = now + self.profile.prefill_s([job.input_tokens for job in batch], 1.0)
+        self.rec.log(now, "prefill_start", self.index, tuple(j.req.request_id for j in batch))
+        self.rec.queue("prefill", self.index, now, len(self.queue))
+
+    def _finish(self, now: float) -> None:
+        batch = self._batch
+        assert batch is not None
+        self._batch = None
+        self._end_s = math.inf
+        tokens = sum(job.input_tokens for job in batch)
+        self.load_tokens -= tokens
+        self.rec.batch("prefill", self.index, self._start_s, now, len(batch), tokens, 1.0)
+        self.rec.log(now, "prefill_end", self.index, tuple(j.req.request_id for j in batch))
+        for job in batch:
+            self.pipe.after_prefill(job, now, self.profile)

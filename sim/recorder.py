@@ -1,0 +1,126 @@
+"""What a run observes besides the records: utilisation, stage log, queues, trace.
+
+Workers report to one :class:`Recorder`; it keeps plain Python lists while
+the run goes and builds the DataFrames once at the end.
+
+* Utilisation: a step function per GPU, ``time_s, gpu, busy_frac`` (the
+  busy SM fraction from ``time_s`` until that GPU's next row). A row is only
+  added when the value changes; two changes at one instant keep the last.
+* Stage log: one row per executed batch (``encode``, ``prefill``,
+  ``local-prefill``, ``decode`` segment, ``aggregated-prefill``), with the
+  time-weighted SM share it ran at.
+* Queue lengths: a step function per (stage, worker), ``time_s, stage,
+  worker, length``, returned in ``RunResult.meta["queue_lengths"]`` as a
+  DataFrame (the CLI writes it as ``queues.parquet``) and summarised as the
+  time-average and maximum per stage in ``meta["queues"]``.
+* Trace: when a list is given, ``(time_s, what, worker, request_ids)``
+  tuples in the order the simulator did things (the exact-trace tests).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from easerve_core.result import STAGE_LOG_COLUMNS, UTILIZATION_COLUMNS
+
+QUEUE_COLUMNS = {"time_s": "float64", "stage": "string", "worker": "int64", "length": "int64"}
+
+
+class Recorder:
+    """Collects observations; see the module docstring."""
+
+    def __init__(self, *, num_gpus: int, utilization: bool, queues: bool,
+                 trace: list[tuple[Any, ...]] | None = None,
+                 progress: Callable[[int], None] | None = None) -> None:
+        self.trace = trace
+        self.progress = progress
+        self._util_on = utilization
+        self._queues_on = queues
+        self._util_last: list[tuple[float, float]] = [(-1.0, -1.0)] * num_gpus
+        self._util: list[list[float]] = [[], [], []]
+        self._stage: list[tuple[str, int, float, float, int, int, float]] = []
+        self._queue_last: dict[tuple[str, int], tuple[float, int]] = {}
+        self._queue: list[tuple[float, str, int, int]] = []
+
+    # -- reporting -------------------------------------------------------------------
+    def log(self, now: float, what: str, worker: int, ids: tuple[int, ...]) -> None:
+        if self.trace is not None:
+            self.trace.append((now, what, worker, ids))
+
+    def busy(self, gpus: Sequence[int], now: float, frac: float) -> None:
+        if not self._util_on:
+            return
+        times, ids, fracs = self._util
+        for gpu in gpus:
+            last_t, last_f = self._util_last[gpu]
+            if last_f == frac:
+                continue
+            if last_t == now and times:
+                # Same instant: replace this GPU's last row (it lasted zero time).
+                for i in range(len(times) - 1, -1, -1):
+                    if ids[i] == gpu:
+                        fracs[i] = frac
+                        break
+            else:
+                times.append(now)
+                ids.append(gpu)
+                fracs.append(frac)
+            self._util_last[gpu] = (now, frac)
+
+    def batch(self, stage: str, worker: int, start_s: float, end_s: float, batch_size: int,
+              tokens: int, sm_share: float) -> None:
+        self._stage.append((stage, worker, start_s, end_s, batch_size, tokens, sm_share))
+
+    def queue(self, stage: str, worker: int, now: float, length: int) -> None:
+        if not self._queues_on:
+            return
+        key = (stage, worker)
+        last = self._queue_last.get(key)
+        if last is not None and last[1] == length:
+            return
+        self._queue_last[key] = (now, length)
+        self._queue.append((now, stage, worker, length))
+
+    def finished(self) -> None:
+        if self.progress is not None:
+            self.progress(1)
+
+    # -- results ---------------------------------------------------------------------
+    def utilization_frame(self) -> pd.DataFrame:
+        times, ids, fracs = self._util
+        order = np.lexsort((np.asarray(ids, dtype=np.int64), np.asarray(times, dtype=np.float64)))
+        frame = pd.DataFrame({
+            "time_s": np.asarray(times, dtype=np.float64)[order],
+            "gpu": np.asarray(ids, dtype=np.int64)[order],
+            "busy_frac": np.asarray(fracs, dtype=np.float64)[order],
+        })
+        return frame.astype(dict(UTILIZATION_COLUMNS))
+
+    def stage_frame(self) -> pd.DataFrame:
+        frame = pd.DataFrame(self._stage, columns=list(STAGE_LOG_COLUMNS))
+        return frame.astype(dict(STAGE_LOG_COLUMNS))
+
+    def queue_frame(self) -> pd.DataFrame:
+        frame = pd.DataFrame(self._queue, columns=list(QUEUE_COLUMNS))
+        return frame.astype(QUEUE_COLUMNS)
+
+    def queue_summary(self, end_s: float) -> dict[str, dict[str, float]]:
+        """Per stage: time-average (summed over its workers) and max queue length."""
+        area: dict[str, float] = {}
+        peak: dict[str, int] = {}
+        last: dict[tuple[str, int], tuple[float, int]] = {}
+        for t, stage, worker, length in self._queue:
+            prev = last.get((stage, worker))
+            if prev is not None:
+                area[stage] = area.get(stage, 0.0) + prev[1] * (t - prev[0])
+            last[(stage, worker)] = (t, length)
+            peak[stage] = max(peak.get(stage, 0), length)
+        for (stage, _), (t, length) in last.items():
+            area[stage] = area.get(stage, 0.0) + length * max(0.0, end_s - t)
+        span = end_s if end_s > 0 and math.isfinite(end_s) else 1.0
+        return {s: {"mean": area.get(s, 0.0) / span, "max": float(peak[s])} for s in sorted(peak)}

@@ -1,0 +1,54 @@
+"""The simulator's result: a :class:`~easerve_core.result.RunResult` plus queue lengths.
+
+:class:`SimResult` adds ``queues`` (``time_s, stage, worker, length``, a step
+function per stage and worker: requests waiting, not running) to the shared
+result type; :meth:`SimResult.write` writes it as ``queues.parquet`` beside
+the shared files. :func:`collect` turns the run's jobs and recorder into one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from easerve_core import RECORD_COLUMNS, records_to_frame
+from easerve_core.result import RunResult, empty_frame
+from easerve_core.slo import SLO
+from sim.pipeline import Job
+from sim.recorder import QUEUE_COLUMNS, Recorder
+
+_FIELDS = tuple(RECORD_COLUMNS)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimResult(RunResult):
+    """A run result with the per-stage queue lengths over time."""
+
+    queues: pd.DataFrame = field(default_factory=lambda: empty_frame(QUEUE_COLUMNS))
+
+    def write(self, out_dir: str | os.PathLike[str], *, slo: SLO | None = None) -> Path:
+        """Write the shared files (atomically, :meth:`RunResult.write`) and ``queues.parquet``."""
+        out = RunResult.write(self, out_dir, slo=slo)
+        tmp = out / ".queues.parquet.tmp"
+        self.queues.to_parquet(tmp, index=False)
+        os.replace(tmp, out / "queues.parquet")
+        return out
+
+
+def collect(jobs: Sequence[Job], recorder: Recorder, *, config: Mapping[str, Any],
+            meta: Mapping[str, Any]) -> SimResult:
+    rows = [{name: getattr(job.rec, name) for name in _FIELDS} for job in jobs]
+    return SimResult(
+        records=records_to_frame(rows),
+        utilization=recorder.utilization_frame(),
+        stage_log=recorder.stage_frame(),
+        queues=recorder.queue_frame(),
+        config=dict(config),
+        engine="sim",
+        meta=dict(meta),
+    )

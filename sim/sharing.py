@@ -1,0 +1,147 @@
+"""SM sharing between Encode and local Prefill on one encode worker.
+
+An encode worker's GPUs run two lanes: Encode batches and local Prefill
+batches. Each lane's task has a remaining work fraction that drains at
+``speed / latency(share)`` per second, where ``latency`` is the profile's
+stage latency at that SM share. Whenever a lane starts or finishes work the
+GPU is re-partitioned and the other lane's remaining time is re-rated. The
+modes (DESIGN.md §2, docs/simulator.md):
+
+* ``dynamic``: while an encode batch of size b runs, Encode holds
+  ``table.share_for(b)`` and local Prefill the rest; with no encode batch,
+  local Prefill holds the whole GPU. Re-partitioned per micro-batch.
+* ``static``: Encode always holds ``static_encode_share`` and local Prefill
+  the rest, busy or not (a fixed partition).
+* ``time-slice``: no partition. Alone, a lane runs at full speed; when both
+  have work they alternate, each at ``(1 - overhead) / 2`` of its exclusive
+  speed (``SimOptions.time_slice_overhead_frac``).
+* ``none``: no local Prefill; Encode holds the GPU.
+
+Busy SM fraction (utilisation): an encode batch of size b occupies at most
+``table.share_for(b)`` of the SMs (what it can fill, from the SM-share
+table), local Prefill the share it is given; the GPU's busy fraction is
+their sum, capped at 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from easerve_core import SMShareTable, SMSharing
+
+
+class Lane:
+    """One lane's current task, with progress bookkeeping."""
+
+    __slots__ = ("_cache", "_latency", "end_s", "occupancy", "remaining", "share", "share_area",
+                 "since_s", "speed", "start_s", "total_s")
+
+    def __init__(self) -> None:
+        self._latency: Callable[[float], float] | None = None
+        self._cache: dict[float, float] = {}
+        self.remaining = 0.0
+        self.start_s = self.since_s = 0.0
+        self.total_s = math.inf
+        self.end_s = math.inf
+        self.share = self.speed = 0.0
+        self.share_area = 0.0
+        self.occupancy = 0.0
+
+    @property
+    def busy(self) -> bool:
+        return self._latency is not None
+
+    def begin(self, now: float, latency: Callable[[float], float]) -> None:
+        self._latency = latency
+        self._cache = {}
+        self.remaining = 1.0
+        self.start_s = self.since_s = now
+        self.share_area = 0.0
+        self.share = self.speed = 0.0
+        self.total_s = math.inf
+
+    def rate(self, now: float, share: float, speed: float) -> None:
+        """Account progress up to ``now``, then run on at ``share`` x ``speed``."""
+        if self._latency is None or (share == self.share and speed == self.speed
+                                     and self.total_s != math.inf):
+            return
+        if self.total_s != math.inf:
+            self.remaining -= (now - self.since_s) / self.total_s
+        self.share_area += self.share * (now - self.since_s)
+        self.since_s = now
+        self.share = share
+        self.speed = speed
+        if share <= 0.0 or speed <= 0.0:
+            self.total_s = self.end_s = math.inf
+            return
+        exclusive = self._cache.get(share)
+        if exclusive is None:
+            exclusive = self._cache[share] = self._latency(share)
+        self.total_s = exclusive / speed
+        self.end_s = now + max(0.0, self.remaining) * self.total_s
+
+    def finish(self, now: float) -> float:
+        """Close the task at ``now``; return its time-weighted mean share."""
+        self.share_area += self.share * (now - self.since_s)
+        span = now - self.start_s
+        mean = self.share_area / span if span > 0 else self.share
+        self._latency = None
+        self.end_s = self.total_s = math.inf
+        self.share = self.speed = self.occupancy = 0.0
+        return mean
+
+
+class SharedGPU:
+    """The two lanes of an encode worker and the sharing mode between them."""
+
+    def __init__(self, mode: SMSharing, *, table: SMShareTable, static_encode_share: float,
+                 time_slice_overhead_frac: float) -> None:
+        self.mode = mode
+        self.table = table
+        self.static_share = static_encode_share
+        self.slice_speed = (1.0 - time_slice_overhead_frac) / 2.0
+        self.encode = Lane()
+        self.prefill = Lane()
+        self._encode_fill = 0.0
+
+    def start_encode(self, now: float, batch_size: int, latency: Callable[[float], float]) -> None:
+        self._encode_fill = self.table.share_for(batch_size)
+        self.encode.begin(now, latency)
+        self._partition(now)
+
+    def start_prefill(self, now: float, latency: Callable[[float], float]) -> None:
+        self.prefill.begin(now, latency)
+        self._partition(now)
+
+    def finish_encode(self, now: float) -> float:
+        share = self.encode.finish(now)
+        self._partition(now)
+        return share
+
+    def finish_prefill(self, now: float) -> float:
+        share = self.prefill.finish(now)
+        self._partition(now)
+        return share
+
+    def busy_frac(self) -> float:
+        return min(1.0, self.encode.occupancy + self.prefill.occupancy)
+
+    def _partition(self, now: float) -> None:
+        enc, pf = self.encode, self.prefill
+        mode = self.mode
+        if mode is SMSharing.TIME_SLICE:
+            speed = self.slice_speed if enc.busy and pf.busy else 1.0
+            enc.rate(now, 1.0, speed)
+            pf.rate(now, 1.0, speed)
+        elif mode is SMSharing.STATIC:
+            enc.rate(now, self.static_share, 1.0)
+            pf.rate(now, 1.0 - self.static_share, 1.0)
+        elif mode is SMSharing.DYNAMIC and enc.busy:
+            enc.rate(now, self._encode_fill, 1.0)
+            pf.rate(now, 1.0 - self._encode_fill, 1.0)
+        else:
+            enc.rate(now, 1.0, 1.0)
+            pf.rate(now, 1.0, 1.0)
+        enc.occupancy = min(enc.share, self._encode_fill) if enc.busy else 0.0
+        pf.occupancy = pf.share if pf.busy else 0.0

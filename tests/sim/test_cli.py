@@ -1,0 +1,80 @@
+"""``easerve sim``: a run writes its files; bad input is one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from easerve.cli import main
+
+pytest.importorskip("calibration")
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+SHIPPED = ["llava34b_rtx6000ada.toml", "qwen25vl32b_rtx6000ada.toml", "ultravox27b_rtx6000ada.toml"]
+SMALL = {"num_requests = 1000": "num_requests = 60", "num_requests = 500": "num_requests = 60"}
+
+
+def _config(tmp: Path, name: str, replace: dict[str, str] | None = None) -> Path:
+    text = (CONFIGS / name).read_text()
+    for old, new in {**SMALL, **(replace or {})}.items():
+        text = text.replace(old, new)
+    path = tmp / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_configs_run(tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["sim", str(_config(tmp_path, name)), "--out", str(out)]) == 0
+    for file in ("records.parquet", "utilization.parquet", "stage_log.parquet", "queues.parquet",
+                 "summary.json", "config.json", "latency.png", "encoder_utilization.png"):
+        assert (out / file).is_file(), file
+    records = pd.read_parquet(out / "records.parquet")
+    assert len(records) == 60 and (records["status"] == "ok").all()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["slo_tier"] == "moderate" and summary["preset"] == "easerve"
+    assert json.loads((out / "config.json").read_text())["deployment"]["preset"] == "easerve"
+    assert "easerve:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("preset", ["dynamo", "fixed-batch", "vllm"])
+def test_presets_from_the_command_line(tmp_path: Path, preset: str) -> None:
+    out = tmp_path / "out"
+    cfg = _config(tmp_path, SHIPPED[0])
+    assert main(["sim", str(cfg), "--out", str(out), "--preset", preset, "--rate", "1.5",
+                 "--no-plots"]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["deployment"]["preset"] == preset and config["workload"]["rate_hz"] == 1.5
+
+
+BAD = [
+    ({'name = "llava-v1.6-34b"': 'name = "llava-9000"'}, [], "llava-9000"),
+    ({'gpu = "rtx6000ada"': 'gpu = "gtx480"'}, [], "gtx480"),
+    ({"decode = { num_workers = 2, tp = 2 }": "decode = { num_workers = 4, tp = 2 }"}, [], "GPUs"),
+    ({"decode = { num_workers = 2, tp = 2 }": "decode = { num_workers = 2, tp = 1 }"}, [], "decode.tp"),
+    ({"max_encode_batch = 8": "max_encode_batch = 0"}, [], "max_encode_batch"),
+    ({"remote_fraction = 0.5": "remote_fraction = 1.5"}, [], "remote_fraction"),
+    ({"rate_hz = 2.0\nnum": "rate_hz = -2.0\nnum"}, [], "rate_hz"),
+    ({"rate_hz = 2.0\nnum": "rate_hz = nan\nnum"}, [], "rate_hz"),
+    ({}, ["--rate", "-1"], "--rate"),
+    ({}, ["--preset", "sglang"], "preset"),
+    ({'arrival = "poisson"': 'arrival = "trace"\ntrace = "bad.csv"'}, [], "prompt_tokens"),
+]
+
+
+@pytest.mark.parametrize(("replace", "extra", "field"), BAD)
+def test_bad_input_is_one_line_exit_2_nothing_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], replace: dict[str, str],
+        extra: list[str], field: str) -> None:
+    (tmp_path / "bad.csv").write_text("arrival_s,modality,prompt_tokens,output_tokens,"
+                                      "mm_tokens_per_item\n0.5,image,lots,10,2928\n")
+    out = tmp_path / "out"
+    assert main(["sim", str(_config(tmp_path, SHIPPED[0], replace)), "--out", str(out), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err, err
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
