@@ -22,6 +22,7 @@ from easerve import __version__
 COMMANDS: dict[str, str] = {
     "workload": "easerve.cli.workload_cmd",
     "profile": "easerve.cli.profile_cmd",
+    "sim": "easerve.cli.sim_cmd",
 }
 
 
