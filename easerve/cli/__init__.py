@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "workload": "easerve.cli.workload_cmd",
     "profile": "easerve.cli.profile_cmd",
     "sim": "easerve.cli.sim_cmd",
+    "search": "easerve.cli.search_cmd",
 }
 
 

@@ -1,0 +1,83 @@
+"""A finished study as data: the trial table, the best deployments, convergence.
+
+:func:`trials_frame` gives one row per COMPLETE trial in trial order, with
+the suggested parameters, the deployment actually evaluated (s clamped),
+its goodput, whether it was a reused evaluation, its wall time (``trial_s``,
+from Optuna's start and end stamps) and the best goodput so far
+(the convergence curve). :func:`top_k` lists the best distinct deployments.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import optuna
+import pandas as pd
+from optuna.trial import TrialState
+
+from easerve_core import _check
+from easerve_core.deployment import Deployment
+
+TRIAL_COLUMNS = (
+    "trial", "sampler", "goodput_rps", "best_so_far_rps", "alloc", "max_encode_batch",
+    "remote_fraction", "s_suggested", "label", "cached", "trial_s",
+    "encode_workers", "encode_tp", "prefill_workers", "prefill_tp", "decode_workers",
+    "decode_tp", "key", "deployment_json",
+)
+
+
+def _row(trial: optuna.trial.FrozenTrial, sampler: str) -> dict[str, Any]:
+    dep = json.loads(trial.user_attrs["deployment"])
+    return {
+        "trial": trial.number,
+        "sampler": sampler,
+        "goodput_rps": float(trial.value if trial.value is not None else float("nan")),
+        "alloc": trial.params.get("alloc"),
+        "max_encode_batch": dep["max_encode_batch"],
+        "remote_fraction": dep["remote_fraction"],
+        "s_suggested": trial.params.get("s"),
+        "label": trial.user_attrs.get("label", ""),
+        "cached": bool(trial.user_attrs.get("cached", False)),
+        "trial_s": trial.duration.total_seconds() if trial.duration else float("nan"),
+        "encode_workers": dep["encode"]["num_workers"],
+        "encode_tp": dep["encode"]["tp"],
+        "prefill_workers": dep["prefill"]["num_workers"],
+        "prefill_tp": dep["prefill"]["tp"],
+        "decode_workers": dep["decode"]["num_workers"],
+        "decode_tp": dep["decode"]["tp"],
+        "key": trial.user_attrs.get("key", ""),
+        "deployment_json": trial.user_attrs["deployment"],
+    }
+
+
+def trials_frame(study: optuna.Study) -> pd.DataFrame:
+    """One row per COMPLETE trial, in trial order (see the module docstring)."""
+    sampler = str(study.user_attrs.get("sampler", ""))
+    trials = sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)),
+                    key=lambda t: t.number)
+    rows = [_row(t, sampler) for t in trials if "deployment" in t.user_attrs]
+    frame = pd.DataFrame(rows, columns=[c for c in TRIAL_COLUMNS if c != "best_so_far_rps"])
+    frame.insert(3, "best_so_far_rps", frame["goodput_rps"].cummax())
+    return frame
+
+
+def top_k(frame: pd.DataFrame, k: int) -> pd.DataFrame:
+    """The ``k`` best distinct deployments (ties: the earlier trial first)."""
+    _check.integer("top", k, minimum=1)
+    ordered = frame.sort_values(["goodput_rps", "trial"], ascending=[False, True], kind="stable")
+    return ordered.drop_duplicates("key").head(k).reset_index(drop=True)
+
+
+def best_deployment(frame: pd.DataFrame) -> Deployment:
+    """The deployment of the best trial."""
+    if frame.empty:
+        raise ValueError("the study has no complete trial")
+    row = top_k(frame, 1).iloc[0]
+    return Deployment.from_dict(json.loads(row["deployment_json"]))
+
+
+def trials_to_reach(frame: pd.DataFrame, target_rps: float) -> int | None:
+    """Trials (1-based count) until the best so far reaches ``target_rps``; None if never."""
+    hit = frame.index[frame["best_so_far_rps"] >= target_rps]
+    return int(hit[0]) + 1 if len(hit) else None

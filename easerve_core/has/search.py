@@ -1,0 +1,246 @@
+"""HAS stage 2: search allocation, B and s with Optuna, resumably, in parallel.
+
+One objective serves every sampler: it suggests ``alloc`` (categorical over
+the survivors), ``B`` (int, log scale) and ``s`` (float in [0, 1]), builds
+the deployment (s clamped to what the allocation allows) and asks the
+injected evaluator for its goodput. A deployment already evaluated in the
+study is not evaluated again: its value is reused (the trial still counts).
+
+Samplers (:data:`SAMPLERS`): ``tpe`` (seeded, multivariate, constant liar),
+``random`` and ``grid``, the exhaustive baseline: every distinct point of
+:meth:`SearchSpace.grid` is enqueued once and run; ``num_trials`` does not
+apply to it.
+
+:func:`run_search` opens the storage, resumes the study (stale RUNNING trials
+become FAIL, COMPLETE ones are kept) and runs only the remainder, in this
+process or on a pool of ``num_workers`` processes that each open the same
+storage and call ``study.optimize``. Each worker seeds its sampler from
+(seed, trials already in the study, worker index): a fresh study with one
+worker is reproducible; a resumed one does not replay its first points.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import json
+import multiprocessing
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import optuna
+from optuna.samplers import BaseSampler, RandomSampler, TPESampler
+from optuna.trial import FrozenTrial, Trial, TrialState
+
+from easerve_core import _check
+from easerve_core.deployment import Deployment
+from easerve_core.has.space import SearchSpace, deployment_key
+from easerve_core.has.storage import normalize_url, open_storage, prepare_study
+
+Evaluator = Callable[[Deployment], float]
+Progress = Callable[[int, int], None]
+SAMPLERS = ("tpe", "random", "grid")
+
+
+def make_sampler(name: str, *, seed: int, tpe_startup_trials: int = 10) -> BaseSampler:
+    """The sampler called ``name`` (the grid's points are enqueued; it samples nothing)."""
+    _check.one_of("sampler", name, SAMPLERS)
+    if name == "tpe":
+        return TPESampler(seed=seed, multivariate=True, constant_liar=True,
+                          n_startup_trials=tpe_startup_trials)
+    return RandomSampler(seed=seed)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchSettings:
+    """How to run one search (see the module docstring).
+
+    Args:
+        sampler: ``tpe``, ``random`` or ``grid``.
+        num_trials: COMPLETE trials the study must hold at the end (not for grid).
+        seed: seeds the samplers.
+        storage: an Optuna storage URL or path (:mod:`easerve_core.has.storage`).
+        study_name: the study in the storage; a rerun with the same name resumes.
+        num_workers: processes on this machine; 1 runs in this process.
+        tpe_startup_trials: random trials before TPE models the space.
+        poll_s: how often the pool driver counts finished trials for progress.
+        join: add workers to a study other processes are running: leave its
+            RUNNING trials alone (no stale cleanup); surplus trials are pruned.
+    """
+
+    sampler: str = "tpe"
+    num_trials: int = 30
+    seed: int = 0
+    storage: str = "has.db"
+    study_name: str = "has"
+    num_workers: int = 1
+    tpe_startup_trials: int = 10
+    poll_s: float = 0.5
+    join: bool = False
+
+    def __post_init__(self) -> None:
+        _check.one_of("sampler", self.sampler, SAMPLERS)
+        _check.integer("trials", self.num_trials, minimum=1)
+        _check.integer("seed", self.seed, minimum=0)
+        object.__setattr__(self, "storage", normalize_url(self.storage))
+        if not isinstance(self.study_name, str) or not self.study_name:
+            raise ValueError(f"study_name must be a non-empty string, got {self.study_name!r}")
+        _check.integer("workers", self.num_workers, minimum=1)
+        _check.integer("tpe_startup_trials", self.tpe_startup_trials, minimum=1)
+        _check.positive("poll_s", self.poll_s)
+
+
+def short_key(deployment: Deployment) -> str:
+    return hashlib.sha1(deployment_key(deployment).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Objective:
+    """The study's objective: suggest, build, evaluate (or reuse) and record."""
+
+    space: SearchSpace
+    evaluator: Evaluator
+
+    def suggest(self, trial: Trial) -> Deployment:
+        label = trial.suggest_categorical("alloc", list(self.space.labels))
+        batch = trial.suggest_int("B", 1, self.space.max_encode_batch, log=True)
+        s = trial.suggest_float("s", 0.0, 1.0)
+        return self.space.deployment(str(label), batch, s)
+
+    def __call__(self, trial: Trial) -> float:
+        _guard_budget(trial)
+        dep = self.suggest(trial)
+        key = short_key(dep)
+        trial.set_user_attr("key", key)
+        trial.set_user_attr("label", dep.label())
+        trial.set_user_attr("s_eff", dep.remote_fraction)
+        trial.set_user_attr("deployment", json.dumps(dep.to_dict(), sort_keys=True))
+        for done in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if done.user_attrs.get("key") == key and done.value is not None:
+                trial.set_user_attr("cached", True)
+                return float(done.value)
+        trial.set_user_attr("cached", False)
+        return float(self.evaluator(dep))
+
+
+def _guard_budget(trial: Trial) -> None:
+    """Prune (and stop) a trial that would take the study past its planned size.
+
+    Trials are numbered by the storage; one whose number ranks past the plan
+    among COMPLETE and RUNNING trials is surplus (several workers raced).
+    """
+    planned = trial.study.user_attrs.get("planned_trials")
+    if planned is None:
+        return
+    live = trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+    if sum(t.number < trial.number for t in live) >= int(planned):
+        trial.study.stop()
+        raise optuna.TrialPruned("the study already holds its planned trials")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Job:
+    storage: str
+    study_name: str
+    sampler: str
+    seed: int
+    tpe_startup_trials: int
+    num_trials: int
+    objective: Objective
+
+
+def _worker_seed(seed: int, existing: int, worker: int) -> int:
+    return int(np.random.SeedSequence([seed, existing, worker]).generate_state(1)[0])
+
+
+def _run_job(job: _Job, callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None = None
+             ) -> int:
+    """Run ``job.num_trials`` trials of the study (the body of each pool worker)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = make_sampler(job.sampler, seed=job.seed, tpe_startup_trials=job.tpe_startup_trials)
+    study = optuna.load_study(study_name=job.study_name, storage=open_storage(job.storage),
+                              sampler=sampler)
+    study.optimize(job.objective, n_trials=job.num_trials, callbacks=callbacks)
+    return job.num_trials
+
+
+def _enqueue_grid(study: optuna.Study, space: SearchSpace) -> int:
+    """Enqueue grid points neither COMPLETE nor WAITING; return the grid size."""
+    points = space.grid()
+    held = {t.user_attrs.get("grid_index") for t in study.get_trials(
+        deepcopy=False, states=(TrialState.COMPLETE, TrialState.WAITING))}
+    for i, (label, batch, s) in enumerate(points):
+        if i not in held:
+            study.enqueue_trial({"alloc": label, "B": batch, "s": s}, user_attrs={"grid_index": i})
+    return len(points)
+
+
+def _quotas(remaining: int, workers: int) -> list[int]:
+    k = max(1, min(workers, remaining))
+    return [remaining // k + (1 if i < remaining % k else 0) for i in range(k)]
+
+
+def _count_complete(study: optuna.Study) -> int:
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+
+
+def run_search(space: SearchSpace, evaluator: Evaluator, settings: SearchSettings, *,
+               progress: Progress | None = None) -> optuna.Study:
+    """Create or resume the study and run it to its planned size; return it.
+
+    With ``num_workers`` > 1, ``evaluator`` must pickle (a module-level class
+    or :func:`functools.partial`): each pool process gets a copy.
+    """
+    storage = open_storage(settings.storage)
+    if settings.join and settings.sampler == "grid":
+        raise ValueError("join: the grid is enqueued by one process; join tpe or random studies")
+    state = prepare_study(storage, settings.study_name, fail_stale=not settings.join)
+    study = optuna.load_study(study_name=settings.study_name, storage=storage)
+    recorded = study.user_attrs.get("sampler")
+    if recorded not in (None, settings.sampler):
+        raise ValueError(
+            f"sampler: study {settings.study_name!r} was run with {recorded!r}, not {settings.sampler!r}"
+        )
+    study.set_user_attr("sampler", settings.sampler)
+    planned = _enqueue_grid(study, space) if settings.sampler == "grid" else settings.num_trials
+    study.set_user_attr("planned_trials", planned)
+    remaining = planned - state.num_complete
+    if progress:
+        progress(state.num_complete, planned)
+    if remaining <= 0:
+        return study
+    existing = len(study.get_trials(deepcopy=False))
+    jobs = [
+        _Job(storage=settings.storage, study_name=settings.study_name, sampler=settings.sampler,
+             seed=_worker_seed(settings.seed, existing, w),
+             tpe_startup_trials=settings.tpe_startup_trials, num_trials=n,
+             objective=Objective(space=space, evaluator=evaluator))
+        for w, n in enumerate(_quotas(remaining, settings.num_workers))
+    ]
+    if len(jobs) == 1:
+        def tick(study_: optuna.Study, trial: FrozenTrial) -> None:
+            if progress:
+                progress(_count_complete(study_), planned)
+        _run_job(jobs[0], [tick])
+    else:
+        _run_pool(jobs, study, planned, settings.poll_s, progress)
+    return study
+
+
+def _run_pool(jobs: list[_Job], study: optuna.Study, planned: int, poll_s: float,
+              progress: Progress | None) -> None:
+    """Run ``jobs`` on spawned processes, reporting progress until all finish."""
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(max_workers=len(jobs), mp_context=ctx) as pool:
+        futures = [pool.submit(_run_job, job) for job in jobs]
+        pending: set[cf.Future[int]] = set(futures)
+        while pending:
+            _, pending = cf.wait(pending, timeout=poll_s, return_when=cf.FIRST_EXCEPTION)
+            if progress:
+                progress(_count_complete(study), planned)
+            failed = [f for f in futures if f.done() and f.exception() is not None]
+            if failed:
+                for f in pending:
+                    f.cancel()
+                failed[0].result()

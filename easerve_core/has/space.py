@@ -1,0 +1,226 @@
+"""The HAS search space: GPU allocations, encode batch B and remote fraction s.
+
+An :class:`Allocation` splits the cluster's GPUs into Encode, Prefill and
+Decode workers. :func:`enumerate_allocations` lists every allocation that
+uses the cluster's GPUs and fits in memory (docs/has.md §1):
+
+* encode workers have TP in ``encode_tps`` (1 or 2), at least one of them;
+* prefill and decode workers have a power-of-two TP in ``lm_tps`` at which
+  the LM fits and a typical request's KV fits; at least one decode worker;
+* local prefill on an encode worker needs the LM and a typical request's KV
+  beside the encoder (``kv_capacity_tokens(tp, with_encoder=True)``); where
+  it does not fit, s is forced to 1;
+* zero prefill workers means every request prefills locally (s = 0), so it
+  is offered only where local prefill fits.
+
+A profile without a memory model (a plain :class:`StageProfile`) admits
+everything. :class:`SearchSpace` turns an allocation, B and s into a
+:class:`~easerve_core.deployment.Deployment`, clamping s to what the
+allocation allows, and lists the exhaustive grid baseline's points.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from easerve_core import _check
+from easerve_core.deployment import Cluster, Deployment, SMSharing, StageGroup
+from easerve_core.profile import ParallelProfile, StageProfile
+
+ENCODE_TPS = (1, 2)
+LM_TPS = (1, 2, 4, 8)
+GRID_BATCHES = (1, 2, 4, 8, 16, 32)
+GRID_REMOTE_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Allocation:
+    """Workers per stage, and whether local prefill fits on an encode worker."""
+
+    encode: StageGroup
+    prefill: StageGroup
+    decode: StageGroup
+    local_prefill_fits: bool = True
+
+    def __post_init__(self) -> None:
+        if self.encode.num_workers < 1:
+            raise ValueError("encode.num_workers must be >= 1")
+        if self.decode.num_workers < 1:
+            raise ValueError("decode.num_workers must be >= 1")
+        if self.prefill.num_workers == 0 and not self.local_prefill_fits:
+            raise ValueError("prefill.num_workers is 0 but local prefill does not fit")
+
+    @property
+    def num_gpus(self) -> int:
+        return self.encode.num_gpus + self.prefill.num_gpus + self.decode.num_gpus
+
+    @property
+    def label(self) -> str:
+        """``E2x1 P1x2 D2x2``: workers x TP per stage."""
+        e, p, d = self.encode, self.prefill, self.decode
+        return f"E{e.num_workers}x{e.tp} P{p.num_workers}x{p.tp} D{d.num_workers}x{d.tp}"
+
+    @property
+    def s_bounds(self) -> tuple[float, float]:
+        """The remote fractions this allocation allows, as [low, high]."""
+        if self.prefill.num_workers == 0:
+            return (0.0, 0.0)
+        if not self.local_prefill_fits:
+            return (1.0, 1.0)
+        return (0.0, 1.0)
+
+    def clamp_s(self, s: float) -> float:
+        lo, hi = self.s_bounds
+        return min(max(_check.fraction("remote_fraction", s), lo), hi)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryNeed:
+    """Tokens one typical request holds: in the prefill stage and through decode."""
+
+    prefill_tokens: int
+    decode_tokens: int
+
+    def __post_init__(self) -> None:
+        _check.integer("prefill_tokens", self.prefill_tokens, minimum=1)
+        _check.integer("decode_tokens", self.decode_tokens, minimum=1)
+
+
+def _lm_tps_that_fit(
+    profile: StageProfile | ParallelProfile, tps: Sequence[int], need: MemoryNeed | None
+) -> list[int]:
+    if not isinstance(profile, ParallelProfile):
+        return list(tps)
+    tokens = need.decode_tokens if need else 1
+    return [tp for tp in tps if profile.lm_fits(tp) and profile.kv_capacity_tokens(tp) >= tokens]
+
+
+def local_prefill_fits(
+    profile: StageProfile | ParallelProfile, encode_tp: int, need: MemoryNeed | None = None
+) -> bool:
+    """Whether the LM and one typical prompt's KV fit beside the encoder."""
+    if not isinstance(profile, ParallelProfile):
+        return True
+    if not profile.lm_fits(encode_tp):
+        return False
+    tokens = need.prefill_tokens if need else 1
+    return profile.kv_capacity_tokens(encode_tp, with_encoder=True) >= tokens
+
+
+def enumerate_allocations(
+    profile: StageProfile | ParallelProfile,
+    cluster: Cluster,
+    *,
+    need: MemoryNeed | None = None,
+    encode_tps: Sequence[int] = ENCODE_TPS,
+    lm_tps: Sequence[int] = LM_TPS,
+    allow_idle_gpus: bool = False,
+) -> list[Allocation]:
+    """Every allocation of ``cluster``'s GPUs that fits (see the module docstring).
+
+    With ``allow_idle_gpus`` false (the default) allocations use every GPU:
+    an idle GPU never raises goodput. Raises ``ValueError`` when the LM fits
+    at no TP in ``lm_tps``.
+    """
+    n = cluster.num_gpus
+    fitting = [tp for tp in _lm_tps_that_fit(profile, lm_tps, need) if tp <= n]
+    if not fitting:
+        raise ValueError(
+            f"the LM (with one typical request's KV) fits at no TP in {tuple(lm_tps)} "
+            f"on {n} x {cluster.gpu}"
+        )
+    out: list[Allocation] = []
+    for e_tp in encode_tps:
+        local = local_prefill_fits(profile, e_tp, need)
+        for p_tp, d_tp in itertools.product(fitting, fitting):
+            for n_e in range(1, n // e_tp + 1):
+                for n_p in range(0, (n - n_e * e_tp) // p_tp + 1):
+                    if n_p == 0 and (not local or p_tp != fitting[0]):
+                        continue  # all-local needs local prefill; list it once
+                    left = n - n_e * e_tp - n_p * p_tp
+                    for n_d in range(1, left // d_tp + 1):
+                        if not allow_idle_gpus and n_e * e_tp + n_p * p_tp + n_d * d_tp != n:
+                            continue
+                        out.append(Allocation(
+                            encode=StageGroup(num_workers=n_e, tp=e_tp),
+                            prefill=StageGroup(num_workers=n_p, tp=p_tp),
+                            decode=StageGroup(num_workers=n_d, tp=d_tp),
+                            local_prefill_fits=local,
+                        ))
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchSpace:
+    """Survivor allocations, the B range and the runtime knobs of the base deployment.
+
+    Args:
+        allocations: the allocations to search (the screen's survivors).
+        base: the deployment whose other fields (batching, router, SM sharing,
+            ...) every candidate keeps.
+        max_encode_batch: the largest B (B ranges over 1..max_encode_batch).
+        grid_batches: B values of the exhaustive grid baseline.
+        grid_remote_fractions: s values of the exhaustive grid baseline.
+    """
+
+    allocations: tuple[Allocation, ...]
+    base: Deployment = field(default_factory=Deployment)
+    max_encode_batch: int = 32
+    grid_batches: tuple[int, ...] = GRID_BATCHES
+    grid_remote_fractions: tuple[float, ...] = GRID_REMOTE_FRACTIONS
+
+    def __post_init__(self) -> None:
+        if not self.allocations:
+            raise ValueError("allocations must not be empty")
+        labels = [a.label for a in self.allocations]
+        if len(set(labels)) != len(labels):
+            raise ValueError("allocations must be distinct")
+        _check.integer("max_encode_batch", self.max_encode_batch, minimum=1)
+        for b in self.grid_batches:
+            _check.integer("grid_batches", b, minimum=1)
+            if b > self.max_encode_batch:
+                raise ValueError(f"grid_batches must be <= max_encode_batch, got {b!r}")
+        for s in self.grid_remote_fractions:
+            _check.fraction("grid_remote_fractions", s)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(a.label for a in self.allocations)
+
+    def allocation(self, label: str) -> Allocation:
+        for a in self.allocations:
+            if a.label == label:
+                return a
+        _check.one_of("allocation", label, self.labels)
+        raise AssertionError("unreachable")
+
+    def deployment(self, label: str, batch: int, s: float) -> Deployment:
+        """The deployment for allocation ``label``, B = ``batch`` and s clamped to what fits."""
+        alloc = self.allocation(label)
+        _check.integer("max_encode_batch", batch, minimum=1)
+        if batch > self.max_encode_batch:
+            raise ValueError(f"max_encode_batch must be <= {self.max_encode_batch}, got {batch!r}")
+        s_eff = alloc.clamp_s(s)
+        sharing = self.base.sm_sharing
+        if s_eff < 1.0 and sharing is SMSharing.NONE:
+            sharing = SMSharing.DYNAMIC
+        return self.base.with_(
+            encode=alloc.encode, prefill=alloc.prefill, decode=alloc.decode,
+            max_encode_batch=int(batch), remote_fraction=s_eff, sm_sharing=sharing,
+        )
+
+    def grid(self) -> list[tuple[str, int, float]]:
+        """Distinct (allocation, B, s) points of the exhaustive grid, in a fixed order."""
+        points: list[tuple[str, int, float]] = []
+        for alloc in self.allocations:
+            fractions = sorted({alloc.clamp_s(s) for s in self.grid_remote_fractions})
+            for b in self.grid_batches:
+                points.extend((alloc.label, b, s) for s in fractions)
+        return points
+
+
+def deployment_key(deployment: Deployment) -> str:
+    """A string that is equal for equal deployments (the evaluation cache key)."""
+    return repr(sorted(deployment.to_dict().items()))

@@ -1,0 +1,74 @@
+"""``easerve search``: bad input is one line and exit 2; a small search writes its outputs."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from easerve.cli import main
+from easerve_core.config import load_experiment
+
+CONFIG = """seed = 0
+[model]
+name = "llava-v1.6-34b"
+[cluster]
+gpu = "rtx6000ada"
+num_gpus = 8
+[workload]
+mix = "llava-image"
+rate_hz = 2.0
+num_requests = 250
+"""
+
+
+@pytest.fixture()
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "llava.toml"
+    path.write_text(CONFIG)
+    return path
+
+
+@pytest.mark.parametrize(("extra", "field"), [
+    (["--sampler", "bayes"], "sampler"),
+    (["--trials", "0"], "trials"),
+    (["--rate", "0"], "rate"),
+    (["--rate", "-1"], "rate"),
+    (["--tier", "strict"], "tier"),
+    (["--storage", "sqlite:////no/such/dir/x.db"], "storage"),
+    (["--storage", "postgresql://nobody@127.0.0.1:1/has"], "storage"),
+    (["--rate", "500"], "rate: no allocation carries 500 req/s"),
+])
+def test_bad_input_is_one_line_and_exit_2(config: Path, tmp_path: Path, extra: list[str],
+                                          field: str, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["search", str(config), "--rate", "2", "--out", str(tmp_path / "out"), *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("easerve search: error:") and field in err[-1]
+    assert not (tmp_path / "out").exists()
+
+
+def test_empty_space_names_the_bottleneck_stage(config: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["search", str(config), "--rate", "500", "--out", str(tmp_path / "o")]) == 2
+    assert "limited by its" in capsys.readouterr().err
+
+
+def test_small_search_writes_every_output(config: Path, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    argv = ["search", str(config), "--rate", "2", "--trials", "4", "--num-requests", "20",
+            "--sampler", "random", "--top", "2", "--out", str(out)]
+    assert main(argv) == 0
+    for name in ("trials.parquet", "trials.csv", "best.toml", "convergence.png", "search.json"):
+        assert (out / name).is_file()
+    trials = pd.read_parquet(out / "trials.parquet")
+    assert len(trials) == 4 and (trials["sampler"] == "random").all()
+    best = load_experiment(out / "best.toml")  # ready to run: it parses as a config
+    assert best.deployment.num_gpus == 8
+    assert tomllib.loads((out / "best.toml").read_text())["workload"]["rate_hz"] == 2.0
+    assert "top 2 distinct deployments" in capsys.readouterr().out
+    assert main(argv) == 0  # a rerun resumes the finished study: still 4 trials
+    assert len(pd.read_parquet(out / "trials.parquet")) == 4

@@ -1,0 +1,73 @@
+"""A toy profile with a memory model and a cheap analytic evaluator for HAS tests.
+
+The toy LM needs TP >= 2; local prefill fits beside the encoder only on a
+TP-2 encode worker. :class:`AnalyticEvaluator` is a smooth function of
+(allocation, B, s) whose optimum is known: allocation ``best_label``, B = 8,
+s = 0.75 where s is free.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from easerve_core.deployment import Deployment
+
+
+@dataclass(frozen=True)
+class ToyStage:
+    tp: int
+
+    def encode_s(self, mm_tokens_per_item: Sequence[int], sm_share: float = 1.0) -> float:
+        return (0.02 + 2e-5 * sum(mm_tokens_per_item)) / sm_share
+
+    def prefill_s(self, seq_lens: Sequence[int], sm_share: float = 1.0) -> float:
+        return (0.01 + 1e-4 * sum(seq_lens) / self.tp) / sm_share
+
+    def decode_step_s(self, batch_size: int, context_tokens: int) -> float:
+        return 0.02 / self.tp + 2e-4 * batch_size
+
+    def embed_bytes(self, mm_tokens: int) -> int:
+        return mm_tokens * 1000
+
+    def kv_bytes(self, num_tokens: int) -> int:
+        return num_tokens * 1000
+
+
+@dataclass(frozen=True)
+class ToyProfile:
+    lm_min_tp: int = 2
+    local_min_tp: int = 2
+    kv_tokens_per_gpu: int = 100_000
+
+    def for_tp(self, tp: int) -> ToyStage:
+        return ToyStage(tp)
+
+    def lm_fits(self, tp: int) -> bool:
+        return tp >= self.lm_min_tp
+
+    def kv_capacity_tokens(self, tp: int, *, with_encoder: bool = False) -> int:
+        if not self.lm_fits(tp) or (with_encoder and tp < self.local_min_tp):
+            return 0
+        return self.kv_tokens_per_gpu * tp
+
+
+@dataclass(frozen=True)
+class AnalyticEvaluator:
+    """goodput = weight(alloc) * bell(log2 B - 3) * bell(s - 0.75)."""
+
+    best_label: str
+    fail_after: int | None = None
+    calls: list[str] = field(default_factory=list, compare=False)
+
+    def __call__(self, dep: Deployment) -> float:
+        if self.fail_after is not None and len(self.calls) >= self.fail_after:
+            raise RuntimeError("evaluator interrupted")
+        self.calls.append(dep.label())
+        e, p, d = dep.encode, dep.prefill, dep.decode
+        label = f"E{e.num_workers}x{e.tp} P{p.num_workers}x{p.tp} D{d.num_workers}x{d.tp}"
+        weight = 2.0 if label == self.best_label else 1.0 + 0.1 * d.num_workers
+        b = math.exp(-((math.log2(dep.max_encode_batch) - 3.0) ** 2) / 4.0)
+        s = 1.0 - 0.8 * (dep.remote_fraction - 0.75) ** 2
+        return weight * b * s
