@@ -20,10 +20,11 @@ from easerve import __version__
 
 #: subcommand name -> module under easerve.cli that registers it
 COMMANDS: dict[str, str] = {
-    "workload": "easerve.cli.workload_cmd",
-    "profile": "easerve.cli.profile_cmd",
     "sim": "easerve.cli.sim_cmd",
+    "workload": "easerve.cli.workload_cmd",
     "search": "easerve.cli.search_cmd",
+    "profile": "easerve.cli.profile_cmd",
+    "live": "easerve.cli.live_cmd",
 }
 
 

@@ -1,0 +1,55 @@
+"""``easerve live CONFIG.toml --out DIR``: run one live trial and write its result.
+
+Writes the same files as ``easerve sim`` (records, utilisation and stage log
+as Parquet, summary and resolved config as JSON; see
+:meth:`easerve_core.result.RunResult.write`). Ctrl-C stops every worker and
+still writes the records gathered so far (requests still open end
+``failed`` with error ``interrupted``); the exit status is then 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+from easerve_core.config import load_experiment
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "live",
+        help="run a config on real (random-weight) transformers models in worker processes",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("config", type=Path, help="experiment TOML file (see configs/tiny_*_cpu.toml)")
+    p.add_argument("--out", type=Path, required=True, help="folder to write the result into")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_experiment(args.config)
+    # Imported here, not at the top: torch and transformers take seconds to
+    # import, and every other subcommand's start-up would pay for them.
+    from live.trial import Trial
+
+    trial = Trial(config)
+    try:
+        trial.start()
+        result = trial.run()
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the write short
+        trial.interrupted = True
+        trial.close()
+        trial.result().write(args.out)
+        print(f"easerve live: interrupted; partial records written to {args.out}", file=sys.stderr)
+        return 130
+    finally:
+        trial.close()
+    result.write(args.out)
+    summary = result.summary()
+    print(f"easerve live: {len(result.records)} requests, wrote {args.out}")
+    print(summary.to_dict() if hasattr(summary, "to_dict") else summary)
+    return 0

@@ -1,0 +1,200 @@
+"""Partitioners: how Encode and local Prefill share one encode worker's compute.
+
+A partitioner is policy (which share each side gets, per micro-batch); a
+backend is mechanism (how a share is enforced on this hardware). Modes, one
+table (:data:`PARTITIONERS`):
+
+* ``time-slice``: no control; both sides ask for everything and the OS (or
+  the GPU's scheduler) time-slices them. Shares reported as 1.0.
+* ``static``: Encode always gets ``static_share``, local Prefill the rest.
+* ``dynamic``: for each encode micro-batch, the share the
+  :class:`~easerve_core.sm_share.SMShareTable` gives its batch size; a prefill
+  that starts while that batch runs gets the rest, one that starts while
+  Encode is idle gets everything.
+* ``none``: no local prefill; Encode gets everything.
+
+Backends (:data:`BACKENDS`): ``cpu-threads`` turns a share into a torch
+intra-op thread count for the calling thread (``torch.set_num_threads`` is per
+thread, notes/sm-partitioning.md §7), fixed for the duration of a call.
+``green-context`` (CUDA SM partitions, picking a pre-built stream pair per
+share level) is the seam left for the GPU issue.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from typing import Protocol
+
+import torch
+
+from easerve_core.sm_share import SMShareTable
+
+
+class Backend(Protocol):
+    """Mechanism: make the calling thread run with ``share`` of the worker's compute."""
+
+    name: str
+
+    def apply(self, role: str, share: float) -> None: ...
+
+
+class CpuThreadBackend:
+    """Shares become intra-op thread counts out of ``total_threads`` (at least one)."""
+
+    name = "cpu-threads"
+
+    def __init__(self, total_threads: int) -> None:
+        if not isinstance(total_threads, int) or total_threads < 1:
+            raise ValueError(f"total_threads must be an integer >= 1, got {total_threads!r}")
+        self.total_threads = total_threads
+
+    def threads_for(self, share: float) -> int:
+        return max(1, min(self.total_threads, round(share * self.total_threads)))
+
+    def apply(self, role: str, share: float) -> None:
+        torch.set_num_threads(self.threads_for(share))
+
+
+class GreenContextBackend:
+    """CUDA green contexts: not built yet (the GPU issue). Fails loudly on construction."""
+
+    name = "green-context"
+
+    def __init__(self, total_threads: int = 0) -> None:
+        raise ValueError(
+            "partition backend 'green-context' is not implemented yet; "
+            "it lands with the GPU issue (see docs/live.md). Use 'cpu-threads'."
+        )
+
+    def apply(self, role: str, share: float) -> None:  # pragma: no cover - never constructed
+        raise NotImplementedError
+
+
+BACKENDS: Mapping[str, type] = {"cpu-threads": CpuThreadBackend, "green-context": GreenContextBackend}
+
+
+class Partitioner(Protocol):
+    """Policy: the share each side runs with. Slots yield the share granted."""
+
+    name: str
+
+    def encode_slot(self, batch_size: int) -> AbstractContextManager[float]: ...
+
+    def prefill_slot(self) -> AbstractContextManager[float]: ...
+
+
+class _Base:
+    name = "base"
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self._lock = threading.Lock()
+        self._encode_share: float | None = None  # the share of the batch now encoding
+
+    def _encode_share_for(self, batch_size: int) -> float:
+        raise NotImplementedError
+
+    def _prefill_share(self) -> float:
+        raise NotImplementedError
+
+    @contextmanager
+    def encode_slot(self, batch_size: int) -> Iterator[float]:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
+        share = self._encode_share_for(batch_size)
+        with self._lock:
+            self._encode_share = share
+        self.backend.apply("encode", share)
+        try:
+            yield share
+        finally:
+            with self._lock:
+                self._encode_share = None
+
+    @contextmanager
+    def prefill_slot(self) -> Iterator[float]:
+        with self._lock:
+            share = self._prefill_share()
+        self.backend.apply("prefill", share)
+        yield share
+
+
+class TimeSlicePartitioner(_Base):
+    name = "time-slice"
+
+    def _encode_share_for(self, batch_size: int) -> float:
+        return 1.0
+
+    def _prefill_share(self) -> float:
+        return 1.0
+
+
+class StaticPartitioner(_Base):
+    name = "static"
+
+    def __init__(self, backend: Backend, *, encode_share: float) -> None:
+        if not 0.0 < encode_share < 1.0:
+            raise ValueError(f"encode_share must be in (0, 1), got {encode_share!r}")
+        super().__init__(backend)
+        self.encode_share = encode_share
+
+    def _encode_share_for(self, batch_size: int) -> float:
+        return self.encode_share
+
+    def _prefill_share(self) -> float:
+        return 1.0 - self.encode_share
+
+
+class DynamicPartitioner(_Base):
+    name = "dynamic"
+
+    def __init__(self, backend: Backend, *, table: SMShareTable) -> None:
+        super().__init__(backend)
+        self.table = table
+
+    def _encode_share_for(self, batch_size: int) -> float:
+        return self.table.share_for(batch_size)
+
+    def _prefill_share(self) -> float:
+        running = self._encode_share
+        return 1.0 if running is None or running >= 1.0 else 1.0 - running
+
+
+class ExclusivePartitioner(TimeSlicePartitioner):
+    """``none``: Encode alone on the worker (no local prefill is ever routed here)."""
+
+    name = "none"
+
+
+PARTITIONERS: Mapping[str, type] = {
+    "time-slice": TimeSlicePartitioner,
+    "static": StaticPartitioner,
+    "dynamic": DynamicPartitioner,
+    "none": ExclusivePartitioner,
+}
+
+#: encode share per batch size when a config gives no table (shares grow with B)
+DEFAULT_SHARE_TABLE = SMShareTable({1: 0.25, 2: 0.5, 4: 0.75, 8: 1.0})
+
+
+def make_partitioner(
+    mode: str,
+    *,
+    backend: str = "cpu-threads",
+    total_threads: int = 2,
+    static_share: float = 0.5,
+    table: SMShareTable | None = None,
+) -> Partitioner:
+    """Build the partitioner named ``mode`` over the backend named ``backend``."""
+    if mode not in PARTITIONERS:
+        raise ValueError(f"unknown sm_sharing {mode!r}; known: {', '.join(sorted(PARTITIONERS))}")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown partition backend {backend!r}; known: {', '.join(sorted(BACKENDS))}")
+    impl = BACKENDS[backend](total_threads)
+    if mode == "static":
+        return StaticPartitioner(impl, encode_share=static_share)
+    if mode == "dynamic":
+        return DynamicPartitioner(impl, table=table or DEFAULT_SHARE_TABLE)
+    return PARTITIONERS[mode](impl)

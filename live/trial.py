@@ -1,0 +1,258 @@
+"""One live trial: start the workers, play the workload in real time, collect a result.
+
+:class:`Trial` is the front end. ``start()`` saves the random weights once,
+starts one process per worker (encode, remote prefill, decode) and waits
+until each has loaded and warmed up. ``run()`` is the open-loop load
+generator (a thread that issues every request at its arrival time, whatever
+the system is doing) plus the event loop that folds worker events into the
+:class:`~live.ledger.Ledger`, notices dead workers, and stops when every
+request is settled or the trial times out. ``close()`` stops every worker,
+terminating any that will not stop. :func:`run_trial` does all three.
+
+Placement: each request goes to the next live encode worker in turn, and is
+given the next live remote prefill and decode workers in turn; the encode
+worker's router decides whether the remote prefill worker is used.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from itertools import cycle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch.multiprocessing as tmp
+
+from easerve_core.config import ExperimentConfig, load_experiment
+from easerve_core.request import Modality, Request, Status
+from easerve_core.result import RunResult
+from easerve_core.workload import generate
+from live.families.base import MMInput
+from live.ledger import Ledger, utilization
+from live.options import LiveOptions
+from live.procs import drain_events, stop_workers
+from live.transport import FRONTEND, Channels, Job, Outbox, WorkerId, clock
+from live.workers import WorkerSpec, run_worker
+from live.zoo import ModelSpec, save_model
+
+_SPECIAL_HEADROOM = 8  # text ids stay clear of the placeholder ids at the top of a tiny vocab
+_MAX_TEXT_ID = 32000  # and below every full-size model's special tokens
+
+
+class Trial:
+    """The live front end (see the module docstring). Use as a context manager."""
+
+    def __init__(self, config: ExperimentConfig, *, requests: Sequence[Request] | None = None,
+                 inputs: Mapping[int, MMInput | None] | None = None) -> None:
+        self.config = config
+        self.options = LiveOptions.from_dict(config.engine.get("live"))
+        self.spec = ModelSpec(name=config.model, size=config.model_size,
+                              init_std=self.options.init_std, seed=self.options.model_seed)
+        dep = config.deployment
+        if dep.architecture.value != "disaggregated":
+            raise ValueError("the live executor runs disaggregated deployments only")
+        self.requests = sorted(requests if requests is not None else
+                               generate(config.workload, np.random.default_rng(config.seed)),
+                               key=lambda r: (r.arrival_s, r.request_id))
+        self.overrides = dict(inputs or {})
+        self.workers: list[WorkerId] = (
+            [("encode", i) for i in range(dep.encode.num_workers)]
+            + [("prefill", i) for i in range(dep.prefill.num_workers)]
+            + [("decode", i) for i in range(dep.decode.num_workers)]
+        )
+        self.ledger = Ledger(self.requests)
+        self.procs: dict[WorkerId, Any] = {}
+        self.interrupted = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._tempdir: str | None = None
+        self._channels: Channels | None = None
+        self._wall_s = 0.0
+
+    def __enter__(self) -> Trial:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- start ---------------------------------------------------------------
+    def start(self) -> None:
+        folder = self.options.weights_dir or tempfile.mkdtemp(prefix="easerve-live-")
+        if not self.options.weights_dir:
+            self._tempdir = folder
+        save_model(self.spec, folder)
+        ctx = tmp.get_context(self.options.start_method)
+        if self.options.start_method == "forkserver":
+            ctx.set_forkserver_preload(["live.workers"])
+        everyone = [*self.workers, FRONTEND]
+        self._channels = Channels(inboxes={w: ctx.Queue() for w in self.workers},
+                                  acks={w: ctx.Queue() for w in everyone}, events=ctx.Queue())
+        dep = self.config.deployment
+        for worker in self.workers:
+            spec = WorkerSpec(me=worker, model=self.spec, weights_dir=str(folder),
+                              options=self.options, deployment=dep, frontend_pid=os.getpid(),
+                              num_encode_workers=dep.encode.num_workers)
+            proc = ctx.Process(target=run_worker, args=(spec, self._channels), daemon=True,
+                               name=f"easerve-{worker[0]}-{worker[1]}")
+            proc.start()
+            self.procs[worker] = proc
+        self._await_ready()
+
+    def _await_ready(self) -> None:
+        assert self._channels is not None
+        waiting = set(self.workers)
+        deadline = clock() + self.options.startup_timeout_s
+        while waiting:
+            if clock() > deadline:
+                raise ValueError(
+                    f"workers not ready after {self.options.startup_timeout_s} s: {sorted(waiting)}")
+            for event in drain_events(self._channels.events, self.options.poll_interval_s):
+                if event.kind == "ready":
+                    waiting.discard(event.worker)
+                elif event.kind == "crash":
+                    raise ValueError(f"{event.worker[0]} worker {event.worker[1]} failed to start: "
+                                     f"{event.data.get('error')}")
+            dead = [w for w in waiting if self.procs[w].exitcode is not None]
+            if dead:
+                raise ValueError(f"worker(s) exited during start-up: {sorted(dead)}")
+
+    def worker_pids(self) -> dict[WorkerId, int]:
+        return {w: p.pid for w, p in self.procs.items()}
+
+    # -- run -----------------------------------------------------------------
+    def run(self) -> RunResult:
+        """Play the workload; return the result (see :meth:`result` after a Ctrl-C)."""
+        if self._channels is None:
+            raise ValueError("call start() before run()")
+        jobs = self.build_jobs()
+        t0 = clock()
+        self.ledger.set_t0(t0)
+        outbox = Outbox(FRONTEND, self._channels)
+        gen = threading.Thread(target=self._generate, args=(jobs, t0, outbox), daemon=True,
+                               name="load-generator")
+        gen.start()
+        try:
+            self._event_loop(t0, gen, outbox)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            raise
+        finally:
+            self._stop.set()
+            gen.join(timeout=self.options.shutdown_timeout_s)
+            self._wall_s = clock() - t0
+        return self.result()
+
+    def build_jobs(self) -> list[Job]:
+        """Each request with its text ids and multimodal tensors (deterministic per request)."""
+        cfg = self.spec.config()
+        family = self.spec.family
+        vocab_hi = min(cfg.text_config.vocab_size, _MAX_TEXT_ID) - _SPECIAL_HEADROOM
+        jobs = []
+        for req in self.requests:
+            rng = np.random.default_rng([self.config.seed, req.request_id])
+            body = rng.integers(4, vocab_hi, max(0, req.prompt_tokens - 1)).tolist()
+            text = [1, *body][: req.prompt_tokens]
+            if req.request_id in self.overrides:
+                mm = self.overrides[req.request_id]
+            elif req.modality is Modality.TEXT:
+                mm = None
+            else:
+                scaled = [max(1, round(t * self.options.mm_token_scale)) for t in req.mm_tokens_per_item]
+                mm = family.make_input(cfg, req.modality, scaled, rng)
+            jobs.append(Job(request=req, text_ids=tuple(text), mm=mm, prefill_worker=-1, decode_worker=-1))
+        return jobs
+
+    def _generate(self, jobs: list[Job], t0: float, outbox: Outbox) -> None:
+        turns = {g: cycle(range(n)) for g, n in self._group_sizes().items()}
+        for job in jobs:
+            if self._stop.wait(max(0.0, t0 + job.request.arrival_s - clock())):
+                return
+            with self._lock:
+                placed = {g: self._next_alive(g, turns[g]) for g in turns}
+                rid = job.request.request_id
+                if placed["encode"] is None or placed["decode"] is None:
+                    self.ledger.finish(rid, Status.FAILED, "no live encode or decode worker")
+                    continue
+                dest: WorkerId = ("encode", placed["encode"])
+                self.ledger.issue(rid, dest)
+            outbox.send(dest, rid, Job(request=job.request, text_ids=job.text_ids, mm=job.mm,
+                                       prefill_worker=-1 if placed["prefill"] is None else placed["prefill"],
+                                       decode_worker=placed["decode"]))
+
+    def _group_sizes(self) -> dict[str, int]:
+        dep = self.config.deployment
+        return {"encode": dep.encode.num_workers, "prefill": dep.prefill.num_workers,
+                "decode": dep.decode.num_workers}
+
+    def _next_alive(self, group: str, turn: Any) -> int | None:
+        size = self._group_sizes()[group]
+        for _ in range(size):
+            index = next(turn)
+            if (group, index) not in self.ledger.dead:
+                return index
+        return None
+
+    def _event_loop(self, t0: float, gen: threading.Thread, outbox: Outbox) -> None:
+        assert self._channels is not None
+        deadline = t0 + self.options.trial_timeout_s
+        while True:
+            outbox.reap()
+            events = drain_events(self._channels.events, self.options.poll_interval_s)
+            with self._lock:
+                for event in events:
+                    self.ledger.apply(event)
+                self._check_deaths()
+                if not gen.is_alive() and not self.ledger.open_ids:
+                    return
+                if clock() > deadline:
+                    self.ledger.fail_open(f"trial timeout after {self.options.trial_timeout_s} s")
+                    return
+
+    def _check_deaths(self) -> None:
+        assert self._channels is not None
+        for worker, proc in self.procs.items():
+            if worker in self.ledger.dead or proc.exitcode is None:
+                continue
+            for event in drain_events(self._channels.events, 0.0):  # what it said before dying
+                self.ledger.apply(event)
+            self.ledger.worker_died(worker, proc.exitcode)
+
+    # -- result and shutdown -------------------------------------------------
+    def result(self) -> RunResult:
+        """The result so far; requests still open end ``failed`` (interrupted or stopped)."""
+        with self._lock:
+            if self.ledger.open_ids:
+                why = "interrupted" if self.interrupted else "trial stopped before the request finished"
+                self.ledger.fail_open(why)
+            stage_log = self.ledger.stage_log()
+            config = self.config.to_dict()
+            config["live"] = self.options.to_dict()
+            return RunResult(
+                records=self.ledger.records_frame(), stage_log=stage_log,
+                utilization=utilization(stage_log, self.workers), config=config, engine="live",
+                meta={"interrupted": self.interrupted, "wall_s": self._wall_s,
+                      "workers": [f"{g}-{i}" for g, i in self.workers]},
+            )
+
+    def close(self) -> None:
+        """Stop every worker (terminate those that will not stop) and free the weights."""
+        self._stop.set()
+        if self._channels is not None:
+            stop_workers(self.procs, self._channels, self.options.shutdown_timeout_s)
+        if self._tempdir:
+            shutil.rmtree(self._tempdir, ignore_errors=True)
+            self._tempdir = None
+
+
+def run_trial(config: ExperimentConfig | str | Path) -> RunResult:
+    """Run one live trial from a config (or a TOML path) and return its result."""
+    if not isinstance(config, ExperimentConfig):
+        config = load_experiment(config)
+    with Trial(config) as trial:
+        trial.start()
+        return trial.run()

@@ -1,0 +1,102 @@
+"""What every worker process shares: its spec, its context, stop checks and prefill."""
+
+from __future__ import annotations
+
+import os
+import queue
+from dataclasses import dataclass
+from typing import Any
+
+from easerve_core.deployment import Deployment
+from live.families.base import Family
+from live.options import LiveOptions
+from live.stages import prefill
+from live.transport import Channels, Encoded, Event, Outbox, Prefilled, WorkerId, clock
+from live.zoo import ModelSpec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerSpec:
+    """Everything a worker process needs besides its queues."""
+
+    me: WorkerId
+    model: ModelSpec
+    weights_dir: str
+    options: LiveOptions
+    deployment: Deployment
+    frontend_pid: int
+    num_encode_workers: int = 1
+
+
+class WorkerContext:
+    """A running worker's model, queues and helpers."""
+
+    def __init__(self, spec: WorkerSpec, channels: Channels, model: Any) -> None:
+        self.spec = spec
+        self.me = spec.me
+        self.channels = channels
+        self.model = model
+        self.family: Family = spec.model.family
+        self.outbox = Outbox(spec.me, channels)
+        self.inbox = channels.inboxes[spec.me]
+        self.poll_s = spec.options.poll_interval_s
+
+    @property
+    def index(self) -> int:
+        return self.me[1]
+
+    def emit(self, kind: str, request_id: int = -1, **data: Any) -> None:
+        self.channels.emit(Event(kind=kind, worker=self.me, request_id=request_id, data=data))
+
+    def log(self, *, stage: str, start_s: float, end_s: float, batch_size: int, tokens: int,
+            share: float) -> None:
+        self.emit("log", stage=stage, worker=self.index, group=self.me[0], start_s=start_s,
+                  end_s=end_s, batch_size=batch_size, tokens=tokens, sm_share=share)
+
+    def frontend_alive(self) -> bool:
+        try:
+            os.kill(self.spec.frontend_pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def get(self, timeout_s: float) -> Any:
+        """The next inbox message, ``...`` if none came, or ``None`` to stop.
+
+        A message that cannot be unpickled (its sender died before we mapped
+        its tensors) is dropped: the front end fails that request.
+        """
+        try:
+            return self.inbox.get(timeout=timeout_s) if timeout_s > 0 else self.inbox.get_nowait()
+        except queue.Empty:
+            return ... if self.frontend_alive() else None
+        except Exception:  # a dead sender's message
+            return ...
+
+
+def run_prefill(ctx: WorkerContext, enc: Encoded, slot: Any) -> None:
+    """Prefill one encoded request under ``slot`` and hand it to its decode worker."""
+    request = enc.request
+    rid = request.request_id
+    try:
+        with slot as share:
+            start = clock()
+            pin = ctx.family.prefill_inputs(ctx.model, enc.text_ids, enc.modality, enc.meta, enc.items())
+            state = prefill(ctx.model, pin)
+            end = clock()
+    except Exception as exc:  # one bad request must not stop the worker
+        ctx.emit("fail", rid, error=f"prefill failed on {ctx.me[0]} {ctx.index}: {exc!r}")
+        return
+    stamps = {**enc.stamps, "prefill_start_s": start, "first_token_s": end,
+              "prefill_worker": enc.stamps.get("prefill_worker", ctx.index)}
+    ctx.emit("stamp", rid, **stamps)
+    ctx.log(stage="prefill", start_s=start, end_s=end, batch_size=1, tokens=state.length, share=share)
+    if request.output_tokens <= 1:
+        ctx.emit("done", rid, finish_s=end, tokens=[state.first_token], stamps=stamps)
+        return
+    dest: WorkerId = ("decode", enc.decode_worker)
+    ctx.emit("sent", rid, to=dest)
+    ctx.outbox.send(dest, rid, Prefilled(request_id=rid, steps=request.output_tokens - 1,
+                                          state=state, sender=ctx.me, stamps=stamps))

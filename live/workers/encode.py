@@ -1,0 +1,177 @@
+"""The encode worker: micro-batcher, encoder, router, and local Prefill beside it.
+
+The main thread receives jobs, validates each (a malformed input is
+``rejected`` in its record and the trial goes on), offers it to the worker's
+own batcher, and polls the batcher at its deadline. A closed micro-batch runs
+through the tower + projector under the partitioner's encode slot; then the
+router sends each request to local Prefill (a second thread in this process,
+under the partitioner's prefill slot) or to its remote prefill worker.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any
+
+import numpy as np
+import torch
+
+from easerve_core.batcher import AdaptiveBatcher, Batch, FixedBatcher
+from easerve_core.deployment import BatchingMode
+from easerve_core.request import Modality
+from easerve_core.router import ROUTERS, DeficitRouter, Route
+from live.partition import make_partitioner
+from live.stages import encode_batch
+from live.transport import Encoded, Job, clock
+from live.workers.common import WorkerContext, run_prefill
+
+#: LM tokens a family adds around each item (Qwen2.5-VL: vision start + end)
+_WRAPPER_TOKENS = {"qwen2.5-vl": 2}
+
+
+class EncodeWorker:
+    """One encode worker (see the module docstring)."""
+
+    def __init__(self, ctx: WorkerContext) -> None:
+        self.ctx = ctx
+        dep = ctx.spec.deployment
+        opts = ctx.spec.options
+        if dep.batching is BatchingMode.FIXED:
+            self.batcher: Any = FixedBatcher(dep.max_encode_batch, timeout_s=dep.batch_timeout_s)
+        else:
+            rate = None if dep.rate_hint_hz is None else dep.rate_hint_hz / ctx.spec.num_encode_workers
+            self.batcher = AdaptiveBatcher(dep.max_encode_batch, gap_factor=dep.gap_factor,
+                                           max_wait_s=dep.max_wait_s, rate_hz=rate)
+        if dep.router == "random":
+            rng = np.random.default_rng([ctx.spec.model.seed, ctx.index])
+            self.router: Any = ROUTERS["random"](dep.remote_fraction, rng)
+        else:
+            self.router = DeficitRouter(dep.remote_fraction)
+        self.partitioner = make_partitioner(
+            str(dep.sm_sharing), backend=opts.partition_backend, total_threads=opts.encode_threads,
+            static_share=dep.static_encode_share, table=opts.share_table(),
+        )
+        self.local: queue.Queue[Any] = queue.Queue()
+        self.max_positions = ctx.model.config.text_config.max_position_embeddings
+
+    def warm_up(self) -> None:
+        ctx = self.ctx
+        modality = next(iter(sorted(ctx.family.modalities)))
+        mm = ctx.family.make_input(ctx.model.config, modality, [4], np.random.default_rng(0))
+        with torch.no_grad():
+            feats = encode_batch(ctx.model, ctx.family, [mm])[0]
+            pin = ctx.family.prefill_inputs(ctx.model, [1, 5, 6], modality, mm.meta, feats)
+            ctx.model(inputs_embeds=pin.inputs_embeds, logits_to_keep=1,
+                      **({} if pin.position_ids is None else {"position_ids": pin.position_ids}))
+
+    def run(self) -> None:
+        thread = threading.Thread(target=self._local_prefill_loop, name="local-prefill", daemon=True)
+        thread.start()
+        try:
+            self._loop()
+        finally:
+            self.local.put(None)
+            thread.join(timeout=self.ctx.spec.options.shutdown_timeout_s)
+
+    def _loop(self) -> None:
+        ctx = self.ctx
+        while True:
+            ctx.outbox.reap()
+            deadline = self.batcher.next_deadline()
+            wait = ctx.poll_s if deadline is None else min(ctx.poll_s, max(0.0, deadline - clock()))
+            msg = ctx.get(wait)
+            if msg is None:
+                return
+            now = clock()
+            batch = None
+            if isinstance(msg, Job):
+                batch = self._admit(msg, now)
+            batch = batch or self.batcher.poll(clock())
+            if batch is not None:
+                self._run_batch(batch)
+
+    def _admit(self, job: Job, now: float) -> Batch[Job] | None:
+        ctx = self.ctx
+        rid = job.request.request_id
+        ctx.channels.ack(job.sender, rid)
+        ctx.emit("at", rid)
+        try:
+            self._validate(job)
+        except ValueError as exc:
+            ctx.emit("reject", rid, error=f"malformed input: {exc}")
+            return None
+        if job.mm is None:  # text only: nothing to encode
+            self._route(job, [], {"encode_start_s": now, "encode_end_s": now, "encode_worker": ctx.index})
+            return None
+        return self.batcher.offer(job, now)
+
+    def _validate(self, job: Job) -> tuple[int, ...]:
+        request, family = job.request, self.ctx.family
+        if job.mm is None:
+            if request.modality is not Modality.TEXT:
+                raise ValueError(f"{request.modality.value} request has zero items")
+            counts: tuple[int, ...] = ()
+        else:
+            if job.mm.modality is not request.modality:
+                raise ValueError(f"input is {job.mm.modality.value}, request is {request.modality.value}")
+            counts = family.validate(self.ctx.model.config, job.mm)
+        wrap = _WRAPPER_TOKENS.get(family.name, 0) * len(counts)
+        needed = len(job.text_ids) + sum(counts) + wrap + request.output_tokens
+        if needed > self.max_positions:
+            raise ValueError(
+                f"request needs {needed} tokens (prompt {len(job.text_ids)}, multimodal "
+                f"{sum(counts) + wrap}, output {request.output_tokens}) but the model's "
+                f"context is {self.max_positions}"
+            )
+        return counts
+
+    def _run_batch(self, batch: Batch[Job]) -> None:
+        ctx = self.ctx
+        jobs = list(batch.items)
+        start = clock()
+        try:
+            with self.partitioner.encode_slot(len(jobs)) as share:
+                feats = encode_batch(ctx.model, ctx.family, [j.mm for j in jobs])
+        except Exception as exc:  # fail the batch, keep serving
+            for job in jobs:
+                ctx.emit("fail", job.request.request_id, error=f"encode failed: {exc!r}")
+            return
+        end = clock()
+        tokens = sum(f.shape[0] for items in feats for f in items)
+        ctx.log(stage="encode", start_s=start, end_s=end, batch_size=len(jobs), tokens=tokens,
+                share=share)
+        for job, items in zip(jobs, feats, strict=True):
+            self._route(job, items, {"encode_start_s": start, "encode_end_s": end,
+                                     "encode_batch_size": len(jobs), "encode_worker": ctx.index})
+
+    def _route(self, job: Job, items: list[torch.Tensor], stamps: dict[str, Any]) -> None:
+        ctx = self.ctx
+        rid = job.request.request_id
+        route = self.router.route()
+        local = route is Route.LOCAL
+        stamps = {**stamps, "mm_tokens": sum(f.shape[0] for f in items), "route": route.value,
+                  "prefill_worker": ctx.index if local else job.prefill_worker}
+        ctx.emit("stamp", rid, **stamps)
+        hidden = ctx.model.config.text_config.hidden_size
+        enc = Encoded(
+            request=job.request, text_ids=job.text_ids, modality=job.request.modality,
+            meta=job.mm.meta if job.mm is not None else (),
+            feats=torch.cat(items) if items else torch.zeros(0, hidden),
+            sizes=tuple(f.shape[0] for f in items), decode_worker=job.decode_worker, sender=ctx.me,
+            stamps=stamps,
+        )
+        if local:
+            self.local.put(enc)
+        else:
+            dest = ("prefill", job.prefill_worker)
+            ctx.emit("sent", rid, to=dest)
+            ctx.outbox.send(dest, rid, enc)
+
+    def _local_prefill_loop(self) -> None:
+        torch.set_num_threads(self.ctx.spec.options.encode_threads)
+        while True:
+            enc = self.local.get()
+            if enc is None:
+                return
+            run_prefill(self.ctx, enc, self.partitioner.prefill_slot())

@@ -1,0 +1,50 @@
+"""100-request trials on each shipped tiny config: every request accounted for."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from easerve_core.config import load_experiment
+from easerve_core.request import RECORD_COLUMNS
+from easerve_core.result import STAGE_LOG_COLUMNS, UTILIZATION_COLUMNS
+from live import run_trial
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+STAMPS = ["arrival_s", "encode_start_s", "encode_end_s", "prefill_start_s", "first_token_s", "finish_s"]
+
+
+def _check_routes(records: pd.DataFrame, s: float) -> None:
+    """Per encode worker, in routing order, remote count stays within one of s * n."""
+    for _, mine in records.groupby("encode_worker"):
+        ordered = mine.sort_values(["encode_end_s", "arrival_s", "request_id"])
+        remote = (ordered["route"] == "remote").to_numpy(dtype=int).cumsum()
+        n = range(1, len(ordered) + 1)
+        assert all(abs(r - s * k) < 1 for r, k in zip(remote, n, strict=True))
+
+
+@pytest.mark.parametrize("name", ["tiny_llava_cpu", "tiny_qwen25vl_cpu", "tiny_qwen2audio_cpu"])
+def test_hundred_request_trial(name, no_orphans):
+    config = load_experiment(CONFIGS / f"{name}.toml")
+    result = run_trial(config)
+    rec = result.records
+    assert list(rec.columns) == list(RECORD_COLUMNS)
+    assert len(rec) == 100 and rec["request_id"].is_unique
+    assert (rec["status"] == "ok").all(), rec.loc[rec["status"] != "ok", "error"].tolist()
+    for early, late in itertools.pairwise(STAMPS):
+        assert (rec[early] <= rec[late]).all(), f"{early} > {late}"
+    dep = config.deployment
+    assert rec["encode_batch_size"].max() <= dep.max_encode_batch
+    assert rec["encode_worker"].notna().all() and rec["decode_worker"].notna().all()
+    assert set(rec["route"]) <= {"local", "remote"}
+    _check_routes(rec, dep.remote_fraction)
+    log = result.stage_log
+    assert set(STAGE_LOG_COLUMNS) <= set(log.columns)
+    assert set(log["stage"]) == {"encode", "prefill", "decode"}
+    assert (log.loc[log["stage"] == "encode", "batch_size"] <= dep.max_encode_batch).all()
+    assert log.loc[log["stage"] == "prefill", "batch_size"].sum() == 100
+    assert list(result.utilization.columns) == list(UTILIZATION_COLUMNS)
+    assert result.engine == "live" and result.config["live"]["mm_token_scale"] > 0

@@ -1,0 +1,80 @@
+"""Pure pieces of the live executor: options, ledger book-keeping, profiling smoke test."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from easerve_core.request import Modality, Request
+from live.ledger import Ledger, utilization
+from live.options import LiveOptions
+from live.profiling import profile_stages
+from live.transport import Event
+from live.zoo import ModelSpec
+
+
+def _requests(n: int) -> list[Request]:
+    return [Request(request_id=i, arrival_s=0.1 * i, modality=Modality.IMAGE, prompt_tokens=8,
+                    output_tokens=4, mm_tokens_per_item=(16,)) for i in range(n)]
+
+
+def test_options_validate_and_name_the_field():
+    assert LiveOptions.from_dict(None).num_threads == 1
+    with pytest.raises(ValueError, match="unknown live field"):
+        LiveOptions.from_dict({"threads": 2})
+    with pytest.raises(ValueError, match=r"live\.trial_timeout_s"):
+        LiveOptions(trial_timeout_s=0)
+    with pytest.raises(ValueError, match=r"live\.sm_share_table"):
+        LiveOptions(sm_share_table={"1": 1.5})
+    assert LiveOptions(sm_share_table={"1": 0.5}).share_table().share_for(3) == 0.5
+
+
+def test_ledger_follows_hand_offs_and_fails_what_a_dead_worker_held():
+    ledger = Ledger(_requests(4))
+    ledger.set_t0(100.0)
+    for rid in range(4):
+        ledger.issue(rid, ("encode", 0))
+    ledger.apply(Event(kind="sent", worker=("encode", 0), request_id=0, data={"to": ("prefill", 0)}))
+    ledger.apply(Event(kind="at", worker=("prefill", 0), request_id=0))
+    ledger.apply(Event(kind="sent", worker=("encode", 0), request_id=1, data={"to": ("prefill", 0)}))
+    # an out-of-order "at" from an earlier stage does not move a request back
+    ledger.apply(Event(kind="at", worker=("encode", 0), request_id=0))
+    ledger.apply(Event(kind="done", worker=("decode", 0), request_id=2,
+                       data={"finish_s": 101.5, "tokens": [1, 2], "stamps": {"first_token_s": 101.0}}))
+    ledger.apply(Event(kind="stamp", worker=("encode", 0), request_id=2, data={"encode_end_s": 100.5}))
+    lost = ledger.worker_died(("prefill", 0), -9)
+    assert lost == [0, 1]  # 1 was in flight to it
+    ledger.apply(Event(kind="done", worker=("decode", 0), request_id=0, data={"finish_s": 102.0}))
+    rec = ledger.records
+    assert rec[0].status == "failed" and "prefill worker 0 died" in rec[0].error
+    assert rec[2].status == "ok" and rec[2].finish_s == pytest.approx(1.5)
+    assert rec[2].encode_end_s == pytest.approx(0.5)  # late stamp still lands
+    ledger.apply(Event(kind="sent", worker=("encode", 0), request_id=3, data={"to": ("prefill", 0)}))
+    assert rec[3].status == "failed" and "which died" in rec[3].error
+    assert ledger.open_ids == []
+
+
+def test_utilization_steps_up_and_down():
+    ledger = Ledger([])
+    ledger.set_t0(0.0)
+    for start, end, share in [(1.0, 2.0, 0.5), (1.5, 3.0, 0.5)]:
+        ledger.apply(Event(kind="log", worker=("encode", 0), data={
+            "stage": "encode", "worker": 0, "group": "encode", "start_s": start, "end_s": end,
+            "batch_size": 1, "tokens": 4, "sm_share": share}))
+    util = utilization(ledger.stage_log(), [("encode", 0)])
+    assert util["busy_frac"].tolist() == [0.0, 0.5, 1.0, 0.5, 0.0]
+
+
+def test_profiling_smoke():
+    frame = profile_stages(ModelSpec(name="llava-next", size="tiny"), encode_batches=(1, 2),
+                           prefill_lengths=(16,), decode_batches=(1, 2), decode_context=8, reps=1)
+    assert list(frame["stage"]) == ["encode", "encode", "prefill", "decode", "decode"]
+    assert (frame["median_s"] > 0).all()
+
+
+def test_live_never_imports_simpy():
+    code = "import sys, live, live.profiling, easerve.cli.live_cmd; print('simpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
