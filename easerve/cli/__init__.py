@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "search": "easerve.cli.search_cmd",
     "profile": "easerve.cli.profile_cmd",
     "live": "easerve.cli.live_cmd",
+    "reproduce": "easerve.cli.reproduce_cmd",
 }
 
 

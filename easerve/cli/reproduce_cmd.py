@@ -1,0 +1,30 @@
+"""``easerve reproduce [--quick] --out DIR``: the paper's evaluation in the simulator.
+
+Writes CSV tables, PNG figures and ``report.md`` into DIR
+(:mod:`easerve.experiments.reproduce`). ``--quick`` finishes in under three
+minutes on a 2-core machine; the full run's report is committed under
+docs/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from easerve.experiments.reproduce import reproduce
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("reproduce", help="run the paper's evaluation in the simulator",
+                              description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.add_argument("--quick", action="store_true", help="a small version (under 3 minutes)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    path = reproduce(args.out, quick=args.quick, quiet=args.quiet)
+    print(f"report: {path}")
+    return 0

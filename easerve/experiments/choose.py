@@ -1,0 +1,109 @@
+"""HAS inside the evaluation: the EAServe deployment per modality, and convergence.
+
+:func:`choose` screens the modality's cluster at the target rate and runs a
+TPE search on the simulator, exactly as ``easerve search`` does, with the
+setup's own profile (so a what-if profile gets its own deployment). When no
+allocation survives the screen at the target rate, it steps down a ladder of
+rates and says so: the report shows the rate HAS could plan for.
+:func:`convergence` runs TPE and random search over several seeds and the
+exhaustive grid once, and returns the best-so-far curves.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+import pandas as pd
+
+from easerve.experiments.setup import Setup
+from easerve_core import Deployment
+from easerve_core.has import (
+    ScreenReport,
+    SearchSettings,
+    SearchSpace,
+    best_deployment,
+    run_search,
+    screen,
+    trials_frame,
+)
+from sim.evaluate import make_evaluator
+
+RATE_LADDER_HZ = (8.0, 6.0, 5.0, 4.0, 3.0, 2.5, 2.0, 1.5, 1.0, 0.75, 0.5, 0.25)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Choice:
+    modality: str
+    deployment: Deployment
+    planned_rate_hz: float
+    requested_rate_hz: float
+    num_candidates: int
+    num_survivors: int
+    best_goodput_rps: float
+    trials: pd.DataFrame
+
+
+def _space(setup: Setup, rate_hz: float, tier: str) -> tuple[ScreenReport, SearchSpace]:
+    report = screen(setup.profile, setup.cluster, setup.mix, rate_hz=rate_hz,
+                    slo=setup.slos[tier])
+    base = setup.deployment.with_(rate_hint_hz=rate_hz)
+    return report, SearchSpace(allocations=report.survivor_allocations, base=base)
+
+
+def _study(setup: Setup, space: SearchSpace, *, rate_hz: float, tier: str, sampler: str,
+           trials: int, seed: int, num_requests: int, storage: str) -> pd.DataFrame:
+    evaluator = make_evaluator(setup.profile, setup.workload, setup.cluster, setup.slos[tier],
+                               seed, rate_hz=rate_hz, num_requests=num_requests,
+                               sm_share_table=setup.sm_table)
+    name = f"{setup.modality}-{tier}-r{rate_hz:g}-{sampler}-seed{seed}-n{num_requests}-t{trials}"
+    settings = SearchSettings(sampler=sampler, num_trials=trials, seed=seed, storage=storage,
+                              study_name=name)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return trials_frame(run_search(space, evaluator, settings))
+
+
+def choose(setup: Setup, *, rate_hz: float, tier: str = "moderate", trials: int = 30,
+           seed: int = 0, num_requests: int = 250, storage: str | None = None) -> Choice:
+    """The TPE-chosen EAServe deployment for ``setup`` at ``rate_hz`` (or the next feasible rate)."""
+    ladder = [rate_hz] + [r for r in RATE_LADDER_HZ if r < rate_hz]
+    last_error: ValueError | None = None
+    for rate in ladder:
+        try:
+            report, space = _space(setup, rate, tier)
+        except ValueError as exc:  # nothing carries this rate: plan for a lower one
+            last_error = exc
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            url = storage or str(Path(tmp) / "has.db")
+            frame = _study(setup, space, rate_hz=rate, tier=tier, sampler="tpe", trials=trials,
+                           seed=seed, num_requests=num_requests, storage=url)
+        return Choice(modality=setup.modality, deployment=best_deployment(frame),
+                      planned_rate_hz=rate, requested_rate_hz=rate_hz,
+                      num_candidates=len(report.candidates), num_survivors=len(report.survivors),
+                      best_goodput_rps=float(frame["goodput_rps"].max()), trials=frame)
+    raise ValueError(f"{setup.modality}: no allocation carries even {ladder[-1]} req/s "
+                     f"({last_error})")
+
+
+def convergence(setup: Setup, *, rate_hz: float, tier: str = "moderate", trials: int = 30,
+                seeds: Sequence[int] = (0, 1, 2), num_requests: int = 250,
+                storage: str | None = None) -> tuple[pd.DataFrame, float]:
+    """Best-so-far curves of TPE and random per seed, and the exhaustive grid's best."""
+    _report, space = _space(setup, rate_hz, tier)
+    frames = []
+    with tempfile.TemporaryDirectory() as tmp:
+        url = storage or str(Path(tmp) / "has.db")
+        for sampler in ("tpe", "random"):
+            for seed in seeds:
+                f = _study(setup, space, rate_hz=rate_hz, tier=tier, sampler=sampler,
+                           trials=trials, seed=seed, num_requests=num_requests, storage=url)
+                frames.append(pd.DataFrame({
+                    "modality": setup.modality, "sampler": sampler, "seed": seed,
+                    "trial": range(1, len(f) + 1), "best_goodput_rps": f["best_so_far_rps"]}))
+        grid = _study(setup, space, rate_hz=rate_hz, tier=tier, sampler="grid", trials=1,
+                      seed=0, num_requests=num_requests, storage=url)
+    return pd.concat(frames, ignore_index=True), float(grid["goodput_rps"].max())

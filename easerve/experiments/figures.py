@@ -1,0 +1,106 @@
+"""PNG figures of the evaluation, one function per figure, each from a study's frame."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+
+DPI = 110
+SYSTEM_STYLE = {
+    "easerve": ("EAServe", "tab:red"),
+    "dynamo": ("request-at-a-time EPD (Dynamo-like)", "tab:blue"),
+    "vllm": ("aggregated (vLLM-like)", "tab:green"),
+    "fixed-batch": ("fixed-batch EPD (B=8)", "tab:orange"),
+}
+
+
+def goodput_curves(sweep: pd.DataFrame, path: Path, *, tier: str = "moderate") -> Path:
+    modalities = list(dict.fromkeys(sweep["modality"]))
+    fig, axes = plt.subplots(1, len(modalities), figsize=(4.2 * len(modalities), 3.4), squeeze=False)
+    col = f"goodput_{tier}_rps"
+    med = sweep.groupby(["modality", "system", "rate_hz"], as_index=False)[col].median()
+    for ax, modality in zip(axes[0], modalities, strict=True):
+        for system, (label, color) in SYSTEM_STYLE.items():
+            rows = med[(med["modality"] == modality) & (med["system"] == system)]
+            if not rows.empty:
+                ax.plot(rows["rate_hz"], rows[col], marker="o", color=color, label=label)
+        ax.plot(med["rate_hz"].unique(), med["rate_hz"].unique(), ls=":", color="grey", lw=0.8)
+        ax.set_title(f"{modality}: goodput ({tier} SLO)")
+        ax.set_xlabel("arrival rate (req/s)")
+        ax.set_ylabel("goodput (req/s)")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    return _save(fig, path)
+
+
+def utilization_traces(util: pd.DataFrame, path: Path) -> Path:
+    systems = list(dict.fromkeys(util["system"]))
+    fig, axes = plt.subplots(len(systems), 1, figsize=(9, 1.9 * len(systems)), sharex=True,
+                             squeeze=False)
+    for ax, system in zip(axes[:, 0], systems, strict=True):
+        rows = util[util["system"] == system]
+        label, color = SYSTEM_STYLE.get(system, (system, "black"))
+        ax.fill_between(rows["bin_s"], rows["busy_frac"] * 100, step="post", color=color, alpha=0.6)
+        ax.set_ylim(0, 100)
+        ax.set_ylabel("busy SMs %")
+        ax.set_title(f"{label}: mean {rows['busy_frac'].mean() * 100:.0f}%", fontsize=9)
+    axes[-1][0].set_xlabel("time (s)")
+    return _save(fig, path)
+
+
+def burst_plot(burst: pd.DataFrame, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot(burst["cv"], burst["ttft_p99_s"], marker="o", color="tab:red", label="P99 TTFT")
+    ax.set_xlabel("coefficient of variation of inter-arrival gaps")
+    ax.set_ylabel("P99 TTFT (s)")
+    ax2 = ax.twinx()
+    ax2.plot(burst["cv"], burst["throughput_rps"], marker="s", color="tab:blue", label="throughput")
+    ax2.set_ylabel("throughput (req/s)")
+    ax.set_xscale("log", base=2)
+    ax.set_title("Burstiness at one mean rate (EAServe)")
+    fig.legend(loc="upper left", fontsize=7)
+    return _save(fig, path)
+
+
+def rate_shift_plot(bins: pd.DataFrame, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    ax.step(bins["bin_s"], bins["offered_rate_hz"], where="post", color="grey", label="offered rate")
+    ax.set_ylabel("offered rate (req/s)")
+    ax.set_xlabel("arrival time (s)")
+    ax2 = ax.twinx()
+    ax2.plot(bins["bin_s"], bins["attainment"], marker=".", color="tab:red", label="SLO attainment")
+    ax2.set_ylim(0, 1.05)
+    ax2.set_ylabel("attainment")
+    ax.set_title("Rate shifts around the rate HAS chose for")
+    fig.legend(loc="lower left", fontsize=7)
+    return _save(fig, path)
+
+
+def convergence_plot(conv: pd.DataFrame, path: Path, *, grid_best: dict[str, float]) -> Path:
+    modalities = list(dict.fromkeys(conv["modality"]))
+    fig, axes = plt.subplots(1, len(modalities), figsize=(4.2 * len(modalities), 3.2), squeeze=False)
+    for ax, modality in zip(axes[0], modalities, strict=True):
+        rows = conv[conv["modality"] == modality]
+        for sampler, color in (("tpe", "tab:red"), ("random", "tab:blue")):
+            med = rows[rows["sampler"] == sampler].groupby("trial")["best_goodput_rps"].median()
+            ax.plot(med.index, med.values, color=color, label=f"{sampler} (median of seeds)")
+        if modality in grid_best:
+            ax.axhline(grid_best[modality], ls="--", color="black", label="grid best")
+        ax.set_title(f"{modality}: HAS convergence")
+        ax.set_xlabel("trial")
+        ax.set_ylabel("best goodput so far (req/s)")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    return _save(fig, path)
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path

@@ -1,0 +1,128 @@
+"""``report.md``: the evaluation's tables beside the paper's, with the figures.
+
+Numbers come from the study frames; the prose around them states the
+modelling assumptions that explain the gaps (docs/results/README.md goes
+deeper). Tables are plain Markdown, written here without extra packages.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from easerve.experiments import paper
+
+
+def md_table(frame: pd.DataFrame, columns: Sequence[str] | None = None, digits: int = 3) -> str:
+    cols = list(columns or frame.columns)
+
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return "—" if math.isnan(v) else f"{v:.{digits}g}" if abs(v) < 1e4 else f"{v:.0f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(cell(r[c]) for c in cols) + " |" for _, r in frame.iterrows()]
+    return "\n".join(lines)
+
+
+def _ratio(ours: float, theirs: float) -> str:
+    return "—" if not theirs or math.isnan(ours) else f"{ours / theirs:.2f}"
+
+
+def goodput_vs_paper(peak: pd.DataFrame, free: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for modality, systems in paper.GOODPUT_MODERATE.items():
+        sub = peak[peak["modality"] == modality].set_index("system")["goodput_rps"]
+        alt = free[free["modality"] == modality]["goodput_rps"]
+        ours = {s: float(sub.get(s, math.nan)) for s in ("dynamo", "vllm", "easerve", "fixed-batch")}
+        rows.append({
+            "modality": modality,
+            "Dynamo-like ours / paper": f"{ours['dynamo']:.2f} / {systems['dynamo']:.2f}",
+            "vLLM-like ours / paper": f"{ours['vllm']:.2f} / {systems['vllm']:.2f}",
+            "vLLM-like, free in-step encoder": f"{float(alt.iloc[0]) if len(alt) else math.nan:.2f}",
+            "fixed-batch ours": f"{ours['fixed-batch']:.2f}",
+            "EAServe ours / paper": f"{ours['easerve']:.2f} / {systems['easerve']:.2f}",
+            "EAServe/Dynamo ours / paper": f"{_ratio(ours['easerve'], ours['dynamo'])} / "
+                                           f"{systems['easerve'] / systems['dynamo']:.2f}",
+            "EAServe/vLLM ours / paper": f"{_ratio(ours['easerve'], ours['vllm'])} / "
+                                         f"{systems['easerve'] / systems['vllm']:.2f}",
+        })
+    return pd.DataFrame(rows)
+
+
+def _p99_at_2(sweep: pd.DataFrame) -> pd.DataFrame:
+    at = sweep[sweep["rate_hz"] == 2.0].groupby(["modality", "system"], as_index=False)[
+        ["ttft_p99_s", "tpot_p99_s", "throughput_rps"]].median()
+    at["paper_ttft_p99_s"] = [paper.P99_TTFT_AT_2RPS.get(m, {}).get(s, math.nan)
+                              for m, s in zip(at["modality"], at["system"], strict=True)]
+    return at
+
+
+def write_report(out: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping[str, Any]) -> Path:
+    t = tables
+    overhead = meta["encode_call_overhead_s"]
+    fixed = t["fixed_batch"]
+    burst = t["burstiness"]
+    abl = t["sm_ablation"]
+    util = t["encoder_utilization"].groupby("system", as_index=False)["busy_frac"].mean()
+    conv = t["has_convergence"]
+    final = conv[conv["trial"] == conv.groupby(["modality", "sampler", "seed"])["trial"].transform("max")]
+    conv_tab = final.groupby(["modality", "sampler"], as_index=False)["best_goodput_rps"].median()
+    conv_tab = conv_tab.merge(t["has_grid_best"], on="modality")
+    conv_tab["fraction_of_grid"] = conv_tab["best_goodput_rps"] / conv_tab["grid_best_goodput_rps"]
+    sections = [
+        f"# easerve evaluation report{' (quick)' if meta['quick'] else ''}",
+        "Simulated on 8x RTX 6000 Ada with the analytic (roofline) profiles of LLaVA-v1.6-34B "
+        "(image), Qwen2.5-VL-32B (video) and Ultravox-v0.6-Gemma-3-27B (audio), plus one "
+        f"**paper-anchored** constant: every encoder call costs {overhead:.3f} s beyond its kernels "
+        "(`Efficiency.encode_call_overhead_s`), set so that one GPU serving LLaVA-34B request-at-"
+        "a-time carries the paper's measured 0.75 req/s. Without it the roofline encoder takes "
+        "about 11 ms per image and Encode is never a bottleneck (docs/results/README.md). "
+        f"Command: `easerve reproduce{' --quick' if meta['quick'] else ''} --out DIR`; "
+        f"wall time {meta['wall_s']:.0f} s.",
+        "## Goodput at the moderate tier vs the paper",
+        "Peak goodput over the swept arrival rates (median over seeds). EAServe runs the "
+        "deployment HAS chose for each rate; the baselines keep the allocation HAS chose for "
+        "2 req/s.",
+        md_table(goodput_vs_paper(t["peak_goodput"], t["vllm_free_encoder"])),
+        "![goodput curves](goodput_curves.png)",
+        "## HAS choices",
+        md_table(t["has_choices"]),
+        "## P99 TTFT at 2 req/s",
+        md_table(_p99_at_2(t["goodput_sweep"])),
+        "## Fixed-batch trade-off (LLaVA-34B, 2 req/s)",
+        "Paper: batch 1 -> 8 moves throughput 0.75 -> 1.09 req/s, mean TTFT 367 -> 112 s, "
+        "mean TPOT 179 -> 411 ms.",
+        md_table(fixed, ["batch", "throughput_rps", "ttft_mean_s", "tpot_mean_s",
+                         "goodput_moderate_rps"]),
+        "## Burstiness (LLaVA-34B, EAServe, 2 req/s mean)",
+        f"Paper: throughput {paper.BURST['throughput_change_frac']:+.0%} at the burstiest, "
+        f"P99 TTFT {paper.BURST['ttft_p99_poisson_s']} -> {paper.BURST['ttft_p99_burstiest_s']} s.",
+        md_table(burst, ["cv", "burstiness", "throughput_rps", "ttft_p99_s", "tpot_p99_s",
+                         "goodput_moderate_rps"]),
+        "![burstiness](burstiness.png)",
+        "## Rate shifts (deployment chosen for the mean rate)",
+        md_table(t["rate_shift"]),
+        "![rate shift](rate_shift.png)",
+        "## SM-sharing ablation (audio, 10 req/s, s = 0.55)",
+        "Paper (throughput req/s / P99 TTFT s / P99 TPOT s): dynamic 5.21 / 36.7 / 0.167, "
+        "static 5.07 / 40.7 / 0.203, time-slice 4.78 / 43.7 / 0.236.",
+        md_table(abl, ["sharing", "throughput_rps", "ttft_p99_s", "tpot_p99_s",
+                       "goodput_moderate_rps"]),
+        "## Encoder GPU utilisation (LLaVA-34B, 2 req/s, first encode GPU)",
+        "Paper: request-at-a-time <10%, fixed batch 8 bursty, EAServe ~80%.",
+        md_table(util),
+        "![encoder utilisation](encoder_utilization.png)",
+        "## HAS convergence",
+        "Best goodput after the trial budget, median over seeds, against the exhaustive grid.",
+        md_table(conv_tab),
+        "![convergence](has_convergence.png)",
+    ]
+    path = out / "report.md"
+    path.write_text("\n\n".join(sections) + "\n")
+    return path

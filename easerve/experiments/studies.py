@@ -1,0 +1,178 @@
+"""The evaluation's studies, each a function returning a tidy DataFrame.
+
+Every study simulates with :func:`easerve.experiments.setup.run` on the
+analytic profiles; the report (:mod:`easerve.experiments.report`) turns the
+frames into tables and figures. ``deployments`` maps a modality to the
+EAServe deployment HAS chose for it; the baselines are presets of it
+(request-at-a-time ``dynamo`` and ``fixed-batch`` keep its allocation with
+all prefill remote; ``vllm`` turns every GPU into aggregated LM instances).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from easerve.experiments.setup import Arrivals, Setup, run, summary_row
+from easerve_core import Deployment, SMSharing
+
+SYSTEMS = ("easerve", "dynamo", "vllm", "fixed-batch")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scale:
+    """How big each simulation is (``quick`` for tests, ``full`` for the committed report)."""
+
+    num_requests: int
+    rates_hz: tuple[float, ...]
+    num_seeds: int
+    timeline_s: float
+
+
+QUICK = Scale(num_requests=150, rates_hz=(1.0, 2.0, 3.0, 5.0), num_seeds=1, timeline_s=600.0)
+FULL = Scale(num_requests=500, rates_hz=(1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0), num_seeds=3,
+             timeline_s=1200.0)
+
+
+DeploymentFor = Callable[[str, str, float], Deployment]
+
+
+def goodput_sweep(setups: Mapping[str, Setup], deployment_for: DeploymentFor, scale: Scale,
+                  systems: Sequence[str] = SYSTEMS) -> pd.DataFrame:
+    """Goodput, throughput and tail latency per modality, system, rate and seed.
+
+    ``deployment_for(modality, system, rate)`` gives the deployment each
+    system runs (EAServe: HAS's choice for that rate; baselines: a fixed one).
+    """
+    rows = []
+    for modality, setup in setups.items():
+        for system in systems:
+            for rate in scale.rates_hz:
+                dep = deployment_for(modality, system, rate)
+                for seed in range(scale.num_seeds):
+                    result = run(setup, dep, rate_hz=rate,
+                                 num_requests=scale.num_requests, seed=seed, preset=system)
+                    rows.append(summary_row(result, setup, modality=modality, system=system,
+                                            rate_hz=rate, seed=seed))
+    return pd.DataFrame(rows)
+
+
+def median_over_seeds(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    numeric = [c for c in frame.columns if c not in keys and c != "seed"
+               and pd.api.types.is_numeric_dtype(frame[c])]
+    return frame.groupby(list(keys), as_index=False)[numeric].median()
+
+
+def peak_goodput(sweep: pd.DataFrame, tier: str = "moderate") -> pd.DataFrame:
+    """Per modality and system: the best goodput over the rate sweep (median over seeds)."""
+    med = median_over_seeds(sweep, ["modality", "system", "rate_hz"])
+    col = f"goodput_{tier}_rps"
+    idx = med.groupby(["modality", "system"])[col].idxmax()
+    best = med.loc[idx, ["modality", "system", "rate_hz", col]]
+    return best.rename(columns={col: "goodput_rps", "rate_hz": "at_rate_hz"}).reset_index(drop=True)
+
+
+def fixed_batch_tradeoff(setup: Setup, deployment: Deployment, *, rate_hz: float,
+                         num_requests: int, batches: Sequence[int] = (1, 8),
+                         seed: int = 0) -> pd.DataFrame:
+    """The paper's fixed-batch experiment: throughput and mean TTFT/TPOT per fixed batch."""
+    rows = []
+    for b in batches:
+        dep = deployment.with_(max_encode_batch=b)
+        result = run(setup, dep, rate_hz=rate_hz, num_requests=num_requests, seed=seed,
+                     preset="fixed-batch" if b > 1 else "dynamo")
+        rows.append(summary_row(result, setup, batch=b, rate_hz=rate_hz))
+    return pd.DataFrame(rows)
+
+
+def burstiness(setup: Setup, deployment: Deployment, *, rate_hz: float, num_requests: int,
+               cvs: Sequence[float] = (1.0, 2.0, 4.0, 8.0), num_seeds: int = 1) -> pd.DataFrame:
+    """Gamma arrivals at one mean rate with rising CV, EAServe deployment."""
+    rows = []
+    for cv in cvs:
+        for seed in range(num_seeds):
+            result = run(setup, deployment, rate_hz=rate_hz, num_requests=num_requests, seed=seed,
+                         arrivals=Arrivals(cv=cv))
+            rows.append(summary_row(result, setup, cv=cv, burstiness=1.0 / cv**2, seed=seed))
+    return median_over_seeds(pd.DataFrame(rows), ["cv"])
+
+
+def rate_shift(setup: Setup, deployment: Deployment, *, mean_rate_hz: float, num_requests: int,
+               segment_s: float, bin_s: float, seed: int = 0,
+               shape: Sequence[float] = (0.5, 1.5, 0.5, 1.5)) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A rate that steps down and up around the mean the deployment was chosen for.
+
+    Returns (per-segment summary, per-time-bin TTFT and goodput of arrivals in each bin).
+    """
+    schedule = tuple((segment_s, mean_rate_hz * f) for f in shape)
+    result = run(setup, deployment, rate_hz=mean_rate_hz, num_requests=num_requests, seed=seed,
+                 arrivals=Arrivals(schedule=schedule))
+    rec = result.records.copy()
+    slo = setup.slos["moderate"]
+    rec["ttft_s"] = rec["first_token_s"] - rec["arrival_s"]
+    period = segment_s * len(shape)
+    rec["segment"] = ((rec["arrival_s"] % period) // segment_s).astype(int)
+    rec["offered_rate_hz"] = [mean_rate_hz * shape[s] for s in rec["segment"]]
+    rec["bin_s"] = (rec["arrival_s"] // bin_s) * bin_s
+    tpot = (rec["finish_s"] - rec["first_token_s"]) / (rec["output_tokens"] - 1).clip(lower=1)
+    rec["meets"] = (rec["status"] == "ok") & (rec["ttft_s"] <= slo.ttft_s) & (tpot <= slo.tpot_s)
+    bins = rec.groupby("bin_s", as_index=False).agg(
+        arrivals=("request_id", "size"), offered_rate_hz=("offered_rate_hz", "first"),
+        ttft_p50_s=("ttft_s", "median"), ttft_p99_s=("ttft_s", lambda x: np.nanpercentile(x, 99)),
+        attainment=("meets", "mean"))
+    segs = rec.groupby(["segment", "offered_rate_hz"], as_index=False).agg(
+        requests=("request_id", "size"), ttft_p99_s=("ttft_s", lambda x: np.nanpercentile(x, 99)),
+        attainment=("meets", "mean"))
+    return segs, bins
+
+
+def sm_ablation(setup: Setup, deployment: Deployment, *, rate_hz: float, num_requests: int,
+                remote_fraction: float, num_seeds: int = 1) -> pd.DataFrame:
+    """Dynamic vs static 50/50 vs time-slice sharing, same deployment and s."""
+    rows = []
+    for mode in (SMSharing.DYNAMIC, SMSharing.STATIC, SMSharing.TIME_SLICE):
+        dep = deployment.with_(sm_sharing=mode, remote_fraction=remote_fraction,
+                               static_encode_share=0.5)
+        for seed in range(num_seeds):
+            result = run(setup, dep, rate_hz=rate_hz, num_requests=num_requests, seed=seed)
+            rows.append(summary_row(result, setup, sharing=str(mode), seed=seed))
+    return median_over_seeds(pd.DataFrame(rows), ["sharing"])
+
+
+def encoder_utilization(setup: Setup, deployment: Deployment, *, rate_hz: float,
+                        num_requests: int, bin_s: float, seed: int = 0,
+                        easerve: Deployment | None = None) -> pd.DataFrame:
+    """Busy SM fraction of the first encode GPU over time, per system, binned.
+
+    The baselines run ``deployment``; EAServe runs ``easerve`` (default the same).
+    """
+    frames = []
+    for system in ("dynamo", "fixed-batch", "easerve"):
+        dep = easerve if system == "easerve" and easerve is not None else deployment
+        result = run(setup, dep, rate_hz=rate_hz, num_requests=num_requests, seed=seed,
+                     preset=system)
+        util = result.utilization
+        gpu0 = util[util["gpu"] == 0].sort_values("time_s")
+        frames.append(_binned_step(gpu0, bin_s).assign(system=system))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _binned_step(step: pd.DataFrame, bin_s: float) -> pd.DataFrame:
+    """Time-average a step function (time_s, busy_frac) over bins of ``bin_s``."""
+    if step.empty:
+        return pd.DataFrame({"bin_s": [], "busy_frac": []})
+    t = step["time_s"].to_numpy(dtype=float)
+    v = step["busy_frac"].to_numpy(dtype=float)
+    if t[0] > 0:  # idle before the first change
+        t, v = np.concatenate(([0.0], t)), np.concatenate(([0.0], v))
+    end = float(t[-1])
+    edges = np.arange(0.0, end + bin_s, bin_s)
+    # integral of the step function at each edge
+    cum = np.concatenate(([0.0], np.cumsum(v[:-1] * np.diff(t))))
+    idx = np.clip(np.searchsorted(t, edges, side="right") - 1, 0, len(t) - 1)
+    area = cum[idx] + v[idx] * (edges - t[idx])
+    busy = np.diff(area) / bin_s
+    return pd.DataFrame({"bin_s": edges[:-1], "busy_frac": busy})
