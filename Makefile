@@ -1,5 +1,5 @@
 # easerve: two commands on a fresh machine.
-#   make run   set up .venv, run the headline simulation on embedded defaults
+#   make run   set up .venv, run the headline evaluation (quick) on embedded defaults
 #   make test  set up .venv, run the whole test suite
 PYTHON ?= python3
 VENV   := .venv
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/easerve headline --out $(OUT)
+	$(BIN)/easerve reproduce --quick --out $(OUT)
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -14,6 +14,8 @@ the table (docs/workloads.md):
 ``trace``          a CSV or JSONL file for ``trace``
 ``prompt_tokens``, ``output_tokens``, ``items_per_request``: [min, max]
                    overrides of the preset's ranges
+``item_tokens``, ``item_weights``: override the preset's per-item LM tokens
+                   (e.g. for small live models) and their weights
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from easerve_core.workload.trace import read_trace
 
 ARRIVALS = ("poisson", "gamma", "schedule", "trace")
 _KEYS = {"mix", "num_requests", "arrival", "rate_hz", "cv", "burstiness", "schedule", "trace",
-         "prompt_tokens", "output_tokens", "items_per_request"}
+         "prompt_tokens", "output_tokens", "items_per_request", "item_tokens",
+         "item_weights"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,8 +88,11 @@ class WorkloadSpec:
         kind = _check.one_of("workload.arrival", data.get("arrival", "poisson"), ARRIVALS)
         mix_name = str(data.get("mix", "llava-image"))
         base = mix(mix_name)
-        overrides: dict[str, Any] = {k: tuple(data[k]) for k in ("prompt_tokens", "output_tokens",
-                                                 "items_per_request") if k in data}
+        overrides: dict[str, Any] = {k: _seq(f"workload.{k}", data[k]) for k in (
+            "prompt_tokens", "output_tokens", "items_per_request", "item_tokens", "item_weights")
+            if k in data}
+        if "item_tokens" in overrides and "item_weights" not in overrides:
+            overrides["item_weights"] = ()
         req_mix = replace(base, **overrides) if overrides else base
         if kind == "trace":
             if "trace" not in data:
@@ -113,6 +119,12 @@ class WorkloadSpec:
             arrivals = (PoissonArrivals(rate_hz=rate) if kind == "poisson"
                         else GammaArrivals(rate_hz=rate, cv=cv))
         return cls(mix=req_mix, arrivals=arrivals, num_requests=num, mix_name=mix_name)
+
+
+def _seq(name: str, value: Any) -> tuple[Any, ...]:
+    if not isinstance(value, list | tuple):
+        raise ValueError(f"{name} must be a list, got {value!r}")
+    return tuple(value)
 
 
 def _cv(data: Mapping[str, Any]) -> float:

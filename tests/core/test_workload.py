@@ -126,3 +126,11 @@ def test_malformed_trace_row_names_line_and_field(tmp_path, row, field):
 def test_bad_workload_tables(table, field):
     with pytest.raises(ValueError, match=field):
         WorkloadSpec.from_dict(table)
+
+
+def test_item_tokens_override():
+    spec = WorkloadSpec.from_dict({"mix": "llava-image", "rate_hz": 1.0, "num_requests": 20,
+                                   "item_tokens": [64, 128]})
+    assert {t for r in generate(spec, np.random.default_rng(0)) for t in r.mm_tokens_per_item} <= {64, 128}
+    with pytest.raises(ValueError, match="item_weights"):
+        WorkloadSpec.from_dict({"rate_hz": 1.0, "item_tokens": [64], "item_weights": [1, 2]})
