@@ -26,7 +26,7 @@ class LiveOptions:
         num_threads: torch intra-op threads of prefill and decode workers.
         encode_threads: threads an encode worker's partitioner divides between
             Encode and local Prefill.
-        partition_backend: ``cpu-threads`` (or ``green-context``, not built yet).
+        partition_backend: ``cpu-threads`` (or ``green-context`` on a CUDA device, live/gpu).
         sm_share_table: encode share per batch size for ``dynamic`` sharing
             (``{"1": 0.25, ...}``); default: live.partition.DEFAULT_SHARE_TABLE.
         init_std: weight-init scale of the random model (0.5 makes positions matter).

@@ -17,19 +17,20 @@ Backends (:data:`BACKENDS`): ``cpu-threads`` turns a share into a torch
 intra-op thread count for the calling thread (``torch.set_num_threads`` is per
 thread, notes/sm-partitioning.md §7), fixed for the duration of a call.
 ``green-context`` (CUDA SM partitions, picking a pre-built stream pair per
-share level) is the seam left for the GPU issue.
+share level, live/gpu/green.py) needs a CUDA device; it has not run on one yet.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
 import torch
 
 from easerve_core.sm_share import SMShareTable
+from live.gpu.green import green_context_backend
 
 
 class Backend(Protocol):
@@ -57,22 +58,21 @@ class CpuThreadBackend:
         torch.set_num_threads(self.threads_for(share))
 
 
-class GreenContextBackend:
-    """CUDA green contexts: not built yet (the GPU issue). Fails loudly on construction."""
+def _green_context(total_threads: int = 0) -> Backend:
+    """CUDA green contexts (live/gpu): pre-built stream pairs per SM level, picked per batch.
 
-    name = "green-context"
-
-    def __init__(self, total_threads: int = 0) -> None:
-        raise ValueError(
-            "partition backend 'green-context' is not implemented yet; "
-            "it lands with the GPU issue (see docs/live.md). Use 'cpu-threads'."
-        )
-
-    def apply(self, role: str, share: float) -> None:  # pragma: no cover - never constructed
-        raise NotImplementedError
+    Needs a CUDA device and ``cuda.bindings``; built only when asked for, so
+    importing this module stays CPU-only. Untested on a GPU so far (bench/gpu).
+    """
+    if not torch.cuda.is_available():
+        raise ValueError("partition backend 'green-context' needs a CUDA device; use 'cpu-threads'")
+    return green_context_backend(total_threads)
 
 
-BACKENDS: Mapping[str, type] = {"cpu-threads": CpuThreadBackend, "green-context": GreenContextBackend}
+BACKENDS: Mapping[str, Callable[[int], Backend]] = {
+    "cpu-threads": CpuThreadBackend,
+    "green-context": _green_context,
+}
 
 
 class Partitioner(Protocol):
