@@ -87,8 +87,11 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping[st
         f"wall time {meta['wall_s']:.0f} s.",
         "## Goodput at the moderate tier vs the paper",
         "Peak goodput over the swept arrival rates (median over seeds). EAServe runs the "
-        "deployment HAS chose for each rate; the baselines keep the allocation HAS chose for "
-        "2 req/s.",
+        "deployment HAS chose for each rate (the same number of requests per trial as the "
+        "sweep); the baselines run the example config's static allocation at every rate "
+        "(`configs/*_rtx6000ada.toml`), turned into each baseline by its preset. The "
+        "'free in-step encoder' column gives the vLLM-like engine the roofline encoder "
+        "without the per-call cost (a sensitivity check, docs/results/README.md).",
         md_table(goodput_vs_paper(t["peak_goodput"], t["vllm_free_encoder"])),
         "![goodput curves](goodput_curves.png)",
         "## HAS choices",

@@ -40,8 +40,8 @@ class Plan:
     ablation_remote_fraction: float = 0.55
 
 
-QUICK = Plan(scale=studies.QUICK, has_trials=12, has_requests=120, convergence_seeds=(0, 1))
-FULL = Plan(scale=studies.FULL, has_trials=30, has_requests=250, convergence_seeds=(0, 1, 2, 3, 4))
+QUICK = Plan(scale=studies.QUICK, has_trials=12, has_requests=150, convergence_seeds=(0, 1))
+FULL = Plan(scale=studies.FULL, has_trials=30, has_requests=500, convergence_seeds=(0, 1, 2, 3, 4))
 
 
 class _Log:

@@ -32,8 +32,8 @@ class Scale:
     timeline_s: float
 
 
-QUICK = Scale(num_requests=150, rates_hz=(1.0, 2.0, 3.0, 5.0), num_seeds=1, timeline_s=600.0)
-FULL = Scale(num_requests=500, rates_hz=(1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0), num_seeds=3,
+QUICK = Scale(num_requests=150, rates_hz=(0.5, 1.0, 2.0, 3.0, 5.0), num_seeds=1, timeline_s=600.0)
+FULL = Scale(num_requests=500, rates_hz=(0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0), num_seeds=3,
              timeline_s=1200.0)
 
 
