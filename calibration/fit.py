@@ -12,6 +12,11 @@ error). The forms mirror the analytic roofline (docs/profiles.md):
 where T is the batch's tokens, n the items or sequences, s the SM share. A
 batch smaller than ``fill_tokens`` cannot fill the GPU, so it costs a constant
 and loses nothing at a share above its fill.
+
+``share_steps`` (0: continuous) says the worker can only be split into that
+many equal parts: a share becomes ``max(1, min(n, round(s*n))) / n`` before
+the model sees it, as the live CPU backend turns a share into a thread count
+out of n (docs/calibration.md; 1 = one thread, which no share can split).
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ class FittedProfile:
     decode: Mapping[str, float]
     embed_bytes_per_token: int
     kv_bytes_per_token: int
+    share_steps: int = 0
 
     def __post_init__(self) -> None:
         for stage, keys in (("encode", ENCODE_KEYS), ("prefill", PREFILL_KEYS), ("decode", DECODE_KEYS)):
@@ -73,7 +79,7 @@ class FittedProfile:
                 if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
                     raise ValueError(f"fitted profile {stage}.{k} must be a number >= 0, got {v!r}")
             object.__setattr__(self, stage, {k: float(coeffs[k]) for k in keys})
-        for name in ("embed_bytes_per_token", "kv_bytes_per_token"):
+        for name in ("embed_bytes_per_token", "kv_bytes_per_token", "share_steps"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"fitted profile {name} must be an integer >= 0, got {v!r}")
@@ -83,7 +89,8 @@ class FittedProfile:
         if items.size == 0 or (items < 1).any():
             raise ValueError(f"mm_tokens_per_item must be integers >= 1, got {list(mm_tokens_per_item)!r}")
         x = [self.encode[k] for k in ENCODE_KEYS]
-        args = (np.array([items.size]), np.array([items.sum()]), np.array([_share(sm_share)]))
+        share = self.effective_share(sm_share)
+        args = (np.array([items.size]), np.array([items.sum()]), np.array([share]))
         return float(encode_model(x, *args)[0])
 
     def prefill_s(self, seq_lens: Sequence[int], sm_share: float = 1.0) -> float:
@@ -91,8 +98,15 @@ class FittedProfile:
         if lens.size == 0 or (lens < 1).any():
             raise ValueError(f"seq_lens must be integers >= 1, got {list(seq_lens)!r}")
         x = [self.prefill[k] for k in PREFILL_KEYS]
-        args = (np.array([lens.sum()]), np.array([(lens**2).sum()]), np.array([_share(sm_share)]))
+        share = self.effective_share(sm_share)
+        args = (np.array([lens.sum()]), np.array([(lens**2).sum()]), np.array([share]))
         return float(prefill_model(x, *args)[0])
+
+    def effective_share(self, sm_share: float) -> float:
+        """The share the worker really grants (``share_steps``; see the module docstring)."""
+        share = _share(sm_share)
+        n = self.share_steps
+        return share if n == 0 else max(1, min(n, round(share * n))) / n
 
     def decode_step_s(self, batch_size: int, context_tokens: int) -> float:
         if batch_size < 1 or context_tokens < 0:
@@ -110,7 +124,7 @@ class FittedProfile:
     def to_params(self) -> dict[str, Any]:
         return {"encode": dict(self.encode), "prefill": dict(self.prefill),
                 "decode": dict(self.decode), "embed_bytes_per_token": self.embed_bytes_per_token,
-                "kv_bytes_per_token": self.kv_bytes_per_token}
+                "kv_bytes_per_token": self.kv_bytes_per_token, "share_steps": self.share_steps}
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> FittedProfile:
@@ -118,7 +132,8 @@ class FittedProfile:
             if key not in params:
                 raise ValueError(f"fitted profile params: missing field {key!r}")
         return cls(**{k: params[k] for k in ("encode", "prefill", "decode",
-                                             "embed_bytes_per_token", "kv_bytes_per_token")})
+                                             "embed_bytes_per_token", "kv_bytes_per_token")},
+                   share_steps=params.get("share_steps", 0))
 
 
 def _share(value: float) -> float:
@@ -169,12 +184,17 @@ def _fill_starts(tokens: np.ndarray, first: list[float]) -> list[list[float]]:
     return [[*first[:-1], float(q)] for q in np.quantile(tokens, [0.05, 0.25, 0.5, 0.75, 0.95])]
 
 
+def _quantise(shares: np.ndarray, steps: int) -> np.ndarray:
+    return shares if steps == 0 else np.maximum(1, np.minimum(steps, np.round(shares * steps))) / steps
+
+
 def fit_samples(samples: Mapping[str, Any]) -> FitResult:
     """Fit all three stages from a samples mapping (see :func:`load_samples`)."""
+    steps = int(samples.get("share_steps", 0))
     enc = _rows(samples, "encode", ("mm_tokens_per_item",))
     n = np.array([len(r["mm_tokens_per_item"]) for r in enc], float)
     t = np.array([sum(r["mm_tokens_per_item"]) for r in enc], float)
-    s = np.array([float(r.get("sm_share", 1.0)) for r in enc])
+    s = _quantise(np.array([float(r.get("sm_share", 1.0)) for r in enc]), steps)
     y = np.array([r["latency_s"] for r in enc], float)
     guess = [y.min() / 2, y.min() / 4, float(np.median(y / t)), 1.0]
     x_enc, e_enc = _fit(encode_model, (n, t, s), y, _fill_starts(t, guess))
@@ -182,7 +202,7 @@ def fit_samples(samples: Mapping[str, Any]) -> FitResult:
     pre = _rows(samples, "prefill", ("seq_lens",))
     t = np.array([sum(r["seq_lens"]) for r in pre], float)
     t2 = np.array([sum(v * v for v in r["seq_lens"]) for r in pre], float)
-    s = np.array([float(r.get("sm_share", 1.0)) for r in pre])
+    s = _quantise(np.array([float(r.get("sm_share", 1.0)) for r in pre]), steps)
     y = np.array([r["latency_s"] for r in pre], float)
     guess = [y.min() / 2, float(np.median(y / t)), float(np.median(y / t2)) * 0.1, 1.0]
     x_pre, e_pre = _fit(prefill_model, (t, t2, s), y, _fill_starts(t, guess))
@@ -200,6 +220,7 @@ def fit_samples(samples: Mapping[str, Any]) -> FitResult:
         decode=dict(zip(DECODE_KEYS, map(float, x_dec), strict=True)),
         embed_bytes_per_token=int(samples["embed_bytes_per_token"]),
         kv_bytes_per_token=int(samples["kv_bytes_per_token"]),
+        share_steps=int(samples.get("share_steps", 0)),
     )
     return FitResult(profile, {"encode": e_enc, "prefill": e_pre, "decode": e_dec},
                      {"encode": len(enc), "prefill": len(pre), "decode": len(dec)})

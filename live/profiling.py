@@ -1,11 +1,22 @@
-"""Stage latency measurements on one process: encode per batch, prefill per length, decode per batch.
+"""Stage latency measurements in one process: encode per batch and share, prefill, decode.
 
 The numbers calibration fits (DESIGN.md §7) and the SM-share table is built
-from; on a GPU the same functions run under each partition share. Each point
-is timed ``reps`` times after ``warmup`` untimed runs; the frame keeps the
-median and the minimum (the minimum is the least noisy on a shared CPU).
+from. Each point is timed ``reps`` times after ``warmup`` untimed runs; a
+point keeps the median (what is fitted), the minimum and the spread
+(interquartile range over the median), because the host is noisy.
 
-``python -m live.profiling --model qwen2-audio --size small`` prints a table.
+* :func:`measure_encode`: the family's tower + projector over B requests of
+  a given item size, at each share level. A share becomes what the live
+  partition backend makes of it: on the CPU ``threads_for(share)`` torch
+  threads out of ``encode_threads`` (so on a 2-core box only 1 and 2 threads
+  are real levels); on a GPU the green-context lane of that share (the stream
+  is made current and the timing syncs the device).
+* :func:`measure_prefill`: the live path, ``prefill_inputs`` + ``prefill``
+  over one request (one item of fixed size plus text up to the length).
+* :func:`measure_decode`: one decode step of B rows at a given context per row.
+
+``python -m live.profiling --model qwen2-audio --size small`` prints a table;
+``easerve calibrate`` drives these functions and fits the result.
 """
 
 from __future__ import annotations
@@ -19,80 +30,160 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from transformers import DynamicCache
 
 from easerve_core.request import Modality
-from live.stages import DecodeBatch, KVState, encode_batch
+from live.families.base import MMInput
+from live.partition import Backend, CpuThreadBackend
+from live.stages import DecodeBatch, KVState, encode_batch, prefill
 from live.zoo import ModelSpec, build_model
 
 COLUMNS = ["stage", "batch_size", "tokens", "median_s", "min_s", "reps"]
+#: columns of a point row (the calibrate loop's input)
+POINT_COLUMNS = ["stage", "batch_size", "items", "seq_len", "context_tokens", "sm_share", "threads",
+                 "latency_s", "min_s", "spread_frac", "reps"]
+_QUARTILES = 4
 
 
-def _time(fn: Callable[[], Any], reps: int, warmup: int) -> tuple[float, float]:
+def time_reps(fn: Callable[[], Any], reps: int, warmup: int,
+              sync: Callable[[], None] = lambda: None) -> list[float]:
+    """``reps`` wall times of ``fn`` after ``warmup`` untimed calls (``sync`` waits for the device)."""
     for _ in range(warmup):
         fn()
-    samples = []
+    sync()
+    out = []
     for _ in range(reps):
         start = time.perf_counter()
         fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples), min(samples)
+        sync()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def time_interleaved(calls: Sequence[Callable[[], Any]], reps: int, warmup: int,
+                     sync: Callable[[], None] = lambda: None, seed: int = 0) -> list[list[float]]:
+    """Wall times of each call, ``reps`` rounds, each round in a fresh seeded random order.
+
+    A noisy host drifts over seconds; timing point after point would fold
+    that drift into the differences between points. Interleaving spreads it
+    over every point alike, and the median over rounds drops the outliers.
+    """
+    for fn in calls:
+        for _ in range(warmup):
+            fn()
+    sync()
+    rng = np.random.default_rng(seed)
+    out: list[list[float]] = [[] for _ in calls]
+    for _ in range(reps):
+        for i in rng.permutation(len(calls)):
+            start = time.perf_counter()
+            calls[i]()
+            sync()
+            out[i].append(time.perf_counter() - start)
+    return out
+
+
+def _stats(samples: Sequence[float]) -> dict[str, Any]:
+    med = statistics.median(samples)
+    if len(samples) >= _QUARTILES:
+        q = statistics.quantiles(samples, n=_QUARTILES)
+        spread = (q[2] - q[0]) / med
+    else:
+        spread = (max(samples) - min(samples)) / med
+    return {"latency_s": med, "min_s": min(samples), "spread_frac": spread, "reps": len(samples)}
+
+
+def modality_of(spec: ModelSpec) -> Modality:
+    mods = spec.family.modalities
+    return Modality.IMAGE if Modality.IMAGE in mods else sorted(mods, key=lambda m: m.value)[0]
+
+
+def make_items(model: Any, spec: ModelSpec, tokens: int, count: int, seed: int = 0) -> list[MMInput]:
+    """``count`` distinct one-item inputs of about ``tokens`` LM tokens each."""
+    rng = np.random.default_rng(seed)
+    return [spec.family.make_input(model.config, modality_of(spec), [tokens], rng) for _ in range(count)]
 
 
 @torch.no_grad()
-def profile_encode(model: Any, spec: ModelSpec, batch_sizes: Sequence[int], tokens_per_item: int,
-                   *, reps: int = 5, warmup: int = 2) -> list[dict[str, Any]]:
-    family = spec.family
-    modality = Modality.IMAGE if Modality.IMAGE in family.modalities else Modality.AUDIO
-    mm = family.make_input(model.config, modality, [tokens_per_item], np.random.default_rng(0))
-    tokens = sum(family.validate(model.config, mm))
-    rows = []
-    for b in batch_sizes:
-        med, low = _time(lambda b=b: encode_batch(model, family, [mm] * b), reps, warmup)
-        rows.append({"stage": "encode", "batch_size": b, "tokens": b * tokens, "median_s": med,
-                     "min_s": low, "reps": reps})
+def measure_encode(model: Any, spec: ModelSpec, *, batch_sizes: Sequence[int], item_tokens: Sequence[int],
+                   shares: Sequence[float] = (1.0,), backend: Backend | None = None, reps: int = 5,
+                   warmup: int = 2, sync: Callable[[], None] = lambda: None) -> list[dict[str, Any]]:
+    """Encode latency per (batch size, item size, share); ``backend`` applies each share."""
+    backend = backend or CpuThreadBackend(1)
+    rows, calls = [], []
+    for tok in item_tokens:
+        inputs = make_items(model, spec, tok, max(batch_sizes))
+        actual = spec.family.validate(model.config, inputs[0])[0]
+        for share in shares:
+            for b in batch_sizes:
+                def call(b: int = b, share: float = share, inputs: list[MMInput] = inputs) -> None:
+                    backend.apply("encode", share)
+                    encode_batch(model, spec.family, inputs[:b])
+
+                calls.append(call)
+                rows.append({"stage": "encode", "batch_size": b, "items": [actual] * b, "seq_len": 0,
+                             "context_tokens": 0, "sm_share": share, "threads": _threads(backend, share)})
+    for row, times in zip(rows, time_interleaved(calls, reps, warmup, sync), strict=True):
+        row.update(_stats(times))
+    backend.apply("encode", 1.0)
+    return rows
+
+
+def _threads(backend: Backend, share: float) -> int:
+    threads_for = getattr(backend, "threads_for", None)
+    return int(threads_for(share)) if threads_for else 0
+
+
+@torch.no_grad()
+def measure_prefill(model: Any, spec: ModelSpec, *, lengths: Sequence[int], item_tokens: int,
+                    shares: Sequence[float] = (1.0,), backend: Backend | None = None, reps: int = 5,
+                    warmup: int = 2, sync: Callable[[], None] = lambda: None) -> list[dict[str, Any]]:
+    """Prefill latency per sequence length (one item of ``item_tokens`` plus text), live's own path."""
+    backend = backend or CpuThreadBackend(1)
+    family, modality = spec.family, modality_of(spec)
+    mm = make_items(model, spec, item_tokens, 1)[0]
+    feats = encode_batch(model, family, [mm])[0]
+    rows, calls = [], []
+    for share in shares:
+        for n in lengths:
+            text = [1, *range(5, 5 + max(0, n - sum(f.shape[0] for f in feats) - 1))]
+
+            def run(text: list[int] = text, share: float = share) -> int:
+                backend.apply("prefill", share)
+                return prefill(model, family.prefill_inputs(model, text, modality, mm.meta, feats)).length
+
+            calls.append(run)
+            rows.append({"stage": "prefill", "batch_size": 1, "items": [], "seq_len": run(),
+                         "context_tokens": 0, "sm_share": share, "threads": _threads(backend, share)})
+    for row, times in zip(rows, time_interleaved(calls, reps, warmup, sync), strict=True):
+        row.update(_stats(times))
+    backend.apply("prefill", 1.0)
     return rows
 
 
 @torch.no_grad()
-def profile_prefill(model: Any, lengths: Sequence[int], *, reps: int = 5,
-                    warmup: int = 2) -> list[dict[str, Any]]:
-    hidden = model.config.text_config.hidden_size
-    rows = []
-    for n in lengths:
-        embeds = torch.randn(1, n, hidden)
-
-        def run(embeds: torch.Tensor = embeds) -> None:
-            model(inputs_embeds=embeds, cache=DynamicCache(config=model.config), use_cache=True,
-                  logits_to_keep=1)
-
-        med, low = _time(run, reps, warmup)
-        rows.append({"stage": "prefill", "batch_size": 1, "tokens": n, "median_s": med, "min_s": low,
-                     "reps": reps})
-    return rows
-
-
-@torch.no_grad()
-def profile_decode(model: Any, spec: ModelSpec, batch_sizes: Sequence[int], context: int,
-                   *, reps: int = 5, warmup: int = 2) -> list[dict[str, Any]]:
-    """One decode step at each batch size, every row holding ``context`` KV tokens."""
+def measure_decode(model: Any, spec: ModelSpec, *, batch_sizes: Sequence[int], contexts: Sequence[int],
+                   reps: int = 5, warmup: int = 2,
+                   sync: Callable[[], None] = lambda: None) -> list[dict[str, Any]]:
+    """One decode step of B rows, each holding ``context`` KV tokens (the argument is summed)."""
     tc = model.config.text_config
-    shape = (tc.num_hidden_layers, 2, 1, tc.num_key_value_heads, context,
-             tc.hidden_size // tc.num_attention_heads)
-    rows = []
-    for b in batch_sizes:
-        batch = DecodeBatch(model, mrope=spec.family.mrope)
-        for i in range(b):
-            batch.join(i, KVState(kv=torch.randn(shape), first_token=5, length=context),
-                       steps=10**6)
+    rows, calls = [], []
+    for context in contexts:
+        shape = (tc.num_hidden_layers, 2, 1, tc.num_key_value_heads, context,
+                 getattr(tc, "head_dim", None) or tc.hidden_size // tc.num_attention_heads)
+        for b in batch_sizes:
+            batch = DecodeBatch(model, mrope=spec.family.mrope)
+            for i in range(b):
+                batch.join(i, KVState(kv=torch.randn(shape), first_token=5, length=context), steps=10**6)
 
-        def step(batch: DecodeBatch = batch) -> None:
-            batch.step()
-            batch.rewind()  # stay at `context` tokens
+            def step(batch: DecodeBatch = batch) -> None:
+                batch.step()
+                batch.rewind()  # stay at `context` tokens
 
-        med, low = _time(step, reps, warmup)
-        rows.append({"stage": "decode", "batch_size": b, "tokens": b * context, "median_s": med,
-                     "min_s": low, "reps": reps})
+            calls.append(step)
+            rows.append({"stage": "decode", "batch_size": b, "items": [], "seq_len": 0,
+                         "context_tokens": b * context, "sm_share": 1.0, "threads": 0})
+    for row, times in zip(rows, time_interleaved(calls, reps, warmup, sync), strict=True):
+        row.update(_stats(times))
     return rows
 
 
@@ -100,13 +191,18 @@ def profile_stages(spec: ModelSpec, *, encode_batches: Sequence[int] = (1, 2, 4,
                    encode_item_tokens: int = 64, prefill_lengths: Sequence[int] = (64, 128, 256, 512),
                    decode_batches: Sequence[int] = (1, 2, 4, 8), decode_context: int = 256,
                    reps: int = 5, num_threads: int = 1) -> pd.DataFrame:
-    """All three stages of ``spec``'s model, as one frame of :data:`COLUMNS`."""
+    """All three stages of ``spec``'s model, as one frame of :data:`COLUMNS` (a quick look)."""
     torch.set_num_threads(num_threads)
     model = build_model(spec)
-    rows = profile_encode(model, spec, encode_batches, encode_item_tokens, reps=reps)
-    rows += profile_prefill(model, prefill_lengths, reps=reps)
-    rows += profile_decode(model, spec, decode_batches, decode_context, reps=reps)
-    return pd.DataFrame(rows, columns=COLUMNS)
+    rows = measure_encode(model, spec, batch_sizes=encode_batches, item_tokens=[encode_item_tokens],
+                          backend=CpuThreadBackend(num_threads), reps=reps)
+    rows += measure_prefill(model, spec, lengths=prefill_lengths, item_tokens=encode_item_tokens // 4,
+                            backend=CpuThreadBackend(num_threads), reps=reps)
+    rows += measure_decode(model, spec, batch_sizes=decode_batches, contexts=[decode_context], reps=reps)
+    frame = pd.DataFrame(rows)
+    frame["tokens"] = [sum(r["items"]) or r["seq_len"] or r["context_tokens"] for r in rows]
+    frame = frame.rename(columns={"latency_s": "median_s"})
+    return frame[COLUMNS]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,7 +4,9 @@ GPUs are numbered in stage order: encode workers first (worker i holds GPUs
 ``i*tp .. i*tp+tp-1``), then remote Prefill, then Decode; an aggregated
 deployment numbers its instances the same way. Random routers get one child
 of the run's seed per encode worker, so one worker's draws never shift
-another's.
+another's. With ``[sim] num_host_cores`` one :class:`~sim.host.HostCPU` is
+shared by every worker of a disaggregated deployment (the aggregated
+baseline has no host model).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from sim.aggregated import AggregatedWorker
 from sim.decode import DecodeWorker
 from sim.encode import EncodeWorker
 from sim.feasibility import Capacities
+from sim.host import HostCPU
 from sim.options import SimOptions
 from sim.pipeline import Job, Pipeline
 from sim.prefill import PrefillWorker
@@ -71,28 +74,41 @@ def build_disaggregated(env: simpy.Environment, recorder: Recorder, pipe: Pipeli
     d = deployment
     enc_profile = profile_for_tp(profile, d.encode.tp)
     routers = make_routers(d, seed)
+    host = make_host(options)
+    colocated = None if host is None else options.host_colocated_speed_frac
     encoders = []
     for i in range(d.encode.num_workers):
         gpu = SharedGPU(d.sm_sharing, table=table, static_encode_share=d.static_encode_share,
-                        time_slice_overhead_frac=options.time_slice_overhead_frac)
+                        time_slice_overhead_frac=options.time_slice_overhead_frac,
+                        host_colocated_speed_frac=colocated)
         encoders.append(EncodeWorker(
             env, i, _gpus(0, i, d.encode.tp), recorder, pipe=pipe, batcher=make_batcher(d),
             router=routers[i], gpu=gpu, encode_profile=enc_profile, lm_profile=enc_profile,
             prefill_max_batch_tokens=options.prefill_max_batch_tokens,
-            encode_only=options.encode_only, coalesce=options.coalesce_waiting_batches))
+            encode_only=options.encode_only, coalesce=options.coalesce_waiting_batches,
+            host=host, block_intake=options.encode_intake_blocking))
     first = d.encode.num_gpus
     pf_profile = profile_for_tp(profile, d.prefill.tp)
     pipe.prefill_workers = [
         PrefillWorker(env, i, _gpus(first, i, d.prefill.tp), recorder, pipe=pipe,
-                      profile=pf_profile, prefill_max_batch_tokens=options.prefill_max_batch_tokens)
+                      profile=pf_profile, prefill_max_batch_tokens=options.prefill_max_batch_tokens,
+                      host=host)
         for i in range(d.prefill.num_workers)]
     first += d.prefill.num_gpus
     clock = StepClock(profile_for_tp(profile, d.decode.tp))
     pipe.decode_workers = [
         DecodeWorker(env, i, _gpus(first, i, d.decode.tp), recorder, pipe=pipe, clock=clock,
-                     kv_capacity_tokens=caps.decode, max_num_seqs=d.max_num_decode_seqs)
+                     kv_capacity_tokens=caps.decode, max_num_seqs=d.max_num_decode_seqs, host=host,
+                     join_s=options.decode_join_s)
         for i in range(d.decode.num_workers)]
     return encoders
+
+
+def make_host(options: SimOptions) -> HostCPU | None:
+    """The shared host CPU model, or None when ``num_host_cores`` is 0 (off)."""
+    if options.num_host_cores <= 0:
+        return None
+    return HostCPU(options.num_host_cores, background_cores=options.host_background_cores)
 
 
 def build_aggregated(env: simpy.Environment, recorder: Recorder, pipe: Pipeline, *,

@@ -17,6 +17,13 @@ Decode makes ``output_tokens - 1`` tokens.
 Instead of one counter per sequence, the worker counts its own steps; a
 sequence leaves at the step number ``joined + output_tokens - 1``, kept in a
 heap, so a change costs O(log n) however large the batch.
+
+With a :class:`~sim.host.HostCPU` (opt-in) a running segment is one busy
+thread on the host: its steps are exclusive seconds of work that drain at the
+host's factor, so its end moves whenever the factor does. With
+``join_s`` (``[sim] decode_join_s``, 0 by default) every request that joins
+adds that much work at the head of the next segment (a real engine grows its
+batch's cache between steps, on the loop every running request waits for).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from collections import deque
 
 import simpy
 
+from sim.host import HostCPU, Progress
 from sim.pipeline import Job, Pipeline
 from sim.recorder import Recorder
 from sim.stepsum import StepClock
@@ -40,7 +48,7 @@ class DecodeWorker(Worker):
 
     def __init__(self, env: simpy.Environment, index: int, gpus: tuple[int, ...], recorder: Recorder,
                  *, pipe: Pipeline, clock: StepClock, kv_capacity_tokens: int | None,
-                 max_num_seqs: int) -> None:
+                 max_num_seqs: int, host: HostCPU | None = None, join_s: float = 0.0) -> None:
         self.pipe = pipe
         self.clock = clock
         self.capacity = math.inf if kv_capacity_tokens is None else kv_capacity_tokens
@@ -55,7 +63,19 @@ class DecodeWorker(Worker):
         self._seg_start = 0.0
         self._seg_k = 0
         self._seg_end = math.inf
+        self.host = host
+        self.join_s = join_s
+        self._pending_s = 0.0  # join work waiting for the next segment
+        self._seg_extra = 0.0  # join work at the head of the running segment
+        self._progress = Progress()
+        self._host_slot = -1 if host is None else host.join(self._on_host)
         super().__init__(env, index, gpus, recorder)
+
+    def _on_host(self, now: float, factor: float) -> None:
+        if self._seg_end != math.inf:
+            self._progress.rate(now, factor)
+            self._seg_end = self._progress.end_s
+            self.notify()
 
     @property
     def num_running(self) -> int:
@@ -79,16 +99,30 @@ class DecodeWorker(Worker):
             self.notify()
             return
         n, k = len(self._leaves), self._seg_k
-        boundary = self.clock.steps_to_reach(n, self.ctx, k, now - self._seg_start)
+        extra = self._seg_extra
+        if self.host is not None:
+            progress = self._progress
+            elapsed = max(0.0, progress.done_s(now) - extra)
+            boundary = self.clock.steps_to_reach(n, self.ctx, k, elapsed)
+            if boundary < k:
+                self._seg_k = boundary
+                progress.resize(now, self.clock.span_s(n, self.ctx, boundary) + extra)
+                self._seg_end = progress.end_s
+                self.notify()
+            return
+        boundary = self.clock.steps_to_reach(n, self.ctx, k, max(0.0, now - self._seg_start - extra))
         if boundary < k:
             self._seg_k = boundary
             self._seg_end = self._seg_start + self.clock.span_s(n, self.ctx, boundary)
+            if extra:
+                self._seg_end += extra
             self.notify()
 
     def _join(self, job: Job, now: float) -> None:
         self.reserved_tokens += job.kv_tokens
         self.ctx += job.input_tokens + 1
         heapq.heappush(self._leaves, (self.steps + job.req.output_tokens - 1, self._joins, job))
+        self._pending_s += self.join_s
         self._joins += 1
         self.rec.log(now, "decode_join", self.index, (job.req.request_id,))
 
@@ -109,6 +143,8 @@ class DecodeWorker(Worker):
             self._admit(now)
             if self._leaves:
                 self._plan(now)
+        if self.host is not None and self._seg_end == math.inf:
+            self.host.set_busy(self._host_slot, now, 0)
         self.rec.busy(self.gpus, now, 1.0 if self._seg_end != math.inf or self._phase_busy() else 0.0)
 
     def next_due(self) -> float:
@@ -119,7 +155,16 @@ class DecodeWorker(Worker):
         k = self._leaves[0][0] - self.steps
         self._seg_start = now
         self._seg_k = k
-        self._seg_end = now + self.clock.span_s(n, self.ctx, k)
+        extra, self._pending_s = self._pending_s, 0.0
+        self._seg_extra = extra
+        if self.host is None:
+            self._seg_end = now + self.clock.span_s(n, self.ctx, k)
+            if extra:
+                self._seg_end += extra
+            return
+        self.host.set_busy(self._host_slot, now, 1)
+        self._progress.begin(now, self.clock.span_s(n, self.ctx, k) + extra, self.host.factor)
+        self._seg_end = self._progress.end_s
 
     def _finish_segment(self, now: float) -> None:
         n, k = len(self._leaves), self._seg_k
@@ -127,6 +172,7 @@ class DecodeWorker(Worker):
         self.steps += k
         self.ctx += n * k
         self._seg_end = math.inf
+        self._progress.stop()
         leaves = self._leaves
         while leaves and leaves[0][0] <= self.steps:
             _, _, job = heapq.heappop(leaves)

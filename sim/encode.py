@@ -13,6 +13,13 @@ requests are routed one by one, in batch order, by the worker's router
 go to the least-loaded Prefill worker. Encode and local Prefill share the
 SMs as :mod:`sim.sharing` describes.
 
+Opt-in mechanisms of a CPU host (docs/calibration.md): with ``host`` the
+worker reports its busy lanes to :class:`~sim.host.HostCPU` and re-rates them
+when the host's factor moves; with ``block_intake`` requests that reach a
+busy encoder are held and offered when its batch ends, one by one until a
+batch closes, and the batcher is not polled while it encodes (the live
+worker's single receive loop).
+
 Order within one step at one instant: finish the encode batch that is due
 (and route its requests), finish the local Prefill batch that is due (and
 hand its requests to Decode), poll the batcher, start the next encode batch,
@@ -28,6 +35,7 @@ import simpy
 from easerve_core import Batch, StageProfile
 from easerve_core.batcher import Batcher
 from easerve_core.router import Route, Router
+from sim.host import HostCPU
 from sim.pipeline import Job, Pipeline, take_batch
 from sim.recorder import Recorder
 from sim.sharing import SharedGPU
@@ -42,7 +50,8 @@ class EncodeWorker(Worker):
     def __init__(self, env: simpy.Environment, index: int, gpus: tuple[int, ...], recorder: Recorder,
                  *, pipe: Pipeline, batcher: Batcher[Job], router: Router, gpu: SharedGPU,
                  encode_profile: StageProfile, lm_profile: StageProfile,
-                 prefill_max_batch_tokens: int, encode_only: bool, coalesce: bool) -> None:
+                 prefill_max_batch_tokens: int, encode_only: bool, coalesce: bool,
+                 host: HostCPU | None = None, block_intake: bool = False) -> None:
         self.pipe = pipe
         self.batcher = batcher
         self.router = router
@@ -57,7 +66,19 @@ class EncodeWorker(Worker):
         self.num_waiting = 0  # requests in the batcher or in closed batches not yet started
         self._encoding: Batch[Job] | None = None
         self._prefilling: list[Job] | None = None
+        self.block_intake = block_intake
+        self._held: deque[Job] = deque()  # reached the worker while it encoded (block_intake)
+        self.host = host
+        self._host_slot = -1 if host is None else host.join(self._on_host)
         super().__init__(env, index, gpus, recorder)
+
+    def _on_host(self, now: float, factor: float) -> None:
+        self.gpu.set_host_factor(now, factor)
+        self.notify()
+
+    def _report_busy(self, now: float) -> None:
+        if self.host is not None:
+            self.host.set_busy(self._host_slot, now, self.gpu.busy_threads())
 
     @property
     def load(self) -> int:
@@ -73,6 +94,9 @@ class EncodeWorker(Worker):
             return
         self.rec.log(now, "arrive", self.index, (job.req.request_id,))
         self.num_waiting += 1
+        if self.block_intake and self._encoding is not None:
+            self._held.append(job)
+            return
         batch = self.batcher.offer(job, now)
         if batch is not None:
             self.fifo.append(batch)
@@ -91,7 +115,9 @@ class EncodeWorker(Worker):
             self._finish_encode(gpu.encode.end_s)
         if self._prefilling is not None and gpu.prefill.end_s <= now:
             self._finish_prefill(gpu.prefill.end_s)
-        batch = self.batcher.poll(now)
+        if self._held and self._encoding is None:
+            self._release_held(now)
+        batch = None if self.block_intake and self._encoding is not None else self.batcher.poll(now)
         if batch is not None:
             self.fifo.append(batch)
         if self._encoding is None and self.fifo:
@@ -102,8 +128,18 @@ class EncodeWorker(Worker):
 
     def next_due(self) -> float:
         due = min(self.gpu.encode.end_s, self.gpu.prefill.end_s)
+        if self.block_intake and self._encoding is not None:
+            return due
         deadline = self.batcher.next_deadline()
         return due if deadline is None else min(due, deadline)
+
+    def _release_held(self, now: float) -> None:
+        """Offer held requests in order, polling after each, until a batch closes."""
+        while self._held:
+            batch = self.batcher.offer(self._held.popleft(), now) or self.batcher.poll(now)
+            if batch is not None:
+                self.fifo.append(batch)
+                return
 
     # -- Encode --------------------------------------------------------------------------
     def _start_encode(self, now: float) -> None:
@@ -120,6 +156,7 @@ class EncodeWorker(Worker):
             rec.encode_batch_size = size
         profile = self.encode_profile
         self.gpu.start_encode(now, size, lambda share: profile.encode_s(items, share))
+        self._report_busy(now)
         self.rec.log(now, "encode_start", self.index, tuple(j.req.request_id for j in batch.items))
         self.rec.queue("encode", self.index, now, self.num_waiting)
 
@@ -139,6 +176,7 @@ class EncodeWorker(Worker):
         self._encoding = None
         start = self.gpu.encode.start_s
         share = self.gpu.finish_encode(now)
+        self._report_busy(now)
         tokens = sum(job.rec.mm_tokens for job in batch.items)
         self.rec.batch("encode", self.index, start, now, len(batch), tokens, share)
         self.rec.log(now, "encode_end", self.index, tuple(j.req.request_id for j in batch.items))
@@ -171,6 +209,7 @@ class EncodeWorker(Worker):
             job.rec.prefill_start_s = now
         profile = self.lm_profile
         self.gpu.start_prefill(now, lambda share: profile.prefill_s(seqs, share))
+        self._report_busy(now)
         self.rec.log(now, "local_prefill_start", self.index, tuple(j.req.request_id for j in batch))
         self.rec.queue("local-prefill", self.index, now, len(self.local_queue))
 
@@ -180,6 +219,7 @@ class EncodeWorker(Worker):
         self._prefilling = None
         start = self.gpu.prefill.start_s
         share = self.gpu.finish_prefill(now)
+        self._report_busy(now)
         tokens = sum(job.input_tokens for job in batch)
         self.rec.batch("local-prefill", self.index, start, now, len(batch), tokens, share)
         self.rec.log(now, "local_prefill_end", self.index, tuple(j.req.request_id for j in batch))

@@ -93,10 +93,10 @@ def _sm_table(deployment: Deployment, profile: StageProfile | ParallelProfile,
 
 
 def _dispatcher(env: simpy.Environment, jobs: list[Job], workers: Sequence[Any],
-                policy: str) -> Generator[simpy.Event, object, None]:
+                policy: str, delay_s: float = 0.0) -> Generator[simpy.Event, object, None]:
     n = len(workers)
     for i, job in enumerate(jobs):
-        at = job.req.arrival_s
+        at = job.req.arrival_s + delay_s if delay_s else job.req.arrival_s
         if at > env.now:
             yield env.timeout(at - env.now)
         worker = workers[i % n] if policy == "round-robin" else min(workers, key=_load)
@@ -152,7 +152,7 @@ def simulate(deployment: Deployment, requests: Sequence[Request],
             recorder.finished()
         else:
             admitted.append(job)
-    env.process(_dispatcher(env, admitted, front, options.dispatch))
+    env.process(_dispatcher(env, admitted, front, options.dispatch, options.dispatch_latency_s))
     env.run()
     unfinished = len(admitted) - pipe.num_finished
     if unfinished:

@@ -40,6 +40,24 @@ class SimOptions:
             the queueing-theory check); records then have no prefill or decode.
         record_utilization: keep the per-GPU busy-fraction time series.
         record_queues: keep the per-stage queue-length time series.
+        num_host_cores: host CPU contention (sim.host, docs/calibration.md): the
+            cores that every running stage shares by processor sharing, for
+            worker processes on one CPU host; 0 (default) turns the model off.
+        host_background_cores: steady load on those cores besides the stages
+            (the live front end); only with ``num_host_cores``.
+        host_colocated_speed_frac: with ``num_host_cores``, the speed of each of an
+            encode worker's two lanes while both run (two threads of one
+            process: the interpreter lock and shared caches), measured by
+            ``easerve calibrate``; it replaces the time-slice formula there.
+        dispatch_latency_s: delay from a request's arrival to its offer at an
+            encode worker (the live front end's hand-off); 0 by default.
+        encode_intake_blocking: an encode worker takes no request while it
+            encodes (the live worker's one receive loop runs the batch):
+            requests that reach it meanwhile are offered when the batch ends,
+            one by one until a batch closes, and its batcher is not polled
+            while it encodes. False by default.
+        decode_join_s: work a Decode worker adds to its next segment for every
+            request that joins its batch (growing the cache); 0 by default.
     """
 
     dispatch: str = "round-robin"
@@ -49,6 +67,12 @@ class SimOptions:
     encode_only: bool = False
     record_utilization: bool = True
     record_queues: bool = True
+    num_host_cores: float = 0.0
+    host_background_cores: float = 0.0
+    host_colocated_speed_frac: float = 1.0
+    dispatch_latency_s: float = 0.0
+    encode_intake_blocking: bool = False
+    decode_join_s: float = 0.0
 
     def __post_init__(self) -> None:
         _check.one_of("sim.dispatch", self.dispatch, DISPATCH_POLICIES)
@@ -56,7 +80,13 @@ class SimOptions:
         overhead = _check.fraction("sim.time_slice_overhead_frac", self.time_slice_overhead_frac)
         if overhead >= 1.0:
             raise ValueError(f"sim.time_slice_overhead_frac must be < 1, got {overhead!r}")
-        for name in ("coalesce_waiting_batches", "encode_only", "record_utilization", "record_queues"):
+        for name in ("num_host_cores", "host_background_cores", "dispatch_latency_s", "decode_join_s"):
+            _check.non_negative(f"sim.{name}", getattr(self, name))
+        colocated = _check.fraction("sim.host_colocated_speed_frac", self.host_colocated_speed_frac)
+        if colocated <= 0.0:
+            raise ValueError(f"sim.host_colocated_speed_frac must be > 0, got {colocated!r}")
+        for name in ("coalesce_waiting_batches", "encode_only", "record_utilization", "record_queues",
+                     "encode_intake_blocking"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"sim.{name} must be true or false, got {getattr(self, name)!r}")
 

@@ -5,7 +5,8 @@ arrived. When idle it takes a batch from the head of the queue while the
 summed input tokens stay within ``SimOptions.prefill_max_batch_tokens`` (a
 longer request runs alone), runs it on the whole worker, stamps the first
 token of every request in the batch at its end and hands each, in batch
-order, to Decode.
+order, to Decode. With a :class:`~sim.host.HostCPU` (opt-in) the batch is
+one busy thread on the host and its end moves with the host's factor.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections import deque
 import simpy
 
 from easerve_core import StageProfile
+from sim.host import HostCPU, Progress
 from sim.pipeline import Job, Pipeline, take_batch
 from sim.recorder import Recorder
 from sim.worker import Worker
@@ -27,7 +29,8 @@ class PrefillWorker(Worker):
     stage = "prefill"
 
     def __init__(self, env: simpy.Environment, index: int, gpus: tuple[int, ...], recorder: Recorder,
-                 *, pipe: Pipeline, profile: StageProfile, prefill_max_batch_tokens: int) -> None:
+                 *, pipe: Pipeline, profile: StageProfile, prefill_max_batch_tokens: int,
+                 host: HostCPU | None = None) -> None:
         self.pipe = pipe
         self.profile = profile
         self.budget_tokens = prefill_max_batch_tokens
@@ -36,7 +39,16 @@ class PrefillWorker(Worker):
         self._batch: list[Job] | None = None
         self._start_s = 0.0
         self._end_s = math.inf
+        self.host = host
+        self._progress = Progress()
+        self._host_slot = -1 if host is None else host.join(self._on_host)
         super().__init__(env, index, gpus, recorder)
+
+    def _on_host(self, now: float, factor: float) -> None:
+        if self._batch is not None:
+            self._progress.rate(now, factor)
+            self._end_s = self._progress.end_s
+            self.notify()
 
     def deliver(self, job: Job, now: float) -> None:
         self.queue.append(job)
@@ -61,7 +73,13 @@ class PrefillWorker(Worker):
         for job in batch:
             job.rec.prefill_start_s = now
         self._start_s = now
-        self._end_s = now + self.profile.prefill_s([job.input_tokens for job in batch], 1.0)
+        latency = self.profile.prefill_s([job.input_tokens for job in batch], 1.0)
+        if self.host is None:
+            self._end_s = now + latency
+        else:
+            self.host.set_busy(self._host_slot, now, 1)
+            self._progress.begin(now, latency, self.host.factor)
+            self._end_s = self._progress.end_s
         self.rec.log(now, "prefill_start", self.index, tuple(j.req.request_id for j in batch))
         self.rec.queue("prefill", self.index, now, len(self.queue))
 
@@ -70,6 +88,9 @@ class PrefillWorker(Worker):
         assert batch is not None
         self._batch = None
         self._end_s = math.inf
+        if self.host is not None:
+            self._progress.stop()
+            self.host.set_busy(self._host_slot, now, 0)
         tokens = sum(job.input_tokens for job in batch)
         self.load_tokens -= tokens
         self.rec.batch("prefill", self.index, self._start_s, now, len(batch), tokens, 1.0)

@@ -17,6 +17,12 @@ modes (DESIGN.md §2, docs/simulator.md):
   speed (``SimOptions.time_slice_overhead_frac``).
 * ``none``: no local Prefill; Encode holds the GPU.
 
+With host contention on (``[sim] num_host_cores``, :mod:`sim.host`) the lanes
+are two threads of one worker process: each runs at the host's factor, times
+``host_colocated_speed_frac`` while both run; the SM shares still pick the
+latency (a profile that cannot split one thread quantises them away) and
+time-slice uses share 1.0 for both lanes (the host does the slicing).
+
 Busy SM fraction (utilisation): an encode batch of size b occupies at most
 ``table.share_for(b)`` of the SMs (what it can fill, from the SM-share
 table), local Prefill the share it is given; the GPU's busy fraction is
@@ -96,7 +102,7 @@ class SharedGPU:
     """The two lanes of an encode worker and the sharing mode between them."""
 
     def __init__(self, mode: SMSharing, *, table: SMShareTable, static_encode_share: float,
-                 time_slice_overhead_frac: float) -> None:
+                 time_slice_overhead_frac: float, host_colocated_speed_frac: float | None = None) -> None:
         self.mode = mode
         self.table = table
         self.static_share = static_encode_share
@@ -104,6 +110,10 @@ class SharedGPU:
         self.encode = Lane()
         self.prefill = Lane()
         self._encode_fill = 0.0
+        #: host mode (sim.host): lane speed = host factor x (colocated speed while both run)
+        self.host_mode = host_colocated_speed_frac is not None
+        self.colocated_speed = 1.0 if host_colocated_speed_frac is None else host_colocated_speed_frac
+        self.host_factor = 1.0
 
     def start_encode(self, now: float, batch_size: int, latency: Callable[[float], float]) -> None:
         self._encode_fill = self.table.share_for(batch_size)
@@ -124,13 +134,22 @@ class SharedGPU:
         self._partition(now)
         return share
 
+    def busy_threads(self) -> int:
+        return int(self.encode.busy) + int(self.prefill.busy)
+
+    def set_host_factor(self, now: float, factor: float) -> None:
+        self.host_factor = factor
+        self._partition(now)
+
     def busy_frac(self) -> float:
         return min(1.0, self.encode.occupancy + self.prefill.occupancy)
 
     def _partition(self, now: float) -> None:
         enc, pf = self.encode, self.prefill
         mode = self.mode
-        if mode is SMSharing.TIME_SLICE:
+        if self.host_mode:
+            self._host_partition(now)
+        elif mode is SMSharing.TIME_SLICE:
             speed = self.slice_speed if enc.busy and pf.busy else 1.0
             enc.rate(now, 1.0, speed)
             pf.rate(now, 1.0, speed)
@@ -145,3 +164,15 @@ class SharedGPU:
             pf.rate(now, 1.0, 1.0)
         enc.occupancy = min(enc.share, self._encode_fill) if enc.busy else 0.0
         pf.occupancy = pf.share if pf.busy else 0.0
+
+    def _host_partition(self, now: float) -> None:
+        enc, pf, mode = self.encode, self.prefill, self.mode
+        speed = self.host_factor * (self.colocated_speed if enc.busy and pf.busy else 1.0)
+        share = 1.0
+        if mode is SMSharing.STATIC:
+            share = self.static_share
+        elif mode is SMSharing.DYNAMIC and enc.busy:
+            share = self._encode_fill
+        enc.rate(now, share, speed)
+        # as the live partitioner: a full-share encode batch leaves Prefill contending for everything
+        pf.rate(now, 1.0 if share >= 1.0 else 1.0 - share, speed)

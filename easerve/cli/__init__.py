@@ -25,6 +25,8 @@ COMMANDS: dict[str, str] = {
     "search": "easerve.cli.search_cmd",
     "profile": "easerve.cli.profile_cmd",
     "live": "easerve.cli.live_cmd",
+    "calibrate": "easerve.cli.calibrate_cmd",
+    "validate": "easerve.cli.validate_cmd",
     "reproduce": "easerve.cli.reproduce_cmd",
 }
 

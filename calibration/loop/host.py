@@ -1,0 +1,122 @@
+"""The host model a calibrated profile carries: what a CPU host adds to the stage latencies.
+
+A live run on one small CPU host differs from isolated stage timings in ways
+the stage fit cannot see (docs/calibration.md). :class:`HostModel` holds the
+measured numbers, stored under ``params["host"]`` of a profile document, and
+turns them into the simulator's opt-in knobs:
+
+* ``num_host_cores``: effective cores, fitted to k busy processes running at
+  ``min(1, cores / k)`` of their speed alone (``[sim] num_host_cores``);
+* ``colocated_speed_frac``: Encode and local Prefill as two threads of one
+  process, beyond the core sharing (``[sim] host_colocated_speed_frac``);
+* ``transfer_latency_s`` / ``transfer_bytes_per_s``: one hand-off between
+  processes (the cluster's link: ``link_latency_s``, ``link_bytes_per_s``);
+* ``dispatch_latency_s``: the front end's hand-off of a request's raw input to
+  its encode worker (``[sim] dispatch_latency_s``);
+* ``decode_step_overhead_s``: the decode loop's work around each step,
+  added to every decode step (:func:`with_overheads`);
+* ``decode_join_s``: joining a prefilled request to a running decode batch
+  (and its leaving), paid on the loop all running requests wait for
+  (``[sim] decode_join_s``).
+
+:data:`LIVE_MECHANISMS` are the live executor's own choices the simulator
+mirrors when it is compared with it (one prefill at a time, an encode worker
+that takes no request while it encodes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from calibration.fit import FittedProfile
+
+#: [sim] knobs that mirror the live executor's mechanisms (docs/live.md, "Known limits")
+LIVE_MECHANISMS: Mapping[str, Any] = {
+    "prefill_max_batch_tokens": 1,  # remote and local Prefill run one request at a time
+    "encode_intake_blocking": True,  # the encode worker's receive loop runs the batch
+}
+#: parallel transfer paths: every live receiver has its own queue, so transfers do not queue
+LINK_PATHS = 64
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostModel:
+    """Measured host effects (see the module docstring); every field >= 0."""
+
+    num_host_cores: float = 0.0
+    colocated_speed_frac: float = 1.0
+    transfer_latency_s: float = 0.0
+    transfer_bytes_per_s: float = 1e12
+    dispatch_latency_s: float = 0.0
+    decode_step_overhead_s: float = 0.0
+    decode_join_s: float = 0.0
+    background_cores: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                    or value < 0:
+                raise ValueError(f"host.{f.name} must be a finite number >= 0, got {value!r}")
+            object.__setattr__(self, f.name, float(value))
+        if not 0 < self.colocated_speed_frac <= 1:
+            raise ValueError(f"host.colocated_speed_frac must be in (0, 1], "
+                             f"got {self.colocated_speed_frac!r}")
+        if self.transfer_bytes_per_s <= 0:
+            raise ValueError(f"host.transfer_bytes_per_s must be > 0, got {self.transfer_bytes_per_s!r}")
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> HostModel:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown host field(s): {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted(known))}")
+        return cls(**dict(data))
+
+    def sim_options(self) -> dict[str, Any]:
+        """The ``[sim]`` table that switches the host model on (plus :data:`LIVE_MECHANISMS`)."""
+        return {"num_host_cores": self.num_host_cores, "host_background_cores": self.background_cores,
+                "host_colocated_speed_frac": self.colocated_speed_frac,
+                "dispatch_latency_s": self.dispatch_latency_s, "decode_join_s": self.decode_join_s,
+                **LIVE_MECHANISMS}
+
+    def cluster_overrides(self) -> dict[str, Any]:
+        """The ``[cluster]`` link keys: a hand-off between worker processes."""
+        return {"link_latency_s": self.transfer_latency_s, "link_bytes_per_s": self.transfer_bytes_per_s,
+                "num_links": LINK_PATHS}
+
+
+def with_overheads(profile: FittedProfile, host: HostModel) -> FittedProfile:
+    """``profile`` with the decode loop's per-step overhead added to every decode step."""
+    if host.decode_step_overhead_s == 0:
+        return profile
+    decode = dict(profile.decode)
+    decode["fixed_s"] += host.decode_step_overhead_s
+    return replace(profile, decode=decode)
+
+
+def host_of(params: Mapping[str, Any]) -> HostModel | None:
+    """The host model stored in a profile document's params, or None."""
+    data = params.get("host")
+    return None if data is None else HostModel.from_dict(data)
+
+
+def fit_transfer(rows: list[dict[str, Any]]) -> tuple[float, float]:
+    """(latency_s, bytes_per_s) of ``latency = a + bytes / bw`` by least squares (a, 1/bw >= 0)."""
+    n = len(rows)
+    if n < 2:
+        raise ValueError("transfer rows: need at least two message sizes")
+    xs = [float(r["bytes"]) for r in rows]
+    ys = [float(r["latency_s"]) for r in rows]
+    mx, my = sum(xs) / n, sum(ys) / n
+    var = sum((x - mx) ** 2 for x in xs)
+    slope = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var) if var else 0.0
+    intercept = max(0.0, my - slope * mx)
+    return intercept, (1.0 / slope if slope > 0 else 1e12)

@@ -1,0 +1,168 @@
+"""``easerve calibrate``: profile the live stages in isolation (or refit from live runs) and fit a profile.
+
+  easerve calibrate --model M --size S --device cpu|cuda --out PROFILE.json [--quick] [--reps N]
+  easerve calibrate --from-runs DIR [DIR ...] --out PROFILE.json [--profile BASE.json]
+
+The first form measures encode per batch size and item size (and at the
+five share levels, for the SM-share table), prefill per length, decode per
+batch size and context, and on the CPU the host (transfers per byte, core
+contention, co-location, decode-loop overhead); every point is the median of
+``--reps`` repeats and the profile keeps each stage's spread. It fits the
+stage models (calibration.fit), checks them on held-out points, and writes a
+``fitted`` profile with the fit error per stage, the held-out error, the
+SM-share table and the host model (docs/calibration.md).
+
+The second form refits the stage models from the ``stage_log.parquet`` of
+live runs, taking the host contention out with the host model of
+``--profile`` (whose table and host model it keeps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from calibration.fit import fit_samples
+from calibration.loop.host import host_of
+from calibration.loop.refit import samples_from_runs, step_gap_s
+from calibration.loop.samples import calibrated_doc, held_out_error, share_table, spread_summary, to_samples
+from easerve_core.profile import ProfileDoc, load_profile_doc, save_profile_doc
+
+DEVICES = ("cpu", "cuda")
+#: threads of a live CPU worker (``[live] num_threads``): one, which no share can split
+CPU_SHARE_STEPS = 1
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("calibrate", help="profile the live stages (or refit from live runs) "
+                              "and write a fitted profile", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", help="live model family or alias (qwen2-audio, llava-next, qwen2.5-vl)")
+    p.add_argument("--size", default="small", help="tiny | small | full (default small)")
+    p.add_argument("--device", default="cpu", help="cpu | cuda (default cpu)")
+    p.add_argument("--out", type=Path, required=True, help="profile JSON to write")
+    p.add_argument("--reps", type=int, default=None, help="repeats per point (default: the plan's)")
+    p.add_argument("--encode-threads", type=int, default=2,
+                   help="CPU: threads the five share levels divide (default 2)")
+    p.add_argument("--quick", action="store_true", help="a few points per stage (tests, tiny models)")
+    p.add_argument("--from-runs", type=Path, nargs="+", default=None, metavar="DIR",
+                   help="refit from the stage logs of these live run folders")
+    p.add_argument("--profile", type=Path, default=None,
+                   help="with --from-runs: the profile whose host model and table to use")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.from_runs:
+        return _refit(args)
+    if not args.model:
+        raise ValueError("give --model (or --from-runs DIR...)")
+    if args.device not in DEVICES:
+        raise ValueError(f"--device must be one of {', '.join(DEVICES)}, got {args.device!r}")
+    if args.reps is not None and args.reps < 1:
+        raise ValueError(f"--reps must be >= 1, got {args.reps}")
+    # torch and transformers take seconds to import; only this form needs them
+    import torch
+
+    from calibration.loop.measure import CalibrationPlan, measure
+    from live.zoo import ModelSpec
+
+    spec = ModelSpec(name=args.model, size=args.size)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device on this machine")
+    plan = CalibrationPlan.quick() if args.quick else CalibrationPlan()
+    changes = {"encode_threads": args.encode_threads}
+    if args.reps is not None:
+        changes["reps"] = args.reps
+    plan = type(plan)(**{**{f: getattr(plan, f) for f in plan.__dataclass_fields__}, **changes})
+    measured = measure(spec, plan, device=args.device,
+                       progress=lambda what: print(f"calibrate: {what}", file=sys.stderr))
+    gpu = "cpu" if args.device == "cpu" else torch.cuda.get_device_name(0)
+    samples = to_samples(measured.points, model=spec.name, gpu=gpu,
+                         embed_bytes_per_token=measured.embed_bytes_per_token,
+                         kv_bytes_per_token=measured.kv_bytes_per_token,
+                         share_steps=CPU_SHARE_STEPS if args.device == "cpu" else 0,
+                         source=f"easerve calibrate --model {spec.name} --size {spec.size} "
+                                f"--device {args.device} (live.profiling, {plan.reps} reps per point)")
+    table = share_table(measured.share_points)
+    extra = {"size": spec.size, "spread": spread_summary(measured.points), "plan_reps": plan.reps,
+             "points": measured.points, "share_points": measured.share_points, "host_rows": measured.raw,
+             "encode_threads": plan.encode_threads}
+    doc, held = calibrated_doc(samples=samples, table=table, host=measured.host, created=_today(),
+                               measured=extra, notes=_notes(args.device, plan.encode_threads))
+    save_profile_doc(doc, args.out)
+    _print(doc, held, args.out)
+    return 0
+
+
+def _notes(device: str, encode_threads: int) -> str:
+    if device == "cuda":
+        return "share points are green-context SM partitions (live.gpu.green), fitted with the stages"
+    return (f"CPU: stage models on 1 thread (share_steps=1: no share splits a 1-thread worker); the "
+            f"SM-share table from an encode worker of {encode_threads} threads, where a share is "
+            f"round(share*{encode_threads}) threads (only 1..{encode_threads} threads are real levels); "
+            "params.host is the host model the simulator uses (docs/calibration.md)")
+
+
+def _today() -> str:
+    return dt.date.today().isoformat()
+
+
+def _print(doc: ProfileDoc, held: dict[str, float], out: Path) -> None:
+    fit = ", ".join(f"{k} {v:.1%}" for k, v in doc.fit_error.items())
+    held_text = ", ".join(f"{k} {v:.1%}" for k, v in held.items())
+    print(f"wrote fitted profile {doc.model} on {doc.gpu} to {out}")
+    print(f"fit error (RMS relative): {fit}")
+    print(f"held-out error (median |relative|): {held_text}")
+    if doc.sm_share_table is not None:
+        print("SM-share table: " + ", ".join(f"B={b}: {s:.1f}" for b, s in doc.sm_share_table.shares.items()))
+    host = doc.params.get("host")
+    if host:
+        print("host: " + json.dumps({k: round(v, 6) for k, v in host.items()}))
+
+
+def _read_run(folder: Path) -> tuple[pd.DataFrame, dict]:
+    log_path, cfg_path = folder / "stage_log.parquet", folder / "config.json"
+    if not folder.is_dir() or not log_path.exists() or not cfg_path.exists():
+        raise ValueError(f"{folder} is not a run folder (needs stage_log.parquet and config.json)")
+    return pd.read_parquet(log_path), json.loads(cfg_path.read_text())
+
+
+def _refit(args: argparse.Namespace) -> int:
+    runs = [_read_run(Path(d)) for d in args.from_runs]
+    models = {(c["model"]["name"], c["model"].get("size", "full")) for _, c in runs}
+    if len(models) != 1:
+        raise ValueError(f"--from-runs: runs of different models {sorted(models)}")
+    base = load_profile_doc(args.profile) if args.profile is not None else None
+    host = host_of(base.params) if base is not None else None
+    from calibration.loop.measure import byte_sizes  # imports torch: only this form needs it
+    from live.zoo import ModelSpec, build_model
+
+    name, size = models.pop()
+    spec = ModelSpec(name=name, size=size)
+    embed, kv = byte_sizes(build_model(spec, device="meta"))
+    logs = [log for log, _ in runs]
+    samples = samples_from_runs(logs, host=host, model=spec.name, gpu=base.gpu if base else "cpu",
+                                embed_bytes_per_token=embed, kv_bytes_per_token=kv,
+                                share_steps=CPU_SHARE_STEPS)
+    result = fit_samples(samples)
+    params = result.profile.to_params()
+    params.update(lm_tp=1, held_out_error=held_out_error(samples),
+                  measured={"size": size, "runs": [str(d) for d in args.from_runs],
+                            "decode_step_gap_s": step_gap_s(pd.concat(logs))})
+    if host is not None:
+        # the refit decode steps exclude the loop's gaps: keep measuring those from the traces
+        params["host"] = {**host.to_dict(), "decode_step_overhead_s": params["measured"]["decode_step_gap_s"]}
+    table = base.sm_share_table if base is not None else None
+    doc = ProfileDoc(kind="fitted", model=spec.name, gpu=base.gpu if base else "cpu",
+                     source=str(samples["source"]), created=_today(), params=params, sm_share_table=table,
+                     fit_error=result.fit_error,
+                     notes="refit from live stage logs; contention taken out with the base host model")
+    save_profile_doc(doc, args.out)
+    _print(doc, params["held_out_error"], args.out)
+    return 0

@@ -1,0 +1,200 @@
+"""``easerve validate``: the simulator against the live executor on one host (fidelity report).
+
+  easerve validate CONFIG.toml --profile PROFILE.json --out DIR [--repeats N]
+  easerve validate CONFIG.toml --profile PROFILE.json --out DIR --sweep [SPEC ...] [--rank-by METRIC]
+
+Runs the config's deployment (or, with ``--sweep``, several variants of it)
+on the config's workload in the simulator, with the profile and its host
+model, and live (``--repeats`` trials each, the median taken), judged by one
+SLO computed from the profile. Writes into DIR: ``fidelity.csv`` (per
+deployment and metric: sim, live, relative error, the live spread),
+``fidelity.md`` (the table, the bars, the ranking and the command),
+``latency_cdf.png`` (TTFT and TPOT distributions of both sides),
+``summary.json`` and every run under ``runs/<name>/{sim,live-<i>}``, whose
+stage logs ``easerve calibrate --from-runs`` can refit from.
+
+A sweep SPEC changes the base deployment, tokens joined by ``-``: ``b<B>``
+(max encode batch), ``s<fraction>`` (remote prefill), a sharing mode
+(``dynamic``, ``static``, ``time-slice``, ``none``), ``e<n>``/``p<n>``/``d<n>``
+(workers per stage), e.g. ``b4-s0.5-dynamic``. Without SPECs the sweep is
+:data:`DEFAULT_SWEEP`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from calibration.loop.fidelity import (
+    METRICS,
+    TABLE_COLUMNS,
+    bar_check,
+    distribution_plot,
+    fidelity_rows,
+    markdown_table,
+    ranking,
+    side_metrics,
+)
+from easerve_core.config import ExperimentConfig, load_experiment
+from easerve_core.deployment import Deployment, SMSharing, StageGroup
+from easerve_core.profile import load_profile_doc
+
+DEFAULT_SWEEP = ("b1-s1-none", "b4-s1-none", "b4-s0.5-dynamic", "b8-s0.5-static", "b4-s0-time-slice")
+_MODES = {m.value for m in SMSharing}
+#: processes the host re-measurement runs at once (--host-cores auto)
+CONTENTION_PROCS = 4
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("validate", help="compare the simulator with live runs (fidelity report)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("config", type=Path, help="experiment TOML (e.g. configs/small_qwen2audio_cpu.toml)")
+    p.add_argument("--profile", type=Path, required=True, help="fitted profile (easerve calibrate)")
+    p.add_argument("--out", type=Path, required=True, help="folder to write the report into")
+    p.add_argument("--repeats", type=int, default=3, help="live trials per deployment (default 3)")
+    p.add_argument("--sweep", nargs="*", default=None, metavar="SPEC",
+                   help="run several deployments (default set if no SPEC) and check the ranking")
+    p.add_argument("--host-cores", default="auto",
+                   help="host cores for the simulator's contention model: auto (re-measure now, "
+                        "default), profile (the profile's), or a number")
+    p.add_argument("--rank-by", default="goodput_rps", help=f"ranking metric, one of: {', '.join(METRICS)}")
+    p.set_defaults(func=run)
+
+
+def parse_spec(base: Deployment, spec: str) -> Deployment:
+    """The base deployment changed by one sweep SPEC (see the module docstring)."""
+    changes: dict[str, Any] = {}
+    for token in filter(None, spec.replace("time-slice", "time_slice").split("-")):
+        token = token.replace("time_slice", "time-slice")  # the one mode whose name holds a '-'
+        if token in _MODES:
+            changes["sm_sharing"] = token
+            continue
+        key, value = token[0], token[1:]
+        try:
+            if key == "b":
+                changes["max_encode_batch"] = int(value)
+            elif key == "s":
+                changes["remote_fraction"] = float(value)
+            elif key in "epd" and value:
+                group = {"e": "encode", "p": "prefill", "d": "decode"}[key]
+                changes[group] = StageGroup(num_workers=int(value), tp=getattr(base, group).tp)
+            else:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"--sweep: bad token {token!r} in {spec!r} (b<B>, s<frac>, e/p/d<n>, "
+                             f"or a mode: {', '.join(sorted(_MODES))})") from None
+    return base.with_(**changes)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_experiment(args.config)
+    doc = load_profile_doc(args.profile)
+    if args.repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
+    if args.rank_by not in METRICS:
+        raise ValueError(f"--rank-by must be one of {', '.join(METRICS)}, got {args.rank_by!r}")
+    if args.sweep is not None:
+        specs = args.sweep or list(DEFAULT_SWEEP)
+        deployments = [(s, parse_spec(config.deployment, s)) for s in specs]
+        if len(deployments) < 2:
+            raise ValueError("--sweep needs at least two deployments")
+    else:
+        deployments = [("base", config.deployment)]
+    # imported here: torch, transformers and the engines take seconds to import
+    from calibration.loop.runner import compare, setup
+    from live.zoo import ModelSpec
+
+    if ModelSpec(name=config.model).name != doc.model:
+        raise ValueError(f"profile {args.profile} is for {doc.model}, the config runs {config.model}")
+    fixed, remeasure = _host_cores(args.host_cores)
+    s = setup(config, doc, host_cores=fixed)
+    results = compare(config, s, deployments, repeats=args.repeats, host_cores=remeasure)
+    table = _write(args, config, s.slo, results)
+    print(markdown_table(table[["deployment", "metric", "sim", "live", "rel_error"]]))
+    return 0
+
+
+def _remeasure() -> float:
+    from live.profiling_host import fit_cores, measure_contention
+
+    cores = fit_cores(measure_contention(CONTENTION_PROCS))
+    print(f"validate: host has {cores:.2f} free cores now", file=sys.stderr)
+    return cores
+
+
+def _host_cores(value: str) -> tuple[float | None, Any]:
+    """(a fixed core count or None, a re-measuring callable or None) for ``--host-cores``."""
+    if value == "profile":
+        return None, None
+    if value == "auto":
+        return None, _remeasure
+    try:
+        cores = float(value)
+    except ValueError:
+        cores = -1.0
+    if not cores > 0:
+        raise ValueError(f"--host-cores must be auto, profile or a number > 0, got {value!r}")
+    return cores, None
+
+
+def _write(args: argparse.Namespace, config: ExperimentConfig, slo: Any, results: list[Any]) -> pd.DataFrame:
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    rows, sides = [], []
+    for c in results:
+        sim_m, _ = side_metrics([c.sim.records], slo)
+        live_m, live_spread = side_metrics([r.records for r in c.live], slo)
+        rows += fidelity_rows(c.name, sim_m, live_m, live_spread, len(c.live))
+        sides.append((c.name, [c.sim.records], [r.records for r in c.live]))
+        c.sim.write(out / "runs" / c.name / "sim", slo=slo)
+        for i, r in enumerate(c.live):
+            r.write(out / "runs" / c.name / f"live-{i}", slo=slo)
+    table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
+    table.to_csv(out / "fidelity.csv", index=False)
+    bars = bar_check(table)
+    rank = ranking(table, args.rank_by) if len(results) > 1 else None
+    distribution_plot(sides, out / "latency_cdf.png",
+                      title=f"{config.model} {config.model_size}: sim vs live")
+    command = " ".join(shlex.quote(str(a)) for a in _argv(args))
+    summary = {"config": str(args.config), "profile": str(args.profile), "repeats": args.repeats,
+               "host_cores": {c.name: (c.host.num_host_cores if c.host else None) for c in results},
+               "slo": {"tier": slo.tier, "ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s},
+               "deployments": {c.name: c.deployment.label() for c in results},
+               "bars": bars.to_dict(orient="records"), "ranking": rank,
+               "command": f"easerve validate {command}"}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    (out / "fidelity.md").write_text(_markdown(table, bars, rank, summary))
+    return table
+
+
+def _argv(args: argparse.Namespace) -> list[Any]:
+    """The command line that reproduces this report."""
+    out: list[Any] = [args.config, "--profile", args.profile, "--out", args.out, "--repeats", args.repeats,
+                      "--host-cores", args.host_cores]
+    if args.sweep is not None:
+        out += ["--rank-by", args.rank_by, "--sweep", *args.sweep]
+    return out
+
+
+def _markdown(table: pd.DataFrame, bars: pd.DataFrame, rank: dict[str, Any] | None,
+              summary: dict[str, Any]) -> str:
+    lines = [f"# Fidelity: simulator vs live ({summary['config']})", "",
+             f"Command: `{summary['command']}`", "",
+             f"Profile: `{summary['profile']}`; live repeats per deployment: {summary['repeats']} "
+             f"(medians); SLO ({summary['slo']['tier']}): TTFT {summary['slo']['ttft_s']:.4g} s, "
+             f"TPOT {summary['slo']['tpot_s']:.4g} s.", "", "## Deployments", ""]
+    lines += [f"- `{k}`: {v}" for k, v in summary["deployments"].items()]
+    lines += ["", "## Sim vs live (relative error = (sim - live) / live)", "", markdown_table(table), "",
+              "## Bars (median |relative error| across deployments)", "", markdown_table(bars), ""]
+    if rank is not None:
+        lines += ["## Ranking", "", f"- metric: `{rank['metric']}`; Kendall tau {rank['kendall_tau']:.3f}",
+                  f"- simulator order: {rank['sim_order']}", f"- live order: {rank['live_order']}",
+                  f"- live best `{rank['live_best']}` is the simulator's #{rank['live_best_sim_rank']} "
+                  f"(in its top two: {rank['live_best_in_sim_top2']})", ""]
+    return "\n".join(lines)

@@ -1,0 +1,127 @@
+"""``easerve calibrate`` and ``easerve validate`` end to end on the tiny models (about a minute)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from calibration import load_profile
+from calibration.fit import FittedProfile
+from calibration.loop.fidelity import METRICS, TABLE_COLUMNS
+from easerve.cli import main
+from easerve_core.profile import load_profile_doc
+
+CONFIG = """
+seed = 0
+[model]
+name = "qwen2-audio"
+size = "tiny"
+[cluster]
+gpu = "cpu"
+num_gpus = 8
+[deployment]
+encode = { num_workers = 1, tp = 1 }
+prefill = { num_workers = 1, tp = 1 }
+decode = { num_workers = 1, tp = 1 }
+max_encode_batch = 2
+remote_fraction = 0.5
+sm_sharing = "dynamic"
+max_num_decode_seqs = 8
+[workload]
+mix = "ultravox-audio"
+arrival = "poisson"
+rate_hz = 20.0
+num_requests = 12
+prompt_tokens = [8, 16]
+output_tokens = [3, 6]
+[live]
+mm_token_scale = 0.25
+num_threads = 1
+encode_threads = 1
+trial_timeout_s = 60.0
+shutdown_timeout_s = 2.0
+"""
+
+
+@pytest.fixture(scope="module")
+def profile_path(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cal") / "tiny.json"
+    assert main(["calibrate", "--model", "qwen2-audio", "--size", "tiny", "--quick", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def validated(tmp_path_factory, profile_path):
+    folder = tmp_path_factory.mktemp("val")
+    config = folder / "tiny.toml"
+    config.write_text(textwrap.dedent(CONFIG))
+    out = folder / "report"
+    code = main(["validate", str(config), "--profile", str(profile_path), "--out", str(out), "--repeats", "1",
+                 "--host-cores", "profile", "--sweep", "b1-s1-none", "b2-s0.5-dynamic"])
+    assert code == 0
+    return out
+
+
+def test_calibrate_writes_a_loadable_profile(profile_path):
+    doc = load_profile_doc(profile_path)
+    assert doc.kind == "fitted" and doc.model == "qwen2-audio"
+    assert set(doc.fit_error) == {"encode", "prefill", "decode"}
+    assert doc.sm_share_table is not None and doc.sm_share_table.shares
+    assert set(doc.params["held_out_error"]) >= {"encode", "prefill", "decode", "all"}
+    assert doc.params["host"]["num_host_cores"] > 0
+    assert {"median", "max"} <= set(doc.params["measured"]["spread"]["encode"])
+    profile = load_profile(profile_path)
+    assert isinstance(profile, FittedProfile) and profile.share_steps == 1
+    assert profile.encode_s([8]) > 0
+
+
+def test_validate_sweep_writes_table_plot_and_ranking(validated):
+    table = pd.read_csv(validated / "fidelity.csv")
+    assert list(table.columns) == TABLE_COLUMNS
+    assert set(table["metric"]) == set(METRICS)
+    assert set(table["deployment"]) == {"b1-s1-none", "b2-s0.5-dynamic"}
+    rank = json.loads((validated / "summary.json").read_text())["ranking"]
+    tau = rank["kendall_tau"]
+    assert tau != tau or -1.0 <= tau <= 1.0  # NaN when one side ties
+    assert rank["live_best_sim_rank"] in (1, 2)
+    assert (validated / "latency_cdf.png").stat().st_size > 0
+    assert "Kendall tau" in (validated / "fidelity.md").read_text()
+
+
+def test_refit_from_live_runs(validated, profile_path, tmp_path):
+    runs = sorted((validated / "runs").glob("*/live-0"))
+    out = tmp_path / "refit.json"
+    assert main(["calibrate", "--from-runs", *map(str, runs), "--profile", str(profile_path),
+                 "--out", str(out)]) == 0
+    doc = load_profile_doc(out)
+    assert set(doc.fit_error) == {"encode", "prefill", "decode"}
+    assert doc.params["host"]["decode_step_overhead_s"] >= 0
+    assert load_profile(out).decode_step_s(1, 10) > 0
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["calibrate", "--model", "nope", "--out", "x.json"], "nope"),
+    (["calibrate", "--model", "qwen2-audio", "--size", "huge", "--out", "x.json"], "huge"),
+    (["calibrate", "--model", "qwen2-audio", "--device", "tpu", "--out", "x.json"], "--device"),
+    (["validate", "configs/tiny_qwen2audio_cpu.toml", "--profile", "missing.json", "--out", "x"], "missing"),
+])
+def test_bad_input_is_one_line_exit_2(argv, needle, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(_repo())
+    argv = [str(tmp_path / a) if a in ("x.json", "x") else a for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err
+
+
+def test_from_runs_rejects_a_folder_that_is_not_a_run(tmp_path, capsys):
+    assert main(["calibrate", "--from-runs", str(tmp_path), "--out", str(tmp_path / "p.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not a run folder" in err
+
+
+def _repo() -> Path:
+    return Path(__file__).resolve().parents[2]

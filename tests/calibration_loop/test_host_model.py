@@ -1,0 +1,115 @@
+"""The simulator's opt-in CPU-host model: processor sharing, co-location, intake, dispatch delay."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from easerve_core import Cluster, Deployment, Modality, Request
+from sim import SimOptions, simulate
+from sim.host import HostCPU, Progress
+
+
+class Flat:
+    """Encode 0.1 s per item, prefill 0.05 s, decode steps 0.01 s; no bytes."""
+
+    def encode_s(self, items, sm_share=1.0):
+        return 0.1 * len(items)
+
+    def prefill_s(self, seq_lens, sm_share=1.0):
+        return 0.05 * len(seq_lens)
+
+    def decode_step_s(self, batch_size, context_tokens):
+        return 0.01
+
+    def embed_bytes(self, mm_tokens):
+        return 0
+
+    def kv_bytes(self, num_tokens):
+        return 0
+
+
+CLUSTER = Cluster(gpu="cpu", num_gpus=8, link_bytes_per_s=1e12, link_latency_s=0.0, num_links=8)
+
+
+def _dep(**kw):
+    base = dict(encode={"num_workers": 1}, prefill={"num_workers": 1, "tp": 1},
+                decode={"num_workers": 1, "tp": 1}, max_encode_batch=1, remote_fraction=1.0,
+                sm_sharing="none")
+    base.update(kw)
+    return Deployment(**base)
+
+
+def _reqs(n, gap=0.0, out=2):
+    return [Request(request_id=i, arrival_s=i * gap, modality=Modality.AUDIO, prompt_tokens=4,
+                    output_tokens=out, mm_tokens_per_item=(8,)) for i in range(n)]
+
+
+def test_host_factor_is_processor_sharing():
+    host = HostCPU(2.0)
+    seen = []
+    a, b, c = (host.join(lambda now, f: seen.append((now, f))) for _ in range(3))
+    host.set_busy(a, 0.0, 1)
+    host.set_busy(b, 0.0, 1)
+    assert host.factor == 1.0 and seen == []
+    host.set_busy(c, 1.0, 1)
+    assert host.factor == pytest.approx(2 / 3) and len(seen) == 3
+    host.set_busy(c, 2.0, 0)
+    assert host.factor == 1.0
+
+
+def test_progress_rerates_remaining_work():
+    p = Progress()
+    p.begin(0.0, 1.0, 1.0)
+    p.rate(0.5, 0.5)  # half done, the rest at half speed
+    assert p.end_s == pytest.approx(1.5)
+    p.resize(1.0, 0.6)  # 0.75 done already > 0.6: finishes now
+    assert p.end_s == pytest.approx(1.0)
+
+
+def test_default_path_unchanged_by_host_keys_at_zero():
+    reqs = _reqs(20, gap=0.03)
+    base = simulate(_dep(), reqs, Flat(), cluster=CLUSTER).records
+    off = simulate(_dep(), reqs, Flat(), cluster=CLUSTER,
+                   options=SimOptions(num_host_cores=0.0, dispatch_latency_s=0.0)).records
+    assert base.equals(off)
+
+
+def test_one_core_stretches_overlapping_stages():
+    # request 0 prefills (0.1..0.15) while request 1 encodes (0.1..0.2): on one core both halve
+    reqs = _reqs(2, gap=0.1, out=1)
+    alone = simulate(_dep(), reqs, Flat(), cluster=CLUSTER).records
+    shared = simulate(_dep(), reqs, Flat(), cluster=CLUSTER, options=SimOptions(num_host_cores=1.0)).records
+    assert alone["first_token_s"].tolist() == pytest.approx([0.15, 0.25])
+    # 0.1-0.2: both run at 1/2 -> prefill of 0 ends at 0.2; encode of 1 has 0.05 left alone -> 0.25
+    assert shared["first_token_s"][0] == pytest.approx(0.2)
+    assert shared["encode_end_s"][1] == pytest.approx(0.25)
+    assert shared["first_token_s"][1] == pytest.approx(0.30)
+
+
+def test_colocated_lanes_slow_each_other():
+    reqs = _reqs(2, gap=0.1, out=1)
+    dep = _dep(remote_fraction=0.0, sm_sharing="time-slice", prefill={"num_workers": 0, "tp": 1})
+    opts = SimOptions(num_host_cores=4.0, host_colocated_speed_frac=0.5)
+    rec = simulate(dep, reqs, Flat(), cluster=CLUSTER, options=opts).records
+    # local prefill of 0 (0.1..) and encode of 1 (0.1..) share one process at half speed
+    assert rec["first_token_s"][0] == pytest.approx(0.2)
+    assert rec["encode_end_s"][1] == pytest.approx(0.25)
+
+
+def test_dispatch_latency_and_blocked_intake():
+    reqs = _reqs(3, gap=0.01, out=1)
+    opts = SimOptions(dispatch_latency_s=0.02, encode_intake_blocking=True)
+    rec = simulate(_dep(max_encode_batch=4), reqs, Flat(), cluster=CLUSTER, options=opts).records
+    assert rec["arrival_s"].tolist() == pytest.approx([0.0, 0.01, 0.02])
+    assert rec["encode_start_s"].min() >= 0.02
+    assert not math.isnan(rec["finish_s"].max())
+
+
+def test_decode_join_cost_delays_the_next_segment():
+    reqs = _reqs(1, out=3)
+    base = simulate(_dep(), reqs, Flat(), cluster=CLUSTER).records
+    joined = simulate(_dep(), reqs, Flat(), cluster=CLUSTER, options=SimOptions(decode_join_s=0.004)).records
+    assert joined["finish_s"][0] - base["finish_s"][0] == pytest.approx(0.004)
+    assert joined["first_token_s"][0] == base["first_token_s"][0]
