@@ -1,4 +1,4 @@
-"""The one device check of issue 8: SM levels, stage profiles, the sharing ablation.
+"""The one device check of issue 8: SM levels, stage latency samples, the sharing ablation.
 
 Usage (repository root)::
 
@@ -9,7 +9,8 @@ Sections run in priority order, each under its own wall-clock budget inside
 a total one (bench/gpu/plan.py); a failing section is recorded in
 ``summary.json`` and the run goes on. Outputs (at most 8 files, see
 bench/gpu/README.md): ``summary.json``, ``green.csv``, ``encode.csv``,
-``lm.csv``, ``ablation.csv`` and ``profiles/<model>.json``.
+``lm.csv``, ``ablation.csv`` and ``samples/<model>.json`` (fitted back on the
+development machine with ``easerve profile fit``).
 
 Needs only torch, transformers, numpy and pandas (what the H200 image has):
 the repository root is put on ``sys.path``, so easerve need not be installed.
@@ -36,10 +37,11 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
-from bench.gpu import ablation, green_checks, profiles, stage_sweeps  # noqa: E402
+from bench.gpu import ablation, green_checks, samples, stage_sweeps  # noqa: E402
 from bench.gpu.plan import Plan, Sink, dry_plan, full_plan  # noqa: E402
 from easerve_core.sm_share import SMShareTable  # noqa: E402
-from live.gpu.realsize import PAIRS, build_encoder, build_lm  # noqa: E402
+from live.gpu.realsize import PAIRS, EncoderStage, build_encoder, build_lm  # noqa: E402
+from live.gpu.realsize_lm import LMStage  # noqa: E402
 from live.gpu.timing import Deadline  # noqa: E402
 
 
@@ -49,7 +51,7 @@ def gpu_label() -> str:
 
 
 def env_info(plan: Plan) -> dict[str, Any]:
-    versions = {}
+    versions: dict[str, str | None] = {}
     for pkg in ("torch", "transformers", "numpy", "pandas", "cuda-bindings", "cuda-core", "cupy-cuda13x"):
         try:
             versions[pkg] = md.version(pkg)
@@ -88,30 +90,47 @@ def run_model(plan: Plan, sink: Sink, model: str, lanes: Any, deadline: Deadline
     dtype = torch.bfloat16 if plan.device == "cuda" else torch.float32
     enc = section(sink, f"build:{enc_name}",
                   lambda: build_encoder(enc_name, size=plan.size, device=plan.device, dtype=dtype))
-    latency = {}
+    latency: dict[tuple[int, float], float] = {}
     if enc is not None:
         latency = section(sink, f"encode:{model}", lambda: stage_sweeps.encode_sweep(
             plan, model, enc, lanes, sink, deadline.within(plan.budget_s("encode")))) or {}
     lm = section(sink, f"build:{lm_name}", lambda: build_lm(
         lm_name, size=plan.size, num_layers=plan.lm_layers, device=plan.device, dtype=dtype))
-    rows = []
+    rows: list[dict[str, Any]] = []
     if lm is not None:
         rows = section(sink, f"lm:{model}", lambda: stage_sweeps.lm_sweep(
             plan, model, lm, lanes, sink, deadline.within(plan.budget_s("lm")))) or []
     enforced = bool(green_checks.swept_pairs(plan, lanes))
-    if model == plan.ablation_model and enc is not None and lm is not None and latency and enforced:
+    table = None
+    if latency and enforced:  # measured at the granted shares; the fitted profile's table is separate
         table = SMShareTable.from_measurements(latency, tolerance=plan.share_tolerance)
-        sink.summary["sm_share_table"] = {model: table.to_dict()}
+        sink.summary.setdefault("sm_share_table", {})[model] = table.to_dict()
+    if model == plan.ablation_model and enc is not None and lm is not None and table is not None:
         sink.summary["ablation"] = section(sink, "ablation", lambda: ablation.run(
             plan, enc, lm, lanes, table, sink, deadline.within(plan.budget_s("ablation"))))
-    if enc is not None and lm is not None:
-        notes = (f"{plan.size} sizes, {plan.lm_layers} LM layers built and scaled to full depth; "
-                 f"raw grid, kind '{profiles.KIND}' has no evaluator in calibration/ yet")
-        section(sink, f"profile:{model}", lambda: profiles.write(
-            sink.root / "profiles", model=model, gpu=plan.gpu_label, enc=enc, lm=lm, latency=latency,
-            lm_rows=rows, tolerance=plan.share_tolerance, notes=notes))
+    if enc is not None and lm is not None and (latency or rows):
+        section(sink, f"samples:{model}", lambda: write_samples(plan, sink, model, enc, lm, latency, rows))
     if plan.device == "cuda":  # the caller drops this pair's models; return their cached blocks
         torch.cuda.empty_cache()
+
+
+def write_samples(plan: Plan, sink: Sink, model: str, enc: EncoderStage, lm: LMStage,
+                  latency: dict[tuple[int, float], float], rows: list[dict[str, Any]]) -> None:
+    """``samples/<model>.json`` for ``easerve profile fit``; stages too short to fit go in the summary."""
+    notes = (f"{plan.size} sizes on {plan.device}; LM: {len(lm.built_types)} of {lm.dims.num_layers} layers "
+             f"built, latencies scaled to full depth per layer type (lm.csv scaled_ms); encoder at full "
+             f"depth, one item size ({enc.lm_tokens_per_item} LM tokens, {enc.positions_per_item} "
+             f"positions), so the fit cannot separate per_item from per_token")
+    itemsize = next(lm.model.parameters()).element_size()  # the hand-off is in the model dtype
+    doc = samples.to_samples(
+        model=model, gpu=plan.gpu_label, lm_tokens_per_item=enc.lm_tokens_per_item,
+        embed_bytes_per_token=lm.dims.hidden * itemsize, kv_bytes_per_token=lm.kv_bytes_per_token(),
+        latency=latency, lm=rows, source=f"measured: bench/gpu/run_device_check.py ({enc.name} + {lm.name})",
+        notes=notes)
+    samples.write(doc, sink.root / "samples" / f"{model}.json")
+    short = samples.short_stages(doc)
+    if short:
+        sink.summary.setdefault("samples_short", {})[model] = short
 
 
 def print_table(sink: Sink) -> None:
