@@ -6,7 +6,9 @@ deployment numbers its instances the same way. Random routers get one child
 of the run's seed per encode worker, so one worker's draws never shift
 another's. With ``[sim] num_host_cores`` one :class:`~sim.host.HostCPU` is
 shared by every worker of a disaggregated deployment (the aggregated
-baseline has no host model).
+baseline has no host model). With ``[sim] stall_s`` each worker gets its
+one-off pause from one :class:`~sim.stalls.StallPlan` of the run's seed,
+drawn in build order (encode workers, Prefill, Decode).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from sim.pipeline import Job, Pipeline
 from sim.prefill import PrefillWorker
 from sim.recorder import Recorder
 from sim.sharing import SharedGPU
+from sim.stalls import make_stall_plan
 from sim.stepsum import StepClock
 
 
@@ -76,6 +79,7 @@ def build_disaggregated(env: simpy.Environment, recorder: Recorder, pipe: Pipeli
     routers = make_routers(d, seed)
     host = make_host(options)
     colocated = None if host is None else options.host_colocated_speed_frac
+    stalls = make_stall_plan(options, seed)
     encoders = []
     for i in range(d.encode.num_workers):
         gpu = SharedGPU(d.sm_sharing, table=table, static_encode_share=d.static_encode_share,
@@ -86,20 +90,21 @@ def build_disaggregated(env: simpy.Environment, recorder: Recorder, pipe: Pipeli
             router=routers[i], gpu=gpu, encode_profile=enc_profile, lm_profile=enc_profile,
             prefill_max_batch_tokens=options.prefill_max_batch_tokens,
             encode_only=options.encode_only, coalesce=options.coalesce_waiting_batches,
-            host=host, block_intake=options.encode_intake_blocking))
+            host=host, block_intake=options.encode_intake_blocking,
+            stall=None if stalls is None else stalls.draw("encode")))
     first = d.encode.num_gpus
     pf_profile = profile_for_tp(profile, d.prefill.tp)
     pipe.prefill_workers = [
         PrefillWorker(env, i, _gpus(first, i, d.prefill.tp), recorder, pipe=pipe,
                       profile=pf_profile, prefill_max_batch_tokens=options.prefill_max_batch_tokens,
-                      host=host)
+                      host=host, stall=None if stalls is None else stalls.draw("prefill"))
         for i in range(d.prefill.num_workers)]
     first += d.prefill.num_gpus
     clock = StepClock(profile_for_tp(profile, d.decode.tp))
     pipe.decode_workers = [
         DecodeWorker(env, i, _gpus(first, i, d.decode.tp), recorder, pipe=pipe, clock=clock,
                      kv_capacity_tokens=caps.decode, max_num_seqs=d.max_num_decode_seqs, host=host,
-                     join_s=options.decode_join_s)
+                     join_s=options.decode_join_s, stall=None if stalls is None else stalls.draw("decode"))
         for i in range(d.decode.num_workers)]
     return encoders
 

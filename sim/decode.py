@@ -24,6 +24,9 @@ host's factor, so its end moves whenever the factor does. With
 ``join_s`` (``[sim] decode_join_s``, 0 by default) every request that joins
 adds that much work at the head of the next segment (a real engine grows its
 batch's cache between steps, on the loop every running request waits for).
+With a :class:`~sim.stalls.Stall` (opt-in) the worker's one-off pause is work
+at the head of the segment that starts at its step ``at``: a segment that
+would run past that step ends there (one extra segment per worker and run).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import simpy
 from sim.host import HostCPU, Progress
 from sim.pipeline import Job, Pipeline
 from sim.recorder import Recorder
+from sim.stalls import Stall
 from sim.stepsum import StepClock
 from sim.worker import Worker
 
@@ -48,7 +52,8 @@ class DecodeWorker(Worker):
 
     def __init__(self, env: simpy.Environment, index: int, gpus: tuple[int, ...], recorder: Recorder,
                  *, pipe: Pipeline, clock: StepClock, kv_capacity_tokens: int | None,
-                 max_num_seqs: int, host: HostCPU | None = None, join_s: float = 0.0) -> None:
+                 max_num_seqs: int, host: HostCPU | None = None, join_s: float = 0.0,
+                 stall: Stall | None = None) -> None:
         self.pipe = pipe
         self.clock = clock
         self.capacity = math.inf if kv_capacity_tokens is None else kv_capacity_tokens
@@ -67,6 +72,8 @@ class DecodeWorker(Worker):
         self.join_s = join_s
         self._pending_s = 0.0  # join work waiting for the next segment
         self._seg_extra = 0.0  # join work at the head of the running segment
+        self._stall_at = -1 if stall is None else stall.at  # step the pause precedes; -1: none pending
+        self._stall_s = 0.0 if stall is None else stall.stall_s
         self._progress = Progress()
         self._host_slot = -1 if host is None else host.join(self._on_host)
         super().__init__(env, index, gpus, recorder)
@@ -154,8 +161,10 @@ class DecodeWorker(Worker):
         n = len(self._leaves)
         k = self._leaves[0][0] - self.steps
         self._seg_start = now
-        self._seg_k = k
         extra, self._pending_s = self._pending_s, 0.0
+        if self._stall_at >= 0:
+            k, extra = self._with_stall(k, extra)
+        self._seg_k = k
         self._seg_extra = extra
         if self.host is None:
             self._seg_end = now + self.clock.span_s(n, self.ctx, k)
@@ -165,6 +174,14 @@ class DecodeWorker(Worker):
         self.host.set_busy(self._host_slot, now, 1)
         self._progress.begin(now, self.clock.span_s(n, self.ctx, k) + extra, self.host.factor)
         self._seg_end = self._progress.end_s
+
+    def _with_stall(self, k: int, extra: float) -> tuple[int, float]:
+        """(steps, head work) of the segment about to start, given the pending pause."""
+        ahead = self._stall_at - self.steps
+        if ahead <= 0:
+            self._stall_at = -1
+            return k, extra + self._stall_s
+        return min(k, ahead), extra
 
     def _finish_segment(self, now: float) -> None:
         n, k = len(self._leaves), self._seg_k

@@ -18,7 +18,9 @@ worker reports its busy lanes to :class:`~sim.host.HostCPU` and re-rates them
 when the host's factor moves; with ``block_intake`` requests that reach a
 busy encoder are held and offered when its batch ends, one by one until a
 batch closes, and the batcher is not polled while it encodes (the live
-worker's single receive loop).
+worker's single receive loop); with ``stall`` (:class:`~sim.stalls.Stall`) one
+of its batches, encode and local Prefill counted together (one process),
+carries the worker's one-off pause.
 
 Order within one step at one instant: finish the encode batch that is due
 (and route its requests), finish the local Prefill batch that is due (and
@@ -39,6 +41,7 @@ from sim.host import HostCPU
 from sim.pipeline import Job, Pipeline, take_batch
 from sim.recorder import Recorder
 from sim.sharing import SharedGPU
+from sim.stalls import Stall
 from sim.worker import Worker
 
 
@@ -51,7 +54,8 @@ class EncodeWorker(Worker):
                  *, pipe: Pipeline, batcher: Batcher[Job], router: Router, gpu: SharedGPU,
                  encode_profile: StageProfile, lm_profile: StageProfile,
                  prefill_max_batch_tokens: int, encode_only: bool, coalesce: bool,
-                 host: HostCPU | None = None, block_intake: bool = False) -> None:
+                 host: HostCPU | None = None, block_intake: bool = False,
+                 stall: Stall | None = None) -> None:
         self.pipe = pipe
         self.batcher = batcher
         self.router = router
@@ -69,6 +73,7 @@ class EncodeWorker(Worker):
         self.block_intake = block_intake
         self._held: deque[Job] = deque()  # reached the worker while it encoded (block_intake)
         self.host = host
+        self.stall = stall
         self._host_slot = -1 if host is None else host.join(self._on_host)
         super().__init__(env, index, gpus, recorder)
 
@@ -155,7 +160,8 @@ class EncodeWorker(Worker):
             rec.encode_start_s = now
             rec.encode_batch_size = size
         profile = self.encode_profile
-        self.gpu.start_encode(now, size, lambda share: profile.encode_s(items, share))
+        pause = 0.0 if self.stall is None else self.stall.next_batch_s()
+        self.gpu.start_encode(now, size, lambda share: profile.encode_s(items, share) + pause)
         self._report_busy(now)
         self.rec.log(now, "encode_start", self.index, tuple(j.req.request_id for j in batch.items))
         self.rec.queue("encode", self.index, now, self.num_waiting)
@@ -208,7 +214,8 @@ class EncodeWorker(Worker):
         for job in batch:
             job.rec.prefill_start_s = now
         profile = self.lm_profile
-        self.gpu.start_prefill(now, lambda share: profile.prefill_s(seqs, share))
+        pause = 0.0 if self.stall is None else self.stall.next_batch_s()
+        self.gpu.start_prefill(now, lambda share: profile.prefill_s(seqs, share) + pause)
         self._report_busy(now)
         self.rec.log(now, "local_prefill_start", self.index, tuple(j.req.request_id for j in batch))
         self.rec.queue("local-prefill", self.index, now, len(self.local_queue))

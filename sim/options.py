@@ -17,6 +17,8 @@ from typing import Any
 from easerve_core import _check
 
 DISPATCH_POLICIES = ("round-robin", "least-loaded")
+#: (stage, unit) of the stall model's per-stage ranges: ``stall_<stage>_<unit>_min`` / ``_max``
+STALL_COUNTERS = (("encode", "batches"), ("prefill", "batches"), ("decode", "steps"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,6 +60,17 @@ class SimOptions:
             while it encodes. False by default.
         decode_join_s: work a Decode worker adds to its next segment for every
             request that joins its batch (growing the cache); 0 by default.
+        stall_s: a one-off pause of every worker process (:mod:`sim.stalls`: the
+            first full garbage collection after start), seconds of work added to
+            one of its batches; 0 (default) turns the stall model off.
+        stall_encode_batches_min, stall_encode_batches_max: with ``stall_s``, the
+            pause hits an encode worker's batch number k (its encode and local
+            Prefill batches counted together from 0), k drawn uniformly from
+            [min, max] with a generator derived from the run's seed.
+        stall_prefill_batches_min, stall_prefill_batches_max: the same for a
+            remote Prefill worker's batches.
+        stall_decode_steps_min, stall_decode_steps_max: the same for a Decode
+            worker's steps (the pause runs before step k).
     """
 
     dispatch: str = "round-robin"
@@ -73,6 +86,13 @@ class SimOptions:
     dispatch_latency_s: float = 0.0
     encode_intake_blocking: bool = False
     decode_join_s: float = 0.0
+    stall_s: float = 0.0
+    stall_encode_batches_min: int = 0
+    stall_encode_batches_max: int = 0
+    stall_prefill_batches_min: int = 0
+    stall_prefill_batches_max: int = 0
+    stall_decode_steps_min: int = 0
+    stall_decode_steps_max: int = 0
 
     def __post_init__(self) -> None:
         _check.one_of("sim.dispatch", self.dispatch, DISPATCH_POLICIES)
@@ -80,8 +100,17 @@ class SimOptions:
         overhead = _check.fraction("sim.time_slice_overhead_frac", self.time_slice_overhead_frac)
         if overhead >= 1.0:
             raise ValueError(f"sim.time_slice_overhead_frac must be < 1, got {overhead!r}")
-        for name in ("num_host_cores", "host_background_cores", "dispatch_latency_s", "decode_join_s"):
+        for name in ("num_host_cores", "host_background_cores", "dispatch_latency_s", "decode_join_s",
+                     "stall_s"):
             _check.non_negative(f"sim.{name}", getattr(self, name))
+        for stage, unit in STALL_COUNTERS:
+            low = _check.integer(f"sim.stall_{stage}_{unit}_min", getattr(self, f"stall_{stage}_{unit}_min"),
+                                 minimum=0)
+            high = _check.integer(f"sim.stall_{stage}_{unit}_max", getattr(self, f"stall_{stage}_{unit}_max"),
+                                  minimum=0)
+            if high < low:
+                raise ValueError(f"sim.stall_{stage}_{unit}_max must be >= sim.stall_{stage}_{unit}_min, "
+                                 f"got {high!r} < {low!r}")
         colocated = _check.fraction("sim.host_colocated_speed_frac", self.host_colocated_speed_frac)
         if colocated <= 0.0:
             raise ValueError(f"sim.host_colocated_speed_frac must be > 0, got {colocated!r}")

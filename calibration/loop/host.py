@@ -17,7 +17,11 @@ turns them into the simulator's opt-in knobs:
   added to every decode step (:func:`with_overheads`);
 * ``decode_join_s``: joining a prefilled request to a running decode batch
   (and its leaving), paid on the loop all running requests wait for
-  (``[sim] decode_join_s``).
+  (``[sim] decode_join_s``);
+* ``stall_s`` and the ``stall_<stage>_*`` ranges: every worker process's
+  one-off pause (its first full garbage collection) and the batch numbers it
+  hit, fitted from live traces (:mod:`calibration.loop.stalls`; ``[sim]
+  stall_*``, :mod:`sim.stalls`); ``stall_s = 0`` leaves the stall model off.
 
 :data:`LIVE_MECHANISMS` are the live executor's own choices the simulator
 mirrors when it is compared with it (one prefill at a time, an encode worker
@@ -38,6 +42,8 @@ LIVE_MECHANISMS: Mapping[str, Any] = {
     "prefill_max_batch_tokens": 1,  # remote and local Prefill run one request at a time
     "encode_intake_blocking": True,  # the encode worker's receive loop runs the batch
 }
+#: (stage group, counter unit) of the stall ranges, as ``[sim] stall_<group>_<unit>_min`` / ``_max``
+STALL_GROUPS = (("encode", "batches"), ("prefill", "batches"), ("decode", "steps"))
 #: parallel transfer paths: every live receiver has its own queue, so transfers do not queue
 LINK_PATHS = 64
 
@@ -54,6 +60,13 @@ class HostModel:
     decode_step_overhead_s: float = 0.0
     decode_join_s: float = 0.0
     background_cores: float = 0.0
+    stall_s: float = 0.0
+    stall_encode_batches_min: float = 0.0
+    stall_encode_batches_max: float = 0.0
+    stall_prefill_batches_min: float = 0.0
+    stall_prefill_batches_max: float = 0.0
+    stall_decode_steps_min: float = 0.0
+    stall_decode_steps_max: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -67,6 +80,11 @@ class HostModel:
                              f"got {self.colocated_speed_frac!r}")
         if self.transfer_bytes_per_s <= 0:
             raise ValueError(f"host.transfer_bytes_per_s must be > 0, got {self.transfer_bytes_per_s!r}")
+        for group, unit in STALL_GROUPS:
+            low, high = (getattr(self, f"stall_{group}_{unit}_{end}") for end in ("min", "max"))
+            if high < low:
+                raise ValueError(f"host.stall_{group}_{unit}_max must be >= host.stall_{group}_{unit}_min, "
+                                 f"got {high!r} < {low!r}")
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -81,11 +99,21 @@ class HostModel:
         return cls(**dict(data))
 
     def sim_options(self) -> dict[str, Any]:
-        """The ``[sim]`` table that switches the host model on (plus :data:`LIVE_MECHANISMS`)."""
-        return {"num_host_cores": self.num_host_cores, "host_background_cores": self.background_cores,
-                "host_colocated_speed_frac": self.colocated_speed_frac,
-                "dispatch_latency_s": self.dispatch_latency_s, "decode_join_s": self.decode_join_s,
-                **LIVE_MECHANISMS}
+        """The ``[sim]`` table that switches the host model on (plus :data:`LIVE_MECHANISMS`).
+
+        The stall knobs are in it only when ``stall_s`` is above 0.
+        """
+        out = {"num_host_cores": self.num_host_cores, "host_background_cores": self.background_cores,
+               "host_colocated_speed_frac": self.colocated_speed_frac,
+               "dispatch_latency_s": self.dispatch_latency_s, "decode_join_s": self.decode_join_s,
+               **LIVE_MECHANISMS}
+        if self.stall_s > 0:
+            out["stall_s"] = self.stall_s
+            for group, unit in STALL_GROUPS:
+                for end in ("min", "max"):
+                    name = f"stall_{group}_{unit}_{end}"
+                    out[name] = round(getattr(self, name))
+        return out
 
     def cluster_overrides(self) -> dict[str, Any]:
         """The ``[cluster]`` link keys: a hand-off between worker processes."""

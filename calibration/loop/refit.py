@@ -14,7 +14,8 @@ wall times are used as they are.
 split evenly from the logged tokens; prefill one sequence; decode the
 logged context sum) and :func:`step_gap_s` the decode loop's overhead: the
 median gap between consecutive steps of one worker whose batch did not
-change.
+change. Rows that hold a worker's one-off pause (:mod:`calibration.loop.stalls`)
+can be left out of the samples: the simulator models the pause separately.
 """
 
 from __future__ import annotations
@@ -77,24 +78,27 @@ def step_gap_s(log: pd.DataFrame) -> float:
     return statistics.median(gaps) if gaps else 0.0
 
 
-def _items(tokens: int, batch: int) -> list[int]:
+def split_items(tokens: int, batch: int) -> list[int]:
+    """An encode batch's logged tokens split evenly over its items."""
     base, extra = divmod(int(tokens), int(batch))
     return [base + (1 if i < extra else 0) for i in range(int(batch))]
 
 
-def samples_from_log(log: pd.DataFrame, host: HostModel | None) -> dict[str, list[dict[str, Any]]]:
-    """Samples rows per stage from one run's stage log."""
+def samples_from_log(log: pd.DataFrame, host: HostModel | None,
+                     drop: Sequence[int] = ()) -> dict[str, list[dict[str, Any]]]:
+    """Samples rows per stage from one run's stage log, leaving out the rows at positions ``drop``."""
     missing = [c for c in LOG_COLUMNS if c not in log.columns]
     if missing:
         raise ValueError(f"stage log lacks column(s) {', '.join(missing)}")
     latency = exclusive_times(log, host)
+    latency[np.asarray(drop, dtype=int)] = 0.0  # left out below
     out: dict[str, list[dict[str, Any]]] = {"encode": [], "prefill": [], "decode": []}
     for row, lat in zip(log.itertuples(index=False), latency, strict=True):
         if lat <= 0:
             continue
         share = float(row.sm_share) if 0 < float(row.sm_share) <= 1 else 1.0
         if row.stage == "encode":
-            out["encode"].append({"mm_tokens_per_item": _items(row.tokens, row.batch_size),
+            out["encode"].append({"mm_tokens_per_item": split_items(row.tokens, row.batch_size),
                                   "sm_share": share, "latency_s": float(lat)})
         elif row.stage == "prefill":
             out["prefill"].append({"seq_lens": [int(row.tokens)], "sm_share": share, "latency_s": float(lat)})
@@ -106,14 +110,14 @@ def samples_from_log(log: pd.DataFrame, host: HostModel | None) -> dict[str, lis
 
 def samples_from_runs(logs: Sequence[pd.DataFrame], *, host: HostModel | None, model: str, gpu: str,
                       embed_bytes_per_token: int, kv_bytes_per_token: int,
-                      share_steps: int) -> dict[str, Any]:
-    """One samples mapping from several runs' stage logs."""
+                      share_steps: int, drop: Sequence[Sequence[int]] | None = None) -> dict[str, Any]:
+    """One samples mapping from several runs' stage logs (``drop``: per log, rows to leave out)."""
     out: dict[str, Any] = {"format": "easerve.samples", "version": 1, "model": model, "gpu": gpu, "tp": 1,
                            "embed_bytes_per_token": embed_bytes_per_token,
                            "kv_bytes_per_token": kv_bytes_per_token, "share_steps": share_steps,
                            "source": f"refit from {len(logs)} live run(s) (calibration.loop.refit)",
                            "encode": [], "prefill": [], "decode": []}
-    for log in logs:
-        for stage, rows in samples_from_log(log, host).items():
+    for i, log in enumerate(logs):
+        for stage, rows in samples_from_log(log, host, () if drop is None else drop[i]).items():
             out[stage] += rows
     return out

@@ -14,7 +14,10 @@ SM-share table and the host model (docs/calibration.md).
 
 The second form refits the stage models from the ``stage_log.parquet`` of
 live runs, taking the host contention out with the host model of
-``--profile`` (whose table and host model it keeps).
+``--profile`` (whose table and host model it keeps). It finds every worker
+process's one-off pause in the traces, leaves those batches out of the stage
+fit and stores the fitted stall model in the host model
+(calibration.loop.stalls).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from calibration.fit import fit_samples
 from calibration.loop.host import host_of
 from calibration.loop.refit import samples_from_runs, step_gap_s
 from calibration.loop.samples import calibrated_doc, held_out_error, share_table, spread_summary, to_samples
+from calibration.loop.stalls import find_pauses, fit_stalls, pause_summary
 from easerve_core.profile import ProfileDoc, load_profile_doc, save_profile_doc
 
 DEVICES = ("cpu", "cuda")
@@ -147,17 +151,23 @@ def _refit(args: argparse.Namespace) -> int:
     spec = ModelSpec(name=name, size=size)
     embed, kv = byte_sizes(build_model(spec, device="meta"))
     logs = [log for log, _ in runs]
-    samples = samples_from_runs(logs, host=host, model=spec.name, gpu=base.gpu if base else "cpu",
-                                embed_bytes_per_token=embed, kv_bytes_per_token=kv,
-                                share_steps=CPU_SHARE_STEPS)
+    kw = dict(host=host, model=spec.name, gpu=base.gpu if base else "cpu", embed_bytes_per_token=embed,
+              kv_bytes_per_token=kv, share_steps=CPU_SHARE_STEPS)
+    # two passes: the pauses are found against a first fit, left out, and measured against the final one
+    first = fit_samples(samples_from_runs(logs, **kw)).profile
+    drop = [p.loc[p["row"] >= 0, "row"].tolist() for p in (find_pauses(log, host, first) for log in logs)]
+    samples = samples_from_runs(logs, **kw, drop=drop)
     result = fit_samples(samples)
+    pauses = pd.concat([find_pauses(log, host, result.profile) for log in logs], ignore_index=True)
     params = result.profile.to_params()
     params.update(lm_tp=1, held_out_error=held_out_error(samples),
                   measured={"size": size, "runs": [str(d) for d in args.from_runs],
-                            "decode_step_gap_s": step_gap_s(pd.concat(logs))})
+                            "decode_step_gap_s": step_gap_s(pd.concat(logs)),
+                            "stalls": pause_summary(pauses)})
     if host is not None:
         # the refit decode steps exclude the loop's gaps: keep measuring those from the traces
-        params["host"] = {**host.to_dict(), "decode_step_overhead_s": params["measured"]["decode_step_gap_s"]}
+        params["host"] = {**host.to_dict(), "decode_step_overhead_s": params["measured"]["decode_step_gap_s"],
+                          **fit_stalls(pauses)}
     table = base.sm_share_table if base is not None else None
     doc = ProfileDoc(kind="fitted", model=spec.name, gpu=base.gpu if base else "cpu",
                      source=str(samples["source"]), created=_today(), params=params, sm_share_table=table,

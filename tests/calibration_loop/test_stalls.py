@@ -1,0 +1,170 @@
+"""The one-off worker stall: off by default, seeded, placed exactly, and fitted back from traces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from calibration.fit import FittedProfile
+from calibration.loop.host import HostModel
+from calibration.loop.refit import samples_from_log
+from calibration.loop.stalls import find_pauses, fit_stalls, pause_summary
+from easerve_core import Cluster, Deployment, Modality, Request
+from sim import SimOptions, simulate
+from sim.stalls import Stall, make_stall_plan
+
+
+class Flat:
+    """Encode 0.1 s per item, prefill 0.05 s, decode steps 0.01 s; no bytes."""
+
+    def encode_s(self, items, sm_share=1.0):
+        return 0.1 * len(items)
+
+    def prefill_s(self, seq_lens, sm_share=1.0):
+        return 0.05 * len(seq_lens)
+
+    def decode_step_s(self, batch_size, context_tokens):
+        return 0.01
+
+    def embed_bytes(self, mm_tokens):
+        return 0
+
+    def kv_bytes(self, num_tokens):
+        return 0
+
+
+CLUSTER = Cluster(gpu="cpu", num_gpus=8, link_bytes_per_s=1e12, link_latency_s=0.0, num_links=8)
+DEP = Deployment(encode={"num_workers": 1}, prefill={"num_workers": 1, "tp": 1},
+                 decode={"num_workers": 1, "tp": 1}, max_encode_batch=1, remote_fraction=1.0,
+                 sm_sharing="none")
+
+
+def _reqs(n, gap, out=3):
+    return [Request(request_id=i, arrival_s=i * gap, modality=Modality.AUDIO, prompt_tokens=4,
+                    output_tokens=out, mm_tokens_per_item=(8,)) for i in range(n)]
+
+
+def _stalls(stall_s=0.5, enc=(0, 0), pre=(0, 0), dec=(0, 0), **kw):
+    return SimOptions(stall_s=stall_s, stall_encode_batches_min=enc[0], stall_encode_batches_max=enc[1],
+                      stall_prefill_batches_min=pre[0], stall_prefill_batches_max=pre[1],
+                      stall_decode_steps_min=dec[0], stall_decode_steps_max=dec[1], **kw)
+
+
+def test_off_by_default_and_without_stall_s():
+    assert SimOptions().stall_s == 0.0
+    assert make_stall_plan(SimOptions(), seed=0) is None
+    reqs = _reqs(20, 0.03)
+    plain = simulate(DEP, reqs, Flat(), cluster=CLUSTER, seed=0).records
+    ranges_only = simulate(DEP, reqs, Flat(), cluster=CLUSTER, seed=0,
+                           options=_stalls(stall_s=0.0, enc=(0, 9), dec=(0, 9))).records
+    pd.testing.assert_frame_equal(plain, ranges_only)
+
+
+@pytest.mark.parametrize("host_cores", [0.0, 8.0])
+def test_pause_hits_the_drawn_batch_of_each_worker(host_cores):
+    # requests far apart: request i's encode and prefill are batch i, its two decode steps 2i and 2i+1
+    options = _stalls(enc=(1, 1), pre=(2, 2), dec=(5, 5), num_host_cores=host_cores)
+    recs = simulate(DEP, _reqs(4, 2.0), Flat(), cluster=CLUSTER, seed=0, options=options).records
+    encode = (recs["encode_end_s"] - recs["encode_start_s"]).to_numpy()
+    prefill = (recs["first_token_s"] - recs["prefill_start_s"]).to_numpy()
+    decode = (recs["finish_s"] - recs["first_token_s"]).to_numpy()
+    assert encode == pytest.approx([0.1, 0.6, 0.1, 0.1])
+    assert prefill == pytest.approx([0.05, 0.05, 0.55, 0.05])
+    assert decode == pytest.approx([0.02, 0.02, 0.52, 0.02])
+
+
+def test_same_seed_same_records_other_seed_other_records():
+    options = _stalls(stall_s=0.2, enc=(0, 30), pre=(0, 30), dec=(0, 60), num_host_cores=2.0)
+    reqs = _reqs(40, 0.05, out=6)
+    run = [simulate(DEP, reqs, Flat(), cluster=CLUSTER, seed=s, options=options).records for s in (0, 0, 1)]
+    pd.testing.assert_frame_equal(run[0], run[1])
+    assert not run[0].equals(run[2])
+
+
+def test_stall_options_are_checked():
+    with pytest.raises(ValueError, match=r"sim\.stall_decode_steps_max"):
+        _stalls(dec=(5, 4))
+    with pytest.raises(ValueError, match=r"sim\.stall_s"):
+        SimOptions(stall_s=-1.0)
+    with pytest.raises(ValueError, match=r"host\.stall_prefill_batches_max"):
+        HostModel(stall_s=0.2, stall_prefill_batches_min=3.0, stall_prefill_batches_max=2.0)
+    stall = Stall(2, 0.3)
+    assert [stall.next_batch_s() for _ in range(4)] == [0.0, 0.0, 0.3, 0.0]
+
+
+def test_host_model_switches_the_stall_knobs_on_only_with_stall_s():
+    assert not any(k.startswith("stall") for k in HostModel(num_host_cores=2.0).sim_options())
+    host = HostModel(num_host_cores=2.0, stall_s=0.25, stall_encode_batches_min=33.0,
+                     stall_encode_batches_max=56.0, stall_decode_steps_min=51.0, stall_decode_steps_max=54.0)
+    opts = SimOptions.from_dict(host.sim_options())
+    assert opts.stall_s == 0.25 and opts.stall_encode_batches_max == 56 and opts.stall_decode_steps_min == 51
+
+
+# -- fitting the stall model from traces -------------------------------------------------
+
+TRUE = FittedProfile(
+    encode={"fixed_s": 0.002, "per_item_s": 0.015, "per_token_s": 2e-5, "fill_tokens": 1.0},
+    prefill={"fixed_s": 0.0015, "per_token_s": 5e-5, "per_token2_s": 5e-8, "fill_tokens": 1.0},
+    decode={"fixed_s": 0.0012, "per_seq_s": 1e-4, "per_context_token_s": 6e-7},
+    embed_bytes_per_token=1024, kv_bytes_per_token=4096, share_steps=1)
+#: the synthetic truth: pause length and the batch numbers it hits per process
+PAUSE_S = 0.25
+AT = {"encode": (30, 40), "prefill": (33, 35), "decode": (50, 55)}
+
+
+def _synthetic_log(rng):
+    """One run: an encode process (encode + local prefill), a prefill process, a decode process."""
+    rows, truth, t = [], {}, 0.0
+    for group, n in (("encode", 80), ("prefill", 60), ("decode", 120)):
+        at = int(rng.integers(AT[group][0], AT[group][1] + 1))
+        truth[group] = at
+        for i in range(n):
+            if group == "decode":
+                stage, batch, tokens = "decode", 2, 200 + 2 * i
+                lat = TRUE.decode_step_s(batch, tokens)
+            elif group == "encode" and i % 2:
+                stage, batch, tokens = "prefill", 1, 60
+                lat = TRUE.prefill_s([tokens])
+            else:
+                stage, batch, tokens = ("encode", 2, 96) if group == "encode" else ("prefill", 1, 80)
+                lat = TRUE.encode_s([48, 48]) if stage == "encode" else TRUE.prefill_s([tokens])
+            lat *= 1 + 0.05 * rng.standard_normal()
+            if i == at:
+                lat += PAUSE_S * (1 + 0.04 * rng.standard_normal())
+            rows.append((stage, 0, group, t, t + lat, batch, tokens, 1.0))
+            t += lat + 0.001
+    cols = ["stage", "worker", "group", "start_s", "end_s", "batch_size", "tokens", "sm_share"]
+    return pd.DataFrame(rows, columns=cols), truth
+
+
+def test_fit_recovers_pause_length_and_batch_ranges():
+    rng = np.random.default_rng(7)
+    runs = [_synthetic_log(rng) for _ in range(12)]
+    pauses = pd.concat([find_pauses(log, None, TRUE) for log, _ in runs], ignore_index=True)
+    found = {(g, i): at for i, (_, truth) in enumerate(runs) for g, at in truth.items()}
+    run_of = np.repeat(np.arange(len(runs)), 3)
+    seen = zip(pauses["group"], run_of, pauses["index"], strict=True)
+    assert all(found[(g, r)] == idx for g, r, idx in seen)
+    fit = fit_stalls(pauses)
+    assert fit["stall_s"] == pytest.approx(PAUSE_S, rel=0.04)
+    for group, unit in (("encode", "batches"), ("prefill", "batches"), ("decode", "steps")):
+        seen = [t[group] for _, t in runs]
+        assert (fit[f"stall_{group}_{unit}_min"], fit[f"stall_{group}_{unit}_max"]) == (min(seen), max(seen))
+        assert AT[group][0] <= min(seen) and max(seen) <= AT[group][1]
+    assert pause_summary(pauses)["paused"] == 36
+
+
+def test_no_pause_no_stall_model_and_pause_rows_leave_the_samples():
+    rng = np.random.default_rng(1)
+    log, _ = _synthetic_log(rng)
+    calm = log.copy()
+    calm["end_s"] = calm["start_s"] + (log["end_s"] - log["start_s"]).clip(upper=0.05)
+    assert fit_stalls(find_pauses(calm, None, TRUE)) == {}
+    pauses = find_pauses(log, None, TRUE)
+    full = samples_from_log(log, None)
+    kept = samples_from_log(log, None, drop=pauses["row"].tolist())
+    assert sum(map(len, full.values())) - sum(map(len, kept.values())) == 3
+    assert max(r["latency_s"] for r in kept["decode"]) < 0.1
+    with pytest.raises(ValueError, match="min_excess_s"):
+        find_pauses(log, None, TRUE, min_excess_s=0.0)
