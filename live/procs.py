@@ -14,7 +14,7 @@ import queue
 from collections.abc import Mapping
 from typing import Any
 
-from live.transport import Channels, Event, WorkerId, clock
+from live.transport import FRONTEND, Channels, Event, WorkerId, clock
 
 
 def drain_events(events: Any, timeout_s: float) -> list[Event]:
@@ -33,7 +33,7 @@ def stop_workers(procs: Mapping[WorkerId, Any], channels: Channels, grace_s: flo
     for worker, proc in procs.items():
         if proc.exitcode is None:
             with contextlib.suppress(Exception):
-                channels.inboxes[worker].put(None)
+                channels.inboxes[worker].put(FRONTEND, None)
     deadline = clock() + grace_s
     for proc in procs.values():
         proc.join(timeout=max(0.0, deadline - clock()))
@@ -46,6 +46,4 @@ def stop_workers(procs: Mapping[WorkerId, Any], channels: Channels, grace_s: flo
             proc.join()
     with contextlib.suppress(Exception):
         drain_events(channels.events, 0.0)
-    for q in [*channels.inboxes.values(), *channels.acks.values(), channels.events]:
-        q.close()
-        q.cancel_join_thread()
+    channels.close()

@@ -7,8 +7,9 @@ part on one GPU node). The sender must stay alive and keep the tensor
 referenced until the receiver has it (pitfall P8), so every data message is
 held in the sender's :class:`Outbox` until the receiver acks its key.
 
-Events (stamps, stage-log rows, failures) go to the front end on one queue
-as small :class:`Event` values without tensors. Events from different
+Events (stamps, stage-log rows, failures) go to the front end as small
+:class:`Event` values without tensors. Every channel has one queue per writer
+(:class:`~live.fanin.FanIn`), so a killed worker cannot block the others. Events from different
 processes may arrive in any order, so the record fields stamped so far also
 travel with the data and come back in the ``done`` event. Times in events are absolute
 ``time.monotonic()`` readings, comparable across processes on one host
@@ -28,6 +29,7 @@ import torch
 
 from easerve_core.request import Modality, Request
 from live.families.base import MMInput
+from live.fanin import FanIn
 from live.stages import KVState
 
 WorkerId = tuple[str, int]  # (group, index): ("encode", 0), ("prefill", 1), ...
@@ -106,17 +108,33 @@ EVENT_KINDS = (
 
 @dataclass(slots=True)
 class Channels:
-    """Every queue of a trial, handed to each worker at start."""
+    """Every queue of a trial, handed to each worker at start.
 
-    inboxes: dict[WorkerId, Any]
-    acks: dict[WorkerId, Any]
-    events: Any
+    ``inboxes[w]`` and ``acks[w]`` are what worker ``w`` reads, ``events`` what
+    the front end reads; each is a :class:`~live.fanin.FanIn` with one queue per
+    writer.
+    """
+
+    inboxes: dict[WorkerId, FanIn]
+    acks: dict[WorkerId, FanIn]
+    events: FanIn
+
+    @classmethod
+    def build(cls, ctx: Any, workers: list[WorkerId]) -> Channels:
+        everyone = [*workers, FRONTEND]
+        return cls(inboxes={w: FanIn(ctx, everyone) for w in workers},
+                   acks={w: FanIn(ctx, everyone) for w in everyone},
+                   events=FanIn(ctx, everyone))
 
     def emit(self, event: Event) -> None:
-        self.events.put(event)
+        self.events.put(event.worker, event)
 
-    def ack(self, sender: WorkerId, key: int) -> None:
-        self.acks[sender].put(key)
+    def ack(self, sender: WorkerId, key: int, *, receiver: WorkerId) -> None:
+        self.acks[sender].put(receiver, key)
+
+    def close(self) -> None:
+        for fan in [*self.inboxes.values(), *self.acks.values(), self.events]:
+            fan.close()
 
 
 class Outbox:
@@ -129,7 +147,7 @@ class Outbox:
 
     def send(self, dest: WorkerId, key: int, message: Any) -> None:
         self.held[key] = message
-        self.channels.inboxes[dest].put(message)
+        self.channels.inboxes[dest].put(self.me, message)
 
     def reap(self, timeout_s: float = 0.0) -> None:
         """Drop held messages whose receivers acked; wait up to ``timeout_s`` for the first."""

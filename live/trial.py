@@ -89,9 +89,7 @@ class Trial:
         ctx = tmp.get_context(self.options.start_method)
         if self.options.start_method == "forkserver":
             ctx.set_forkserver_preload(["live.workers"])
-        everyone = [*self.workers, FRONTEND]
-        self._channels = Channels(inboxes={w: ctx.Queue() for w in self.workers},
-                                  acks={w: ctx.Queue() for w in everyone}, events=ctx.Queue())
+        self._channels = Channels.build(ctx, list(self.workers))
         dep = self.config.deployment
         for worker in self.workers:
             spec = WorkerSpec(me=worker, model=self.spec, weights_dir=str(folder),

@@ -94,7 +94,7 @@ class EncodeWorker:
     def _admit(self, job: Job, now: float) -> Batch[Job] | None:
         ctx = self.ctx
         rid = job.request.request_id
-        ctx.channels.ack(job.sender, rid)
+        ctx.channels.ack(job.sender, rid, receiver=ctx.me)
         ctx.emit("at", rid)
         try:
             self._validate(job)

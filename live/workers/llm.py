@@ -46,7 +46,7 @@ class PrefillWorker:
             if not isinstance(msg, Encoded):
                 continue
             rid = msg.request.request_id
-            ctx.channels.ack(msg.sender, rid)
+            ctx.channels.ack(msg.sender, rid, receiver=ctx.me)
             ctx.emit("at", rid)
             run_prefill(ctx, msg, contextlib.nullcontext(1.0))
 
@@ -83,7 +83,7 @@ class DecodeWorker:
                 return True
             if not isinstance(msg, Prefilled):
                 continue
-            ctx.channels.ack(msg.sender, msg.request_id)
+            ctx.channels.ack(msg.sender, msg.request_id, receiver=ctx.me)
             ctx.emit("at", msg.request_id)
             try:
                 self.batch.join(msg.request_id, msg.state, msg.steps)
