@@ -160,3 +160,21 @@ def set_init_std(config: Any, init_std: float) -> None:
         for attr in ("initializer_range", "init_std"):
             if hasattr(cfg, attr):
                 setattr(cfg, attr, init_std)
+
+
+def per_request(feats: Sequence[torch.Tensor], inputs: Sequence[MMInput]) -> list[list[torch.Tensor]]:
+    """Regroup one encoder batch's per-item outputs into one list per request, in input order."""
+    out, i = [], 0
+    for mm in inputs:
+        out.append(list(feats[i : i + len(mm.items)]))
+        i += len(mm.items)
+    return out
+
+
+def placeholder_prefill(model: Any, text_ids: Sequence[int], token: int,
+                        feats: Sequence[torch.Tensor]) -> PrefillInputs:
+    """Prefill inputs of a family whose items are runs of one placeholder token (no M-RoPE)."""
+    ids = layout_ids(text_ids, [[token] * f.shape[0] for f in feats])
+    input_ids, embeds = merge_embeds(model, ids, token, feats)
+    return PrefillInputs(input_ids=input_ids, inputs_embeds=embeds, position_ids=None, rope_delta=0)
+

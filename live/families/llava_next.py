@@ -34,7 +34,8 @@ from live.families.base import (
     check_items,
     check_size,
     layout_ids,
-    merge_embeds,
+    per_request,
+    placeholder_prefill,
     randn,
 )
 
@@ -171,11 +172,7 @@ class LlavaNext:
         pixels = torch.cat([t for mm in inputs for t in mm.items])
         sizes = torch.tensor([m for mm in inputs for m in mm.meta], dtype=torch.long)
         feats = list(model.get_image_features(pixel_values=pixels, image_sizes=sizes).pooler_output)
-        out, i = [], 0
-        for mm in inputs:
-            out.append(feats[i : i + len(mm.items)])
-            i += len(mm.items)
-        return out
+        return per_request(feats, inputs)
 
     def prefill_inputs(
         self,
@@ -185,10 +182,7 @@ class LlavaNext:
         meta: Sequence[tuple[int, ...]],
         feats: Sequence[torch.Tensor],
     ) -> PrefillInputs:
-        img = model.config.image_token_index
-        ids = layout_ids(text_ids, [[img] * f.shape[0] for f in feats])
-        input_ids, embeds = merge_embeds(model, ids, img, feats)
-        return PrefillInputs(input_ids=input_ids, inputs_embeds=embeds, position_ids=None, rope_delta=0)
+        return placeholder_prefill(model, text_ids, model.config.image_token_index, feats)
 
     def generate_kwargs(self, model: Any, text_ids: Sequence[int], mm: MMInput) -> dict[str, Any]:
         tokens = self.validate(model.config, mm)

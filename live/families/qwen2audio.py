@@ -33,7 +33,8 @@ from live.families.base import (
     check_items,
     check_size,
     layout_ids,
-    merge_embeds,
+    per_request,
+    placeholder_prefill,
     randn,
 )
 
@@ -143,11 +144,7 @@ class Qwen2Audio:
         hidden = tower(features, attention_mask=mask).last_hidden_state
         projected = model.model.multi_modal_projector(hidden)
         clips = [projected[i, : int(out_len[i])] for i in range(batch)]
-        out, i = [], 0
-        for mm in inputs:
-            out.append(clips[i : i + len(mm.items)])
-            i += len(mm.items)
-        return out
+        return per_request(clips, inputs)
 
     def prefill_inputs(
         self,
@@ -157,10 +154,7 @@ class Qwen2Audio:
         meta: Sequence[tuple[int, ...]],
         feats: Sequence[torch.Tensor],
     ) -> PrefillInputs:
-        tok = model.config.audio_token_index
-        ids = layout_ids(text_ids, [[tok] * f.shape[0] for f in feats])
-        input_ids, embeds = merge_embeds(model, ids, tok, feats)
-        return PrefillInputs(input_ids=input_ids, inputs_embeds=embeds, position_ids=None, rope_delta=0)
+        return placeholder_prefill(model, text_ids, model.config.audio_token_index, feats)
 
     def generate_kwargs(self, model: Any, text_ids: Sequence[int], mm: MMInput) -> dict[str, Any]:
         counts = self.validate(model.config, mm)
