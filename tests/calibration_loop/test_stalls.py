@@ -10,31 +10,11 @@ from calibration.fit import FittedProfile
 from calibration.loop.host import HostModel
 from calibration.loop.refit import samples_from_log
 from calibration.loop.stalls import find_pauses, fit_stalls, pause_summary
-from easerve_core import Cluster, Deployment, Modality, Request
+from easerve_core import Deployment, Modality, Request
 from sim import SimOptions, simulate
 from sim.stalls import Stall, make_stall_plan
+from tests.calibration_loop.helpers import CLUSTER, Flat
 
-
-class Flat:
-    """Encode 0.1 s per item, prefill 0.05 s, decode steps 0.01 s; no bytes."""
-
-    def encode_s(self, items, sm_share=1.0):
-        return 0.1 * len(items)
-
-    def prefill_s(self, seq_lens, sm_share=1.0):
-        return 0.05 * len(seq_lens)
-
-    def decode_step_s(self, batch_size, context_tokens):
-        return 0.01
-
-    def embed_bytes(self, mm_tokens):
-        return 0
-
-    def kv_bytes(self, num_tokens):
-        return 0
-
-
-CLUSTER = Cluster(gpu="cpu", num_gpus=8, link_bytes_per_s=1e12, link_latency_s=0.0, num_links=8)
 DEP = Deployment(encode={"num_workers": 1}, prefill={"num_workers": 1, "tp": 1},
                  decode={"num_workers": 1, "tp": 1}, max_encode_batch=1, remote_fraction=1.0,
                  sm_sharing="none")

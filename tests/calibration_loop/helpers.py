@@ -1,0 +1,27 @@
+"""Shared test doubles for the calibration-loop tests."""
+
+from __future__ import annotations
+
+from easerve_core import Cluster
+
+
+class Flat:
+    """Encode 0.1 s per item, prefill 0.05 s, decode steps 0.01 s; no bytes."""
+
+    def encode_s(self, items, sm_share=1.0):
+        return 0.1 * len(items)
+
+    def prefill_s(self, seq_lens, sm_share=1.0):
+        return 0.05 * len(seq_lens)
+
+    def decode_step_s(self, batch_size, context_tokens):
+        return 0.01
+
+    def embed_bytes(self, mm_tokens):
+        return 0
+
+    def kv_bytes(self, num_tokens):
+        return 0
+
+
+CLUSTER = Cluster(gpu="cpu", num_gpus=8, link_bytes_per_s=1e12, link_latency_s=0.0, num_links=8)
