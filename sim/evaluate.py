@@ -3,7 +3,9 @@
 :func:`make_evaluator` draws the target workload once (seeded) and returns a
 :class:`SimEvaluator`, a picklable callable that simulates every deployment
 on those same requests and returns its goodput (requests/s meeting the SLO,
-``easerve_core.slo.goodput_rps``). The same requests for every trial keep
+``easerve_core.slo.goodput_rps``); with ``num_samples`` > 1 it draws that many
+request streams (seeds ``seed``, ``seed + 1``, ...) and returns the mean, so a
+deployment near a capacity cliff is not judged on one lucky stream. The same requests for every trial keep
 the comparison between deployments free of workload noise; a modest request
 count (``num_requests``, default 250) keeps one trial to about a second.
 """
@@ -40,16 +42,22 @@ class SimEvaluator:
     sm_share_table: SMShareTable | None = None
     options: SimOptions = field(
         default_factory=lambda: SimOptions(record_utilization=False, record_queues=False))
+    #: further request streams; the goodput is the mean over all of them
+    more_requests: tuple[tuple[Request, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.requests:
             raise ValueError("requests must not be empty")
 
     def __call__(self, deployment: Deployment) -> float:
-        result = simulate(deployment, list(self.requests), self.profile, cluster=self.cluster,
-                          seed=self.seed, sm_share_table=self.sm_share_table,
-                          options=self.options)
-        return goodput_rps(result.records, self.slo)
+        streams = (self.requests, *self.more_requests)
+        total = 0.0
+        for requests in streams:
+            result = simulate(deployment, list(requests), self.profile, cluster=self.cluster,
+                              seed=self.seed, sm_share_table=self.sm_share_table,
+                              options=self.options)
+            total += goodput_rps(result.records, self.slo)
+        return total / len(streams)
 
 
 def make_evaluator(
@@ -63,16 +71,23 @@ def make_evaluator(
     num_requests: int = DEFAULT_NUM_REQUESTS,
     sm_share_table: SMShareTable | None = None,
     options: SimOptions | None = None,
+    num_samples: int = 1,
 ) -> SimEvaluator:
     """An evaluator for ``workload_spec`` (at ``rate_hz`` if given), ``num_requests`` long.
 
-    A trace workload keeps its own requests (time-scaled to ``rate_hz``).
+    A trace workload keeps its own requests (time-scaled to ``rate_hz``) and
+    ignores ``num_samples``.
     """
+    num_samples = _check.integer("num_samples", num_samples, minimum=1)
     spec = workload_spec if rate_hz is None else workload_spec.with_rate(rate_hz)
     if spec.trace is None:
         spec = replace(spec, num_requests=_check.integer("num_requests", num_requests, minimum=1))
     requests = tuple(generate(spec, np.random.default_rng(seed)))
+    more: tuple[tuple[Request, ...], ...] = ()
+    if spec.trace is None:
+        more = tuple(tuple(generate(spec, np.random.default_rng(seed + k)))
+                     for k in range(1, num_samples))
     opts = options or SimOptions()
     opts = replace(opts, record_utilization=False, record_queues=False)
     return SimEvaluator(profile=profile, requests=requests, cluster=cluster, slo=slo, seed=seed,
-                        sm_share_table=sm_share_table, options=opts)
+                        sm_share_table=sm_share_table, options=opts, more_requests=more)

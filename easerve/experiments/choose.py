@@ -54,12 +54,19 @@ def _space(setup: Setup, rate_hz: float, tier: str) -> tuple[ScreenReport, Searc
     return report, SearchSpace(allocations=report.survivor_allocations, base=base)
 
 
+#: HAS draws its request streams from seeds far from the evaluation's (0, 1, 2, ...),
+#: so a deployment is chosen on other requests than those it is judged on
+HAS_SEED_OFFSET = 1000
+
+
 def _study(setup: Setup, space: SearchSpace, *, rate_hz: float, tier: str, sampler: str,
-           trials: int, seed: int, num_requests: int, storage: str) -> pd.DataFrame:
+           trials: int, seed: int, num_requests: int, storage: str,
+           num_samples: int = 1) -> pd.DataFrame:
     evaluator = make_evaluator(setup.profile, setup.workload, setup.cluster, setup.slos[tier],
-                               seed, rate_hz=rate_hz, num_requests=num_requests,
-                               sm_share_table=setup.sm_table)
-    name = f"{setup.modality}-{tier}-r{rate_hz:g}-{sampler}-seed{seed}-n{num_requests}-t{trials}"
+                               HAS_SEED_OFFSET + seed, rate_hz=rate_hz, num_requests=num_requests,
+                               sm_share_table=setup.sm_table, num_samples=num_samples)
+    name = (f"{setup.modality}-{tier}-r{rate_hz:g}-{sampler}-seed{seed}-n{num_requests}"
+            f"x{num_samples}-t{trials}")
     settings = SearchSettings(sampler=sampler, num_trials=trials, seed=seed, storage=storage,
                               study_name=name)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -67,7 +74,8 @@ def _study(setup: Setup, space: SearchSpace, *, rate_hz: float, tier: str, sampl
 
 
 def choose(setup: Setup, *, rate_hz: float, tier: str = "moderate", trials: int = 30,
-           seed: int = 0, num_requests: int = 250, storage: str | None = None) -> Choice:
+           seed: int = 0, num_requests: int = 250, num_samples: int = 1,
+           storage: str | None = None) -> Choice:
     """The TPE-chosen EAServe deployment for ``setup`` at ``rate_hz`` (or the next feasible rate)."""
     ladder = [rate_hz] + [r for r in RATE_LADDER_HZ if r < rate_hz]
     last_error: ValueError | None = None
@@ -80,7 +88,8 @@ def choose(setup: Setup, *, rate_hz: float, tier: str = "moderate", trials: int 
         with tempfile.TemporaryDirectory() as tmp:
             url = storage or str(Path(tmp) / "has.db")
             frame = _study(setup, space, rate_hz=rate, tier=tier, sampler="tpe", trials=trials,
-                           seed=seed, num_requests=num_requests, storage=url)
+                           seed=seed, num_requests=num_requests, storage=url,
+                           num_samples=num_samples)
         return Choice(modality=setup.modality, deployment=best_deployment(frame),
                       planned_rate_hz=rate, requested_rate_hz=rate_hz,
                       num_candidates=len(report.candidates), num_survivors=len(report.survivors),

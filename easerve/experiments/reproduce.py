@@ -35,13 +35,15 @@ class Plan:
     has_trials: int
     has_requests: int
     convergence_seeds: tuple[int, ...]
+    has_samples: int = 1
     nominal_rate_hz: float = 2.0
     ablation_rate_hz: float = 10.0
     ablation_remote_fraction: float = 0.55
 
 
 QUICK = Plan(scale=studies.QUICK, has_trials=12, has_requests=150, convergence_seeds=(0, 1))
-FULL = Plan(scale=studies.FULL, has_trials=30, has_requests=500, convergence_seeds=(0, 1, 2, 3, 4))
+FULL = Plan(scale=studies.FULL, has_trials=30, has_requests=500, convergence_seeds=(0, 1, 2, 3, 4),
+            has_samples=2)
 
 
 class _Log:
@@ -65,7 +67,8 @@ class _Chooser:
         if key not in self.cache:
             self.cache[key] = choose(self.setups[modality], rate_hz=rate_hz,
                                      trials=self.plan.has_trials,
-                                     num_requests=self.plan.has_requests)
+                                     num_requests=self.plan.has_requests,
+                                     num_samples=self.plan.has_samples)
         return self.cache[key]
 
     def deployment_for(self) -> Callable[[str, str, float], Deployment]:
