@@ -62,8 +62,9 @@ HAS_SEED_OFFSET = 1000
 def _study(setup: Setup, space: SearchSpace, *, rate_hz: float, tier: str, sampler: str,
            trials: int, seed: int, num_requests: int, storage: str,
            num_samples: int = 1) -> pd.DataFrame:
+    """One study; ``seed`` seeds the sampler, the request streams are the same for every seed."""
     evaluator = make_evaluator(setup.profile, setup.workload, setup.cluster, setup.slos[tier],
-                               HAS_SEED_OFFSET + seed, rate_hz=rate_hz, num_requests=num_requests,
+                               HAS_SEED_OFFSET, rate_hz=rate_hz, num_requests=num_requests,
                                sm_share_table=setup.sm_table, num_samples=num_samples)
     name = (f"{setup.modality}-{tier}-r{rate_hz:g}-{sampler}-seed{seed}-n{num_requests}"
             f"x{num_samples}-t{trials}")
@@ -99,7 +100,7 @@ def choose(setup: Setup, *, rate_hz: float, tier: str = "moderate", trials: int 
 
 
 def convergence(setup: Setup, *, rate_hz: float, tier: str = "moderate", trials: int = 30,
-                seeds: Sequence[int] = (0, 1, 2), num_requests: int = 250,
+                seeds: Sequence[int] = (0, 1, 2), num_requests: int = 250, num_samples: int = 1,
                 storage: str | None = None) -> tuple[pd.DataFrame, float]:
     """Best-so-far curves of TPE and random per seed, and the exhaustive grid's best."""
     _report, space = _space(setup, rate_hz, tier)
@@ -109,10 +110,11 @@ def convergence(setup: Setup, *, rate_hz: float, tier: str = "moderate", trials:
         for sampler in ("tpe", "random"):
             for seed in seeds:
                 f = _study(setup, space, rate_hz=rate_hz, tier=tier, sampler=sampler,
-                           trials=trials, seed=seed, num_requests=num_requests, storage=url)
+                           trials=trials, seed=seed, num_requests=num_requests, storage=url,
+                           num_samples=num_samples)
                 frames.append(pd.DataFrame({
                     "modality": setup.modality, "sampler": sampler, "seed": seed,
                     "trial": range(1, len(f) + 1), "best_goodput_rps": f["best_so_far_rps"]}))
         grid = _study(setup, space, rate_hz=rate_hz, tier=tier, sampler="grid", trials=1,
-                      seed=0, num_requests=num_requests, storage=url)
+                      seed=0, num_requests=num_requests, storage=url, num_samples=num_samples)
     return pd.concat(frames, ignore_index=True), float(grid["goodput_rps"].max())

@@ -155,7 +155,8 @@ def reproduce(out: Path, *, quick: bool = False, quiet: bool = False) -> Path:
     for modality, setup in setups.items():
         rate = chooser(modality, nominal).planned_rate_hz
         frame, best = convergence(setup, rate_hz=rate, trials=plan.has_trials,
-                                  seeds=plan.convergence_seeds, num_requests=plan.has_requests)
+                                  seeds=plan.convergence_seeds, num_requests=plan.has_requests,
+                                  num_samples=plan.has_samples)
         conv_frames.append(frame.assign(rate_hz=rate))
         grid_best[modality] = best
     tables["has_convergence"] = pd.concat(conv_frames, ignore_index=True)
