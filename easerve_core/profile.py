@@ -18,12 +18,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from easerve_core._io import write_text_atomic
 from easerve_core.sm_share import SMShareTable
 
 PROFILE_FORMAT = "easerve.profile"
@@ -163,18 +163,7 @@ class ProfileDoc:
 
 def save_profile_doc(doc: ProfileDoc, path: str | os.PathLike[str]) -> Path:
     """Write ``doc`` as JSON, atomically (a crash never leaves half a file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(doc.to_json_dict(), indent=2, sort_keys=True) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_text_atomic(path, json.dumps(doc.to_json_dict(), indent=2, sort_keys=True) + "\n")
 
 
 def load_profile_doc(path: str | os.PathLike[str]) -> ProfileDoc:

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from easerve_core._io import write_text_atomic
 
 SAMPLES_FORMAT = "easerve.samples"  # calibration.fit.SAMPLES_FORMAT (not imported: it needs scipy)
 SAMPLES_VERSION = 1
@@ -94,14 +94,4 @@ def short_stages(samples: Mapping[str, Any]) -> dict[str, int]:
 
 def write(samples: Mapping[str, Any], path: Path) -> Path:
     """Strict JSON, written atomically (a time-out never leaves half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(samples, indent=1, sort_keys=True, allow_nan=False) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_text_atomic(path, json.dumps(samples, indent=1, sort_keys=True, allow_nan=False) + "\n")

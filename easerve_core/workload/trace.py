@@ -15,11 +15,11 @@ import csv
 import io
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from easerve_core._io import write_text_atomic
 from easerve_core.request import Request
 
 TRACE_FIELDS = ("request_id", "arrival_s", "modality", "prompt_tokens", "output_tokens",
@@ -131,13 +131,4 @@ def write_trace(requests: Iterable[Request], path: str | os.PathLike[str]) -> Pa
                 "modality": r.modality.value, "prompt_tokens": r.prompt_tokens,
                 "output_tokens": r.output_tokens, "mm_tokens_per_item": list(r.mm_tokens_per_item),
             }) + "\n")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(buf.getvalue())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_text_atomic(path, buf.getvalue())
