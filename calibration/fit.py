@@ -21,7 +21,6 @@ out of n (docs/calibration.md; 1 = one thread, which no share can split).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,8 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
+
+from easerve_core._io import read_json
 
 SAMPLES_FORMAT = "easerve.samples"
 SAMPLES_VERSION = 1
@@ -229,12 +230,7 @@ def fit_samples(samples: Mapping[str, Any]) -> FitResult:
 def load_samples(path: str | Path) -> dict[str, Any]:
     """Read a samples file: format/version tag, model, gpu, tp, byte sizes, per-stage rows."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"samples file not found: {path}") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    data = read_json(path, what="samples")
     if not isinstance(data, dict):
         raise ValueError(f"{path}: samples must be a JSON object")
     if data.get("format") != SAMPLES_FORMAT or data.get("version") != SAMPLES_VERSION:

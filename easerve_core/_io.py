@@ -1,10 +1,17 @@
-"""Atomic file writes: a crash or a time-out never leaves half a file behind."""
+"""File helpers: atomic writes, and JSON/TOML reads whose errors name the file.
+
+A crash or a time-out never leaves half a written file behind; a missing or
+malformed input file is one ``ValueError`` naming it, never a traceback.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+import tomllib
 from pathlib import Path
+from typing import Any
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
@@ -20,3 +27,25 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def read_json(path: str | os.PathLike[str], *, what: str) -> Any:
+    """Parse the JSON file ``path``; ``what`` names it in the error ("profile", ...)."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{what} file not found: {path}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def read_toml(path: str | os.PathLike[str], *, what: str) -> dict[str, Any]:
+    """Parse the TOML file ``path``; ``what`` names it in the error ("config", ...)."""
+    path = Path(path)
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{what} file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML ({exc})") from None

@@ -35,13 +35,13 @@ gives the resolved config every run writes beside its results.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from easerve_core import _check
+from easerve_core._io import read_toml
 from easerve_core.deployment import Cluster, Deployment
 from easerve_core.slo import DEFAULT_TIER, SLO_TIERS
 from easerve_core.workload import WorkloadSpec
@@ -151,12 +151,7 @@ class ExperimentConfig:
 def load_experiment(path: str | Path) -> ExperimentConfig:
     """Read and validate an experiment TOML file."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"config file not found: {path}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: not valid TOML ({exc})") from None
+    data = read_toml(path, what="config")
     config = ExperimentConfig.from_dict(data, base_dir=path.parent)
     return _with_source(config, path)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from easerve_core._io import write_text_atomic
+from easerve_core._io import read_json, write_text_atomic
 from easerve_core.sm_share import SMShareTable
 
 PROFILE_FORMAT = "easerve.profile"
@@ -168,11 +168,4 @@ def save_profile_doc(doc: ProfileDoc, path: str | os.PathLike[str]) -> Path:
 
 def load_profile_doc(path: str | os.PathLike[str]) -> ProfileDoc:
     """Read and validate a profile JSON file."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"profile file not found: {path}") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    return ProfileDoc.from_json_dict(data, where=str(path))
+    return ProfileDoc.from_json_dict(read_json(path, what="profile"), where=str(path))

@@ -8,12 +8,12 @@ follows the suffix of FILE (.csv or .jsonl; see docs/workloads.md).
 from __future__ import annotations
 
 import argparse
-import tomllib
 from pathlib import Path
 
 import numpy as np
 
 from easerve_core import _check
+from easerve_core._io import read_toml
 from easerve_core.workload import WorkloadSpec, generate, write_trace
 
 
@@ -34,12 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     if args.out.suffix.lower() not in (".csv", ".jsonl"):
         raise ValueError(f"--out must end in .csv or .jsonl, got {args.out.name!r}")
-    try:
-        data = tomllib.loads(args.config.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"config file not found: {args.config}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{args.config}: not valid TOML ({exc})") from None
+    data = read_toml(args.config, what="config")
     table = dict(data.get("workload", {}))
     if not table:
         raise ValueError(f"{args.config}: no [workload] table")
