@@ -54,6 +54,20 @@ def swept_pairs(plan: Plan, lanes: LanePool) -> tuple[StreamPair, ...]:
     return () if plan.device == "cuda" and lanes.backend == "null" else lanes.pairs
 
 
+def split_flag(drv: Any, flag: str) -> int | None:
+    """``CU_DEV_SM_RESOURCE_SPLIT_<flag>`` from whichever enum these bindings put it in, else None.
+
+    The enum's own name differs between cuda-bindings releases (13.3 has no
+    ``CUdevSmResourceSplit_flags``), so look for the member, not the class.
+    """
+    member = f"CU_DEV_SM_RESOURCE_SPLIT_{flag}"
+    for name in dir(drv):
+        enum = getattr(drv, name)
+        if isinstance(enum, type) and hasattr(enum, member):
+            return int(getattr(enum, member))
+    return None
+
+
 def split_table() -> list[dict[str, Any]]:
     """What ``cuDevSmResourceSplitByCount`` gives for a few minCounts and flags (CUDA only)."""
     drv = importlib.import_module("cuda.bindings.driver")
@@ -61,8 +75,7 @@ def split_table() -> list[dict[str, Any]]:
     full = drv.cuDeviceGetDevResource(dev, drv.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM)[1]
     rows = []
     for flag in ("0", "IGNORE_SM_COSCHEDULING", "MAX_POTENTIAL_CLUSTER_SIZE"):
-        flags = drv.CUdevSmResourceSplit_flags
-        value = 0 if flag == "0" else getattr(flags, f"CU_DEV_SM_RESOURCE_SPLIT_{flag}", None)
+        value = 0 if flag == "0" else split_flag(drv, flag)
         for n in (2, 4, 8, 16, 24, 64, 128):
             if value is None:
                 rows.append({"flags": flag, "min_count": n, "error": "flag missing in these bindings"})

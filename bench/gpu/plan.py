@@ -33,8 +33,11 @@ SCHEMAS: Mapping[str, tuple[str, ...]] = {
                "total_sms", "layers_built", "layers_full", "reps", "wall_ms_median", "layer_full_ms",
                "layer_sliding_ms", "outside_ms", "scaled_ms"),
     "ablation.csv": ("model", "mode", "index", "batch_size", "encode_share", "prefill_share", "encode_lane",
-                     "prefill_lane", "encode_ms", "prefill_ms", "wall_ms"),
+                     "prefill_lane", "partition_passes", "encode_ms", "prefill_ms", "wall_ms"),
 }
+
+#: what a run can measure; a rerun names a subset (``--sections``). The SM levels are always built.
+SECTIONS = ("green", "encode", "prefill", "decode", "ablation", "samples")
 
 #: every model pair the run covers, in priority order (the ablation's pair first)
 MODELS = ("ultravox-v0.6-gemma3-27b", "llava-v1.6-34b", "qwen2.5-vl-32b")
@@ -63,9 +66,12 @@ class Plan:
     ablation_model: str = MODELS[0]
     ablation_batches: int = 40
     ablation_prefill_len: int = 1024
-    ablation_modes: tuple[str, ...] = ("none", "time-slice", "static", "dynamic")
+    ablation_modes: tuple[str, ...] = ("none", "time-slice", "static", "dynamic",
+                                       "static-held", "dynamic-held")
     static_share: float = 0.5
     share_tolerance: float = 0.05
+    shape_check_point: tuple[int, int] = (8, 2048)  # (batch, context) of the decode first-call check
+    sections: tuple[str, ...] = SECTIONS
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -75,8 +81,17 @@ class Plan:
             raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
         if not self.total_budget_s > 0:
             raise ValueError(f"total_budget_s must be > 0, got {self.total_budget_s!r}")
+        unknown = sorted(set(self.sections) - set(SECTIONS))
+        if unknown:
+            raise ValueError(f"unknown sections {unknown}; known: {', '.join(SECTIONS)}")
         if self.ablation_model not in self.models:
             raise ValueError(f"ablation_model {self.ablation_model!r} is not in models {self.models}")
+
+    def runs(self, section: str) -> bool:
+        """Whether this run measures ``section`` (one of :data:`SECTIONS`)."""
+        if section not in SECTIONS:
+            raise ValueError(f"unknown section {section!r}; known: {', '.join(SECTIONS)}")
+        return section in self.sections
 
     def budget_s(self, section: str) -> float:
         if section not in self.section_budget_s:
@@ -88,9 +103,9 @@ def full_plan(gpu_label: str) -> Plan:
     """The H200 run: at most 380 s after start-up, inside the wrapper's 450 s limit.
 
     Budgets are caps per section (encode and lm: per model); the sum of caps
-    (30 + 3 x (45 + 35) + 50 = 320 s) leaves time for building the models.
+    (30 + 3 x (45 + 35) + 70 = 340 s) leaves time for building the models.
     """
-    budgets = {"green": 30.0, "encode": 45.0, "lm": 35.0, "ablation": 50.0}
+    budgets = {"green": 30.0, "encode": 45.0, "lm": 35.0, "ablation": 70.0}
     return Plan(size="full", device="cuda", gpu_label=gpu_label, total_budget_s=380.0,
                 section_budget_s=budgets)
 
@@ -101,6 +116,7 @@ def dry_plan() -> Plan:
     return Plan(size="tiny", device="cpu", gpu_label="cpu-dry-run", total_budget_s=90.0,
                 section_budget_s=budgets, batch_sizes=(1, 2, 4), prefill_lens=(8, 16, 32),
                 prefill_level_len=16, decode_batches=(1, 2), decode_contexts=(8, 16),
+                shape_check_point=(2, 8),
                 reps=Reps(warmup=1, min=1, max=1, target_s=0.0), gemm_n=64, gemm_reps=2,
                 switch_iters=2000, ablation_batches=6, ablation_prefill_len=16)
 

@@ -22,6 +22,7 @@ import argparse
 import dataclasses
 import faulthandler
 import importlib.metadata as md
+import json
 import os
 import platform
 import sys
@@ -38,7 +39,7 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 
 from bench.gpu import ablation, green_checks, samples, stage_sweeps  # noqa: E402
-from bench.gpu.plan import Plan, Sink, dry_plan, full_plan  # noqa: E402
+from bench.gpu.plan import SECTIONS, Plan, Sink, dry_plan, full_plan  # noqa: E402
 from easerve_core.sm_share import SMShareTable  # noqa: E402
 from live.gpu.realsize import PAIRS, EncoderStage, build_encoder, build_lm  # noqa: E402
 from live.gpu.realsize_lm import LMStage  # noqa: E402
@@ -66,6 +67,11 @@ def env_info(plan: Plan) -> dict[str, Any]:
         info.update(device_name=props.name, sm_count=props.multi_processor_count,
                     capability=list(torch.cuda.get_device_capability(0)), torch_cuda=torch.version.cuda,
                     memory_bytes=props.total_memory)
+        sdp = {}  # which attention kernels SDPA may pick (a new-shape cost depends on it)
+        for kind in ("flash", "mem_efficient", "cudnn", "math"):
+            check = getattr(torch.backends.cuda, f"{kind}_sdp_enabled", None)
+            sdp[kind] = bool(check()) if check is not None else None
+        info["sdp_enabled"] = sdp
     return info
 
 
@@ -85,30 +91,38 @@ def section(sink: Sink, name: str, fn: Callable[[], Any]) -> Any:
     return result
 
 
-def run_model(plan: Plan, sink: Sink, model: str, lanes: Any, deadline: Deadline) -> None:
+def run_model(plan: Plan, sink: Sink, model: str, lanes: Any, deadline: Deadline,
+              earlier_tables: dict[str, SMShareTable]) -> None:
     enc_name, lm_name = PAIRS[model]
     dtype = torch.bfloat16 if plan.device == "cuda" else torch.float32
-    enc = section(sink, f"build:{enc_name}",
-                  lambda: build_encoder(enc_name, size=plan.size, device=plan.device, dtype=dtype))
+    ablate = model == plan.ablation_model and plan.runs("ablation")
+    enc = None
+    if plan.runs("encode") or ablate:
+        enc = section(sink, f"build:{enc_name}",
+                      lambda: build_encoder(enc_name, size=plan.size, device=plan.device, dtype=dtype))
     latency: dict[tuple[int, float], float] = {}
-    if enc is not None:
+    if enc is not None and plan.runs("encode"):
         latency = section(sink, f"encode:{model}", lambda: stage_sweeps.encode_sweep(
             plan, model, enc, lanes, sink, deadline.within(plan.budget_s("encode")))) or {}
-    lm = section(sink, f"build:{lm_name}", lambda: build_lm(
-        lm_name, size=plan.size, num_layers=plan.lm_layers, device=plan.device, dtype=dtype))
+    lm = None
+    if plan.runs("prefill") or plan.runs("decode") or ablate:
+        lm = section(sink, f"build:{lm_name}", lambda: build_lm(
+            lm_name, size=plan.size, num_layers=plan.lm_layers, device=plan.device, dtype=dtype))
     rows: list[dict[str, Any]] = []
-    if lm is not None:
+    if lm is not None and (plan.runs("prefill") or plan.runs("decode")):
         rows = section(sink, f"lm:{model}", lambda: stage_sweeps.lm_sweep(
             plan, model, lm, lanes, sink, deadline.within(plan.budget_s("lm")))) or []
     enforced = bool(green_checks.swept_pairs(plan, lanes))
-    table = None
+    table = earlier_tables.get(model)
     if latency and enforced:  # measured at the granted shares; the fitted profile's table is separate
         table = SMShareTable.from_measurements(latency, tolerance=plan.share_tolerance)
         sink.summary.setdefault("sm_share_table", {})[model] = table.to_dict()
-    if model == plan.ablation_model and enc is not None and lm is not None and table is not None:
+    if ablate and table is not None:
+        sink.summary["ablation_share_table"] = {model: table.to_dict()}
+    if ablate and enc is not None and lm is not None and table is not None:
         sink.summary["ablation"] = section(sink, "ablation", lambda: ablation.run(
             plan, enc, lm, lanes, table, sink, deadline.within(plan.budget_s("ablation"))))
-    if enc is not None and lm is not None and (latency or rows):
+    if plan.runs("samples") and enc is not None and lm is not None and (latency or rows):
         section(sink, f"samples:{model}", lambda: write_samples(plan, sink, model, enc, lm, latency, rows))
     if plan.device == "cuda":  # the caller drops this pair's models; return their cached blocks
         torch.cuda.empty_cache()
@@ -151,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="CPU, tiny models, fake SM levels")
     parser.add_argument("--out", default=None, help="output folder (default: $OUT, else runs/device_check)")
     parser.add_argument("--models", nargs="*", default=None, help="subset of model pairs to profile")
+    parser.add_argument("--sections", default=None,
+                        help=f"comma-separated subset of {','.join(SECTIONS)} (a rerun); default all")
+    parser.add_argument("--share-tables", type=Path, default=None,
+                        help="an earlier run's summary.json: its measured SM-share tables drive the "
+                             "ablation when this run does not measure encode")
     args = parser.parse_args(argv)
     out = Path(args.out or os.environ.get("OUT") or ROOT / "runs" / "device_check")
     if not args.dry_run and not torch.cuda.is_available():
@@ -162,27 +181,38 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"unknown models {unknown}; known: {', '.join(PAIRS)}")
         plan = dataclasses.replace(plan, models=tuple(args.models), ablation_model=args.models[0])
+    if args.sections:
+        try:
+            plan = dataclasses.replace(plan, sections=tuple(x.strip() for x in args.sections.split(",")))
+        except ValueError as exc:
+            parser.error(f"--sections: {exc}")
+    earlier = {}
+    if args.share_tables:
+        tables = json.loads(args.share_tables.read_text()).get("sm_share_table") or {}
+        earlier = {m: SMShareTable.from_dict(t) for m, t in tables.items()}
     if plan.device == "cpu":
         torch.set_num_threads(1)  # 2-vCPU machines time erratically with more (notes/tiny-models.md)
     faulthandler.dump_traceback_later(plan.total_budget_s + 40, exit=True)  # a hang still ends the run
     deadline = Deadline.after(plan.total_budget_s)
     sink = Sink(out)
     sink.summary["env"] = env_info(plan)
+    sink.summary["env"]["sections"] = list(plan.sections)
     torch.manual_seed(plan.seed)
     with torch.inference_mode():
         lanes, pool = green_checks.build_pool(plan, sink)
         sink.write_summary()
         green_deadline = deadline.within(plan.budget_s("green"))
-        if pool is not None:
+        if pool is not None and plan.runs("green"):
             section(sink, "green:split_table", lambda: green_checks.split_table_section(sink))
-        section(sink, "green:confinement",
-                lambda: green_checks.confinement(plan, lanes, sink, green_deadline))
-        section(sink, "green:switch", lambda: green_checks.switch_section(plan, lanes, sink))
+        if plan.runs("green"):
+            section(sink, "green:confinement",
+                    lambda: green_checks.confinement(plan, lanes, sink, green_deadline))
+            section(sink, "green:switch", lambda: green_checks.switch_section(plan, lanes, sink))
         for model in plan.models:
             if deadline.expired():
                 sink.summary["sections"][f"skipped:{model}"] = "total budget spent"
                 continue
-            run_model(plan, sink, model, lanes, deadline)
+            run_model(plan, sink, model, lanes, deadline, earlier)
         if pool is not None:
             section(sink, "green:close", pool.close)
     sink.summary["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -11,11 +11,18 @@ measured per-layer time of each layer type (:meth:`LMStage.scale_s`):
 * decode: one step for a batch of ``B`` rows of ``context`` cached tokens each
   (random KV), on the full-device lane. Decode runs eagerly (no CUDA graph),
   so small batches include Python launch time, as the live executor does.
+  Every rep gets a fresh cache of exactly ``context`` tokens: reusing one
+  cache grows it by a token per call, so each call met a new KV length, and
+  on the H200 of 2026-11-30 each new length cost ~37 ms once (inside whichever
+  layer first saw it), which the per-layer scaling then multiplied by the
+  depth (bench/gpu/RESULTS.md). :func:`decode_shape_check` measures that
+  first-call cost on its own.
 """
 
 from __future__ import annotations
 
 import statistics
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -75,8 +82,68 @@ def _layer_ms(stage: LMStage, fn: Any, clock: Clock) -> dict[str, float]:
 def _lm_point(plan: Plan, stage: LMStage, lane: Lane, fn: Any, clock: Clock, deadline: Deadline,
               base: dict[str, Any]) -> dict[str, Any]:
     times = repeat_s(fn, clock, plan.reps, deadline)
+    return _lm_row(stage, lane, times, _layer_ms(stage, fn, clock), base)
+
+
+def _decode_point(plan: Plan, stage: LMStage, lane: Lane, clock: Clock, deadline: Deadline, b: int, n: int,
+                  base: dict[str, Any]) -> dict[str, Any]:
+    """One decode step over a fresh ``n``-token cache per rep: wall time and per-layer marks together."""
+    kw = cache_kwarg(stage.model)
+    device = next(stage.model.parameters()).device
+    times: list[float] = []
+    by_type: dict[str, list[float]] = defaultdict(list)
+    for i in range(plan.reps.warmup + plan.reps.max):
+        cache = random_cache(stage, b, n)
+        ids = torch.randint(3, stage.dims.vocab, (b, 1), device=device)
+        clock.sync()  # the cache was made on the default stream
+        with LayerTimer(stage.layers, clock) as timer:
+            t0 = time.perf_counter()
+            with lane.activate():
+                stage.model(input_ids=ids, use_cache=True, **{kw: cache})
+            clock.sync()
+            elapsed = time.perf_counter() - t0
+        del cache
+        if i < plan.reps.warmup:
+            continue
+        times.append(elapsed)
+        for kind, seconds in zip(stage.built_types, timer.layer_s(), strict=True):
+            by_type[kind].append(seconds * 1e3)
+        if (len(times) >= plan.reps.min and sum(times) >= plan.reps.target_s) or deadline.expired():
+            break
+    per = {kind: statistics.median(v) for kind, v in by_type.items()}
+    return _lm_row(stage, lane, times, per, base)
+
+
+def decode_shape_check(plan: Plan, stage: LMStage, b: int, n: int, steps: int = 4) -> dict[str, Any]:
+    """Step ms on one growing cache (a new KV length each call) vs. fresh caches of one length.
+
+    Says whether the first call at a new length pays a one-off cost (e.g. an
+    attention kernel plan built per shape), which the fixed-length sweep avoids.
+    """
+    kw = cache_kwarg(stage.model)
+    device = next(stage.model.parameters()).device
+    clock = Clock(plan.device)
+
+    def step(cache: Any) -> float:
+        ids = torch.randint(3, stage.dims.vocab, (b, 1), device=device)
+        clock.sync()
+        t0 = time.perf_counter()
+        stage.model(input_ids=ids, use_cache=True, **{kw: cache})
+        clock.sync()
+        return (time.perf_counter() - t0) * 1e3
+
+    growing = random_cache(stage, b, n)
+    step(growing)  # warm-up at n + 1
+    grow_ms = [step(growing) for _ in range(steps)]
+    del growing
+    fixed_ms = [step(random_cache(stage, b, n)) for _ in range(steps)]  # every call at n + 1, seen before
+    return {"batch_size": b, "context": n, "growing_cache_ms": grow_ms, "fixed_length_ms": fixed_ms,
+            "first_call_cost_ms": statistics.median(grow_ms) - statistics.median(fixed_ms)}
+
+
+def _lm_row(stage: LMStage, lane: Lane, times: list[float], per: dict[str, float],
+            base: dict[str, Any]) -> dict[str, Any]:
     wall_ms = statistics.median(times) * 1e3
-    per = _layer_ms(stage, fn, clock)
     full = stage.full_type_counts()
     built = {t: stage.built_types.count(t) for t in full}
     scaled = wall_ms + sum((full[t] - built[t]) * per.get(t, per.get("full_attention", 0.0)) for t in full)
@@ -95,32 +162,32 @@ def lm_sweep(plan: Plan, model: str, stage: LMStage, lanes: LanePool, sink: Sink
     device = next(stage.model.parameters()).device
     rows: list[dict[str, Any]] = []
     full = lanes.full.encode
-    points: list[tuple[str, int, int, Lane]] = [("prefill", 1, n, full) for n in plan.prefill_lens]
-    points += [("prefill", 1, plan.prefill_level_len, p.prefill) for p in swept_pairs(plan, lanes)]
-    points += [("decode", b, c, full) for b in plan.decode_batches for c in plan.decode_contexts]
-    kw = cache_kwarg(stage.model)
+    points: list[tuple[str, int, int, Lane]] = []
+    if plan.runs("prefill"):
+        points += [("prefill", 1, n, full) for n in plan.prefill_lens]
+        points += [("prefill", 1, plan.prefill_level_len, p.prefill) for p in swept_pairs(plan, lanes)]
+    if plan.runs("decode"):
+        b, n = plan.shape_check_point
+        sink.summary.setdefault("decode_shape_check", {})[model] = decode_shape_check(plan, stage, b, n)
+        points += [("decode", b, c, full) for b in plan.decode_batches for c in plan.decode_contexts]
     for phase, b, n, lane in points:
         if deadline.expired():
             sink.summary["sections"].setdefault("lm_cut", []).append(f"{model}: {phase} B={b} n={n}")
             break
+        base = {"model": model, "lm": stage.name, "phase": phase, "batch_size": b, "seq_len": n,
+                "context_tokens": b * n, "total_sms": lanes.total_sms}
         if phase == "prefill":
             ids = torch.randint(3, vocab, (1, n), device=device)
 
             def fn(ids: torch.Tensor = ids, lane: Lane = lane) -> None:
                 with lane.activate():
                     stage.model(input_ids=ids, logits_to_keep=1, use_cache=True)
-        else:
-            cache = random_cache(stage, b, n)
-            ids = torch.randint(3, vocab, (b, 1), device=device)
 
-            def fn(ids: torch.Tensor = ids, lane: Lane = lane, cache: Any = cache) -> None:
-                with lane.activate():
-                    stage.model(input_ids=ids, use_cache=True, **{kw: cache})
-        clock.sync()  # inputs were made on the default stream
-        base = {"model": model, "lm": stage.name, "phase": phase, "batch_size": b, "seq_len": n,
-                "context_tokens": b * n, "total_sms": lanes.total_sms}
-        row = _lm_point(plan, stage, lane, fn, clock, deadline, base)
+            clock.sync()  # inputs were made on the default stream
+            row = _lm_point(plan, stage, lane, fn, clock, deadline, base)
+            del fn
+        else:
+            row = _decode_point(plan, stage, lane, clock, deadline, b, n, base)
         sink.row("lm.csv", row)
         rows.append(row)
-        del fn
     return rows

@@ -73,7 +73,8 @@ def test_summary_records_every_section_ok(out: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert summary["errors"] == {}
     assert all(s["ok"] for s in summary["sections"].values() if isinstance(s, dict))
-    assert set(summary["ablation"]) == {"none", "time-slice", "static", "dynamic"}
+    assert set(summary["ablation"]) == {"none", "time-slice", "static", "dynamic",
+                                        "static-held", "dynamic-held"}
     assert summary["green"]["switch"]["apply_encode_and_prefill_us"] > 0
     assert summary["env"]["device"] == "cpu"
 
