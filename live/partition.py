@@ -17,7 +17,8 @@ Backends (:data:`BACKENDS`): ``cpu-threads`` turns a share into a torch
 intra-op thread count for the calling thread (``torch.set_num_threads`` is per
 thread, notes/sm-partitioning.md §7), fixed for the duration of a call.
 ``green-context`` (CUDA SM partitions, picking a pre-built stream pair per
-share level, live/gpu/green.py) needs a CUDA device; it has not run on one yet.
+share level, live/gpu/green.py) needs a CUDA device; it ran on an H200 under
+the policies of this module in the sharing ablation (bench/gpu/RESULTS.md §5).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def _green_context(total_threads: int = 0) -> Backend:
     """CUDA green contexts (live/gpu): pre-built stream pairs per SM level, picked per batch.
 
     Needs a CUDA device and ``cuda.bindings``; built only when asked for, so
-    importing this module stays CPU-only. Untested on a GPU so far (bench/gpu).
+    importing this module stays CPU-only. Built on an H200 (bench/gpu/RESULTS.md).
     """
     if not torch.cuda.is_available():
         raise ValueError("partition backend 'green-context' needs a CUDA device; use 'cpu-threads'")
