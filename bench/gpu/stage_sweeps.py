@@ -27,6 +27,7 @@ from collections import defaultdict
 from typing import Any
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from live.gpu.lanes import Lane, LanePool
 from live.gpu.realsize import EncoderStage
@@ -119,7 +120,17 @@ def decode_shape_check(plan: Plan, stage: LMStage, b: int, n: int, steps: int = 
 
     Says whether the first call at a new length pays a one-off cost (e.g. an
     attention kernel plan built per shape), which the fixed-length sweep avoids.
+    Measured with SDPA's default backends, then again with cuDNN attention
+    excluded (``without_cudnn``): if the cost goes away there, cuDNN's per-shape
+    plan is the cause.
     """
+    result = _shape_check(plan, stage, b, n, steps)
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+        result["without_cudnn"] = _shape_check(plan, stage, b, n, steps)
+    return result
+
+
+def _shape_check(plan: Plan, stage: LMStage, b: int, n: int, steps: int) -> dict[str, Any]:
     kw = cache_kwarg(stage.model)
     device = next(stage.model.parameters()).device
     clock = Clock(plan.device)
