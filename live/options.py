@@ -22,7 +22,8 @@ class LiveOptions:
     """Knobs of one live trial.
 
     Args:
-        device: where the models run (``cuda`` is a seam: untested until the GPU issue).
+        device: where the models run (``cuda``: one device per process, live/device.py;
+            run on an H200, bench/gpu/RESULTS.md §6).
         num_threads: torch intra-op threads of prefill and decode workers.
         encode_threads: threads an encode worker's partitioner divides between
             Encode and local Prefill.

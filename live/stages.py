@@ -15,7 +15,7 @@ output length.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -45,8 +45,18 @@ class KVState:
 
 @torch.no_grad()
 def encode_batch(model: Any, family: Family, inputs: Sequence[MMInput]) -> list[list[torch.Tensor]]:
-    """Per request, per item: the projected embeddings ``(tokens, hidden)``."""
-    return family.encode(model, inputs)
+    """Per request, per item: the projected embeddings ``(tokens, hidden)``.
+
+    The items (a client's tensors, on the CPU) go to the model's device first.
+    """
+    device = next(model.parameters()).device
+    return family.encode(model, [_on(mm, device) for mm in inputs])
+
+
+def _on(mm: MMInput, device: torch.device) -> MMInput:
+    if all(t.device == device for t in mm.items):
+        return mm
+    return replace(mm, items=tuple(t.to(device) for t in mm.items))
 
 
 @torch.no_grad()

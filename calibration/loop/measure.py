@@ -14,7 +14,11 @@
   green-context SM partition (live.gpu.green) and the share points are also
   fitted (the fit's share term);
 * host: transfer per byte, core contention, Encode + Prefill co-located in
-  one process, the decode loop's per-step overhead (CPU only).
+  one process, the decode loop's per-step overhead and a request's join. On
+  CUDA the transfer moves device tensors (CUDA IPC, as the live workers do),
+  and neither core contention nor co-location is measured: ``num_host_cores``
+  stays 0 (the contention model off), since a GPU host gives each worker
+  process a core of its own.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from calibration.loop.host import HostModel, fit_transfer
 from calibration.registry import SM_SHARE_LEVELS
 from live import profiling as lp
 from live import profiling_host as hp
+from live.device import use_device
 from live.gpu.green import green_context_backend
 from live.partition import Backend, CpuThreadBackend
 from live.stages import DecodeBatch, KVState, encode_batch, prefill
@@ -103,6 +108,7 @@ def measure(spec: ModelSpec, plan: CalibrationPlan, *, device: str = "cpu",
             progress: Callable[[str], None] = lambda _: None) -> Measured:
     """Run every measurement of ``plan`` on ``spec``'s model (see the module docstring)."""
     torch.set_num_threads(1)
+    use_device(device)  # inputs, caches and transfers are made on the device
     model = build_model(spec).to(device)
     cuda = device == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -118,6 +124,7 @@ def measure(spec: ModelSpec, plan: CalibrationPlan, *, device: str = "cpu",
                                      shares=plan.share_levels, backend=share_backend, **kw)
     torch.set_num_threads(1)
     if cuda:
+        torch.cuda.set_stream(torch.cuda.default_stream())  # the share backend left a lane's stream
         points += share_points
     progress("prefill")
     points += lp.measure_prefill(model, spec, lengths=plan.prefill_lengths, item_tokens=mid, backend=one,
@@ -126,7 +133,7 @@ def measure(spec: ModelSpec, plan: CalibrationPlan, *, device: str = "cpu",
     points += lp.measure_decode(model, spec, batch_sizes=plan.decode_batches, contexts=plan.decode_contexts,
                                 **kw)
     embed, kv = byte_sizes(model)
-    host, raw = (HostModel(), {}) if cuda else _measure_host(model, spec, plan, mid, progress)
+    host, raw = _measure_host(model, spec, plan, mid, progress, with_contention=not cuda)
     return Measured(points=points, share_points=share_points, host=host, raw=raw,
                     embed_bytes_per_token=embed, kv_bytes_per_token=kv)
 
@@ -165,15 +172,33 @@ def _decode_step(model: Any, spec: ModelSpec, plan: CalibrationPlan) -> Callable
 
 @torch.no_grad()
 def _measure_host(model: Any, spec: ModelSpec, plan: CalibrationPlan, mid: int,
-                  progress: Callable[[str], None]) -> tuple[HostModel, dict[str, Any]]:
+                  progress: Callable[[str], None], *,
+                  with_contention: bool = True) -> tuple[HostModel, dict[str, Any]]:
     progress("transfers")
-    transfer = hp.measure_transfer(plan.transfer_bytes, reps=plan.reps)
+    transfer = hp.measure_transfer(plan.transfer_bytes, reps=plan.reps)  # tensors on the device
     latency, bandwidth = fit_transfer(transfer)
+    dispatch_rows = transfer
+    if not with_contention:  # CUDA: the hand-offs move device tensors, the front end's inputs are CPU ones
+        with torch.device("cpu"):
+            dispatch_rows = hp.measure_transfer(plan.transfer_bytes, reps=plan.reps)
+    dispatch_latency, dispatch_bandwidth = fit_transfer(dispatch_rows)
+    mm = lp.make_items(model, spec, mid, 1)[0]
+    input_bytes = sum(int(t.numel()) * t.element_size() for t in mm.items)
+    dispatch_s = dispatch_latency + input_bytes / dispatch_bandwidth
+    step = hp.measure_step_overhead(_decode_step(model, spec, plan))
+    prompt = sorted(plan.prefill_lengths)[len(plan.prefill_lengths) // 2]
+    join = hp.measure_join(lambda: _kv_state(model, prompt), lambda: _decode_batch(model, spec, plan))
+    raw: dict[str, Any] = {"transfer": transfer, "decode_step_overhead_s": step, "decode_join_s": join,
+                           "dispatch_input_bytes": input_bytes}
+    if not with_contention:
+        raw["dispatch_transfer"] = dispatch_rows
+        host = HostModel(transfer_latency_s=latency, transfer_bytes_per_s=bandwidth,
+                         dispatch_latency_s=dispatch_s, decode_step_overhead_s=step, decode_join_s=join)
+        return host, raw
     progress("core contention")
     contention = hp.measure_contention(plan.contention_procs, duration_s=plan.contention_duration_s)
     cores = hp.fit_cores(contention)
     progress("co-location")
-    mm = lp.make_items(model, spec, mid, 1)[0]
     feats = encode_batch(model, spec.family, [mm])[0]
     text = [1, *range(5, 5 + mid)]
     modality = lp.modality_of(spec)
@@ -184,15 +209,10 @@ def _measure_host(model: Any, spec: ModelSpec, plan: CalibrationPlan, mid: int,
     # the pair also shared the cores: keep what is beyond two separate processes at once
     two = next(r["speed_frac"] for r in contention if r["procs"] == min(2, plan.contention_procs))
     colocated = min(1.0, coloc["speed_frac"] / two)
-    step = hp.measure_step_overhead(_decode_step(model, spec, plan))
-    prompt = sorted(plan.prefill_lengths)[len(plan.prefill_lengths) // 2]
-    join = hp.measure_join(lambda: _kv_state(model, prompt), lambda: _decode_batch(model, spec, plan))
-    input_bytes = sum(int(t.numel()) * t.element_size() for t in mm.items)
     host = HostModel(num_host_cores=cores, colocated_speed_frac=colocated, transfer_latency_s=latency,
                      transfer_bytes_per_s=bandwidth,
-                     dispatch_latency_s=latency + input_bytes / bandwidth, decode_step_overhead_s=step,
+                     dispatch_latency_s=dispatch_s, decode_step_overhead_s=step,
                      decode_join_s=join)
-    raw = {"transfer": transfer, "contention": contention, "colocation": coloc,
-           "decode_step_overhead_s": step, "decode_join_s": join, "dispatch_input_bytes": input_bytes,
-           "contention_median_speed": statistics.median(r["speed_frac"] for r in contention)}
+    raw.update(contention=contention, colocation=coloc,
+               contention_median_speed=statistics.median(r["speed_frac"] for r in contention))
     return host, raw

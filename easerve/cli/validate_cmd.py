@@ -26,12 +26,14 @@ import argparse
 import json
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from calibration.loop.fidelity import (
+    BARS_BY_DEVICE,
     METRICS,
     TABLE_COLUMNS,
     bar_check,
@@ -64,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="host cores for the simulator's contention model: auto (re-measure now, "
                         "default), profile (the profile's), or a number")
     p.add_argument("--rank-by", default="goodput_rps", help=f"ranking metric, one of: {', '.join(METRICS)}")
+    p.add_argument("--device", default=None,
+                   help="cpu | cuda: where the live side runs (default: the config's [live] device); "
+                        "the bars follow it (CPU 15%%/25%%, CUDA 5%%/10%% at P50/P99)")
     p.set_defaults(func=run)
 
 
@@ -93,7 +98,7 @@ def parse_spec(base: Deployment, spec: str) -> Deployment:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_experiment(args.config)
+    config = with_device(load_experiment(args.config), args.device)
     doc = load_profile_doc(args.profile)
     if args.repeats < 1:
         raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
@@ -118,6 +123,20 @@ def run(args: argparse.Namespace) -> int:
     table = _write(args, config, s.slo, results)
     print(markdown_table(table[["deployment", "metric", "sim", "live", "rel_error"]]))
     return 0
+
+
+def with_device(config: ExperimentConfig, device: str | None) -> ExperimentConfig:
+    """``config`` with its live side on ``device`` (unchanged for None)."""
+    if device is None:
+        return config
+    if device not in BARS_BY_DEVICE:
+        raise ValueError(f"--device must be one of {', '.join(BARS_BY_DEVICE)}, got {device!r}")
+    live = {**config.engine.get("live", {}), "device": device}
+    return replace(config, engine={**config.engine, "live": live})
+
+
+def live_device(config: ExperimentConfig) -> str:
+    return str(config.engine.get("live", {}).get("device", "cpu"))
 
 
 def _remeasure() -> float:
@@ -157,12 +176,13 @@ def _write(args: argparse.Namespace, config: ExperimentConfig, slo: Any, results
             r.write(out / "runs" / c.name / f"live-{i}", slo=slo)
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
     table.to_csv(out / "fidelity.csv", index=False)
-    bars = bar_check(table)
+    bars = bar_check(table, BARS_BY_DEVICE[live_device(config)])
     rank = ranking(table, args.rank_by) if len(results) > 1 else None
     distribution_plot(sides, out / "latency_cdf.png",
                       title=f"{config.model} {config.model_size}: sim vs live")
     command = " ".join(shlex.quote(str(a)) for a in _argv(args))
     summary = {"config": str(args.config), "profile": str(args.profile), "repeats": args.repeats,
+               "device": live_device(config),
                "host_cores": {c.name: (c.host.num_host_cores if c.host else None) for c in results},
                "slo": {"tier": slo.tier, "ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s},
                "deployments": {c.name: c.deployment.label() for c in results},
@@ -177,6 +197,8 @@ def _argv(args: argparse.Namespace) -> list[Any]:
     """The command line that reproduces this report."""
     out: list[Any] = [args.config, "--profile", args.profile, "--out", args.out, "--repeats", args.repeats,
                       "--host-cores", args.host_cores]
+    if args.device is not None:
+        out += ["--device", args.device]
     if args.sweep is not None:
         out += ["--rank-by", args.rank_by, "--sweep", *args.sweep]
     return out
@@ -186,7 +208,8 @@ def _markdown(table: pd.DataFrame, bars: pd.DataFrame, rank: dict[str, Any] | No
               summary: dict[str, Any]) -> str:
     lines = [f"# Fidelity: simulator vs live ({summary['config']})", "",
              f"Command: `{summary['command']}`", "",
-             f"Profile: `{summary['profile']}`; live repeats per deployment: {summary['repeats']} "
+             f"Profile: `{summary['profile']}`; live device: {summary['device']}; "
+             f"live repeats per deployment: {summary['repeats']} "
              f"(medians); SLO ({summary['slo']['tier']}): TTFT {summary['slo']['ttft_s']:.4g} s, "
              f"TPOT {summary['slo']['tpot_s']:.4g} s.", "", "## Deployments", ""]
     lines += [f"- `{k}`: {v}" for k, v in summary["deployments"].items()]

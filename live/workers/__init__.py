@@ -18,6 +18,7 @@ import traceback
 import torch
 from transformers.utils import logging as hf_logging
 
+from live.device import use_device
 from live.transport import Channels, Event
 from live.workers.common import WorkerContext, WorkerSpec
 from live.workers.encode import EncodeWorker
@@ -34,6 +35,7 @@ def run_worker(spec: WorkerSpec, channels: Channels) -> None:
     os.environ["HF_HUB_OFFLINE"] = "1"
     torch.set_num_threads(spec.options.num_threads)
     hf_logging.disable_progress_bar()
+    use_device(spec.options.device)
     ctx = None
     try:
         model = load_model(spec.model, spec.weights_dir, device=spec.options.device)

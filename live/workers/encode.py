@@ -21,6 +21,7 @@ from easerve_core.batcher import AdaptiveBatcher, Batch, FixedBatcher
 from easerve_core.deployment import BatchingMode
 from easerve_core.request import Modality
 from easerve_core.router import ROUTERS, DeficitRouter, Route
+from live.device import model_device, sync, use_device
 from live.partition import make_partitioner
 from live.stages import encode_batch
 from live.transport import Encoded, Job, clock
@@ -53,6 +54,7 @@ class EncodeWorker:
             static_share=dep.static_encode_share, table=opts.share_table(),
         )
         self.local: queue.Queue[Any] = queue.Queue()
+        self.device = model_device(ctx.model)
         self.max_positions = ctx.model.config.text_config.max_position_embeddings
 
     def warm_up(self) -> None:
@@ -133,6 +135,7 @@ class EncodeWorker:
         try:
             with self.partitioner.encode_slot(len(jobs)) as share:
                 feats = encode_batch(ctx.model, ctx.family, [j.mm for j in jobs])
+                sync(self.device)  # the end stamp covers the device's work
         except Exception as exc:  # fail the batch, keep serving
             for job in jobs:
                 ctx.emit("fail", job.request.request_id, error=f"encode failed: {exc!r}")
@@ -170,6 +173,7 @@ class EncodeWorker:
 
     def _local_prefill_loop(self) -> None:
         torch.set_num_threads(self.ctx.spec.options.encode_threads)
+        use_device(self.ctx.spec.options.device)  # the default device is per thread
         while True:
             enc = self.local.get()
             if enc is None:

@@ -108,6 +108,8 @@ def test_refit_from_live_runs(validated, profile_path, tmp_path):
     (["calibrate", "--model", "qwen2-audio", "--size", "huge", "--out", "x.json"], "huge"),
     (["calibrate", "--model", "qwen2-audio", "--device", "tpu", "--out", "x.json"], "--device"),
     (["validate", "configs/tiny_qwen2audio_cpu.toml", "--profile", "missing.json", "--out", "x"], "missing"),
+    (["validate", "configs/tiny_qwen2audio_cpu.toml", "--device", "tpu", "--profile", "missing.json",
+      "--out", "x"], "--device"),
 ])
 def test_bad_input_is_one_line_exit_2(argv, needle, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(_repo())

@@ -44,3 +44,27 @@ def test_sweep_specs():
     assert len({parse_spec(base, s).label() for s in DEFAULT_SWEEP}) == len(DEFAULT_SWEEP) >= 4
     with pytest.raises(ValueError, match="bad token"):
         parse_spec(base, "x9")
+
+
+def test_cuda_bars_are_tighter_and_follow_the_device():
+    from calibration.loop.fidelity import BARS_BY_DEVICE
+
+    table = _table([1, 2], [1, 2])  # 9% off everywhere: inside the CPU bars, outside the GPU's
+    assert bar_check(table, BARS_BY_DEVICE["cpu"])["passes"].all()
+    cuda = bar_check(table, BARS_BY_DEVICE["cuda"]).set_index("metric")
+    assert not cuda.loc["ttft_p50_s", "passes"] and cuda.loc["ttft_p99_s", "passes"]
+    assert cuda.loc["ttft_p50_s", "bar"] == 0.05 and cuda.loc["tpot_p99_s", "bar"] == 0.10
+
+
+def test_validate_device_override():
+    from easerve.cli.validate_cmd import live_device, with_device
+    from easerve_core.config import load_experiment
+
+    config = load_experiment("configs/small_qwen2audio_cpu.toml")
+    assert live_device(config) == "cpu" and with_device(config, None) is config
+    moved = with_device(config, "cuda")
+    assert live_device(moved) == "cuda"
+    assert moved.engine["live"]["mm_token_scale"] == config.engine["live"]["mm_token_scale"]
+    assert live_device(config) == "cpu"  # the original is untouched
+    with pytest.raises(ValueError, match="--device must be one of"):
+        with_device(config, "tpu")
