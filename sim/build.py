@@ -8,7 +8,8 @@ another's. With ``[sim] num_host_cores`` one :class:`~sim.host.HostCPU` is
 shared by every worker of a disaggregated deployment (the aggregated
 baseline has no host model). With ``[sim] stall_s`` each worker gets its
 one-off pause from one :class:`~sim.stalls.StallPlan` of the run's seed,
-drawn in build order (encode workers, Prefill, Decode).
+drawn in build order (encode workers, Prefill, Decode). With ``[sim]
+warmup_<lane>_s`` each worker gets its own :class:`~sim.warmup.Warmup` per lane.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from sim.recorder import Recorder
 from sim.sharing import SharedGPU
 from sim.stalls import make_stall_plan
 from sim.stepsum import StepClock
+from sim.warmup import make_warmup
 
 
 def _gpus(first: int, index: int, tp: int) -> tuple[int, ...]:
@@ -91,20 +93,23 @@ def build_disaggregated(env: simpy.Environment, recorder: Recorder, pipe: Pipeli
             prefill_max_batch_tokens=options.prefill_max_batch_tokens,
             encode_only=options.encode_only, coalesce=options.coalesce_waiting_batches,
             host=host, block_intake=options.encode_intake_blocking,
-            stall=None if stalls is None else stalls.draw("encode")))
+            stall=None if stalls is None else stalls.draw("encode"),
+            warmup=make_warmup(options, "encode"), prefill_warmup=make_warmup(options, "local_prefill")))
     first = d.encode.num_gpus
     pf_profile = profile_for_tp(profile, d.prefill.tp)
     pipe.prefill_workers = [
         PrefillWorker(env, i, _gpus(first, i, d.prefill.tp), recorder, pipe=pipe,
                       profile=pf_profile, prefill_max_batch_tokens=options.prefill_max_batch_tokens,
-                      host=host, stall=None if stalls is None else stalls.draw("prefill"))
+                      host=host, stall=None if stalls is None else stalls.draw("prefill"),
+                      warmup=make_warmup(options, "prefill"))
         for i in range(d.prefill.num_workers)]
     first += d.prefill.num_gpus
     clock = StepClock(profile_for_tp(profile, d.decode.tp))
     pipe.decode_workers = [
         DecodeWorker(env, i, _gpus(first, i, d.decode.tp), recorder, pipe=pipe, clock=clock,
                      kv_capacity_tokens=caps.decode, max_num_seqs=d.max_num_decode_seqs, host=host,
-                     join_s=options.decode_join_s, stall=None if stalls is None else stalls.draw("decode"))
+                     join_s=options.decode_join_s, stall=None if stalls is None else stalls.draw("decode"),
+                     warmup=make_warmup(options, "decode"))
         for i in range(d.decode.num_workers)]
     return encoders
 

@@ -27,6 +27,9 @@ batch's cache between steps, on the loop every running request waits for).
 With a :class:`~sim.stalls.Stall` (opt-in) the worker's one-off pause is work
 at the head of the segment that starts at its step ``at``: a segment that
 would run past that step ends there (one extra segment per worker and run).
+With a :class:`~sim.warmup.Warmup` (opt-in) the worker's first steps carry the
+fresh process's warm-up: while it lasts a segment is one step long and its
+step's warm-up is work at its head (a few extra segments per worker and run).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from sim.pipeline import Job, Pipeline
 from sim.recorder import Recorder
 from sim.stalls import Stall
 from sim.stepsum import StepClock
+from sim.warmup import Warmup
 from sim.worker import Worker
 
 
@@ -53,7 +57,7 @@ class DecodeWorker(Worker):
     def __init__(self, env: simpy.Environment, index: int, gpus: tuple[int, ...], recorder: Recorder,
                  *, pipe: Pipeline, clock: StepClock, kv_capacity_tokens: int | None,
                  max_num_seqs: int, host: HostCPU | None = None, join_s: float = 0.0,
-                 stall: Stall | None = None) -> None:
+                 stall: Stall | None = None, warmup: Warmup | None = None) -> None:
         self.pipe = pipe
         self.clock = clock
         self.capacity = math.inf if kv_capacity_tokens is None else kv_capacity_tokens
@@ -74,6 +78,7 @@ class DecodeWorker(Worker):
         self._seg_extra = 0.0  # join work at the head of the running segment
         self._stall_at = -1 if stall is None else stall.at  # step the pause precedes; -1: none pending
         self._stall_s = 0.0 if stall is None else stall.stall_s
+        self.warmup = warmup
         self._progress = Progress()
         self._host_slot = -1 if host is None else host.join(self._on_host)
         super().__init__(env, index, gpus, recorder)
@@ -164,6 +169,8 @@ class DecodeWorker(Worker):
         extra, self._pending_s = self._pending_s, 0.0
         if self._stall_at >= 0:
             k, extra = self._with_stall(k, extra)
+        if self.warmup is not None and self.warmup.pending():
+            k, extra = 1, extra + self.warmup.next_batch_s()
         self._seg_k = k
         self._seg_extra = extra
         if self.host is None:

@@ -20,7 +20,9 @@ busy encoder are held and offered when its batch ends, one by one until a
 batch closes, and the batcher is not polled while it encodes (the live
 worker's single receive loop); with ``stall`` (:class:`~sim.stalls.Stall`) one
 of its batches, encode and local Prefill counted together (one process),
-carries the worker's one-off pause.
+carries the worker's one-off pause; with ``warmup`` / ``prefill_warmup``
+(:class:`~sim.warmup.Warmup`) its first encode / local Prefill batches carry
+the fresh process's warm-up.
 
 Order within one step at one instant: finish the encode batch that is due
 (and route its requests), finish the local Prefill batch that is due (and
@@ -42,6 +44,7 @@ from sim.pipeline import Job, Pipeline, take_batch
 from sim.recorder import Recorder
 from sim.sharing import SharedGPU
 from sim.stalls import Stall
+from sim.warmup import Warmup
 from sim.worker import Worker
 
 
@@ -55,7 +58,8 @@ class EncodeWorker(Worker):
                  encode_profile: StageProfile, lm_profile: StageProfile,
                  prefill_max_batch_tokens: int, encode_only: bool, coalesce: bool,
                  host: HostCPU | None = None, block_intake: bool = False,
-                 stall: Stall | None = None) -> None:
+                 stall: Stall | None = None, warmup: Warmup | None = None,
+                 prefill_warmup: Warmup | None = None) -> None:
         self.pipe = pipe
         self.batcher = batcher
         self.router = router
@@ -74,6 +78,8 @@ class EncodeWorker(Worker):
         self._held: deque[Job] = deque()  # reached the worker while it encoded (block_intake)
         self.host = host
         self.stall = stall
+        self.warmup = warmup
+        self.prefill_warmup = prefill_warmup
         self._host_slot = -1 if host is None else host.join(self._on_host)
         super().__init__(env, index, gpus, recorder)
 
@@ -161,6 +167,8 @@ class EncodeWorker(Worker):
             rec.encode_batch_size = size
         profile = self.encode_profile
         pause = 0.0 if self.stall is None else self.stall.next_batch_s()
+        if self.warmup is not None:
+            pause += self.warmup.next_batch_s()
         self.gpu.start_encode(now, size, lambda share: profile.encode_s(items, share) + pause)
         self._report_busy(now)
         self.rec.log(now, "encode_start", self.index, tuple(j.req.request_id for j in batch.items))
@@ -215,6 +223,8 @@ class EncodeWorker(Worker):
             job.rec.prefill_start_s = now
         profile = self.lm_profile
         pause = 0.0 if self.stall is None else self.stall.next_batch_s()
+        if self.prefill_warmup is not None:
+            pause += self.prefill_warmup.next_batch_s()
         self.gpu.start_prefill(now, lambda share: profile.prefill_s(seqs, share) + pause)
         self._report_busy(now)
         self.rec.log(now, "local_prefill_start", self.index, tuple(j.req.request_id for j in batch))

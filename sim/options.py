@@ -19,6 +19,8 @@ from easerve_core import _check
 DISPATCH_POLICIES = ("round-robin", "least-loaded")
 #: (stage, unit) of the stall model's per-stage ranges: ``stall_<stage>_<unit>_min`` / ``_max``
 STALL_COUNTERS = (("encode", "batches"), ("prefill", "batches"), ("decode", "steps"))
+#: lanes of the warm-up model (:mod:`sim.warmup`): ``warmup_<lane>_s``
+WARMUP_LANES = ("encode", "local_prefill", "prefill", "decode")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +73,14 @@ class SimOptions:
             remote Prefill worker's batches.
         stall_decode_steps_min, stall_decode_steps_max: the same for a Decode
             worker's steps (the pause runs before step k).
+        stall_encode_frac, stall_prefill_frac, stall_decode_frac: with ``stall_s``,
+            the fraction of that stage's workers that pause at all (each worker
+            draws it, seeded, before its batch number); 1 (default): every one.
+        warmup_encode_s, warmup_local_prefill_s, warmup_prefill_s, warmup_decode_s:
+            a fresh worker's warm-up (:mod:`sim.warmup`): extra seconds of work of
+            its first batches of that lane, one value per batch from batch 0 (an
+            encode worker's encode and local Prefill batches, a remote Prefill
+            worker's batches, a Decode worker's steps); empty (default) is off.
     """
 
     dispatch: str = "round-robin"
@@ -93,6 +103,13 @@ class SimOptions:
     stall_prefill_batches_max: int = 0
     stall_decode_steps_min: int = 0
     stall_decode_steps_max: int = 0
+    stall_encode_frac: float = 1.0
+    stall_prefill_frac: float = 1.0
+    stall_decode_frac: float = 1.0
+    warmup_encode_s: tuple[float, ...] = ()
+    warmup_local_prefill_s: tuple[float, ...] = ()
+    warmup_prefill_s: tuple[float, ...] = ()
+    warmup_decode_s: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         _check.one_of("sim.dispatch", self.dispatch, DISPATCH_POLICIES)
@@ -111,6 +128,14 @@ class SimOptions:
             if high < low:
                 raise ValueError(f"sim.stall_{stage}_{unit}_max must be >= sim.stall_{stage}_{unit}_min, "
                                  f"got {high!r} < {low!r}")
+        for stage, _ in STALL_COUNTERS:
+            _check.fraction(f"sim.stall_{stage}_frac", getattr(self, f"stall_{stage}_frac"))
+        for lane in WARMUP_LANES:
+            name = f"warmup_{lane}_s"
+            value = getattr(self, name)
+            if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
+                raise ValueError(f"sim.{name} must be a list of seconds, got {value!r}")
+            object.__setattr__(self, name, tuple(_check.non_negative(f"sim.{name}", x) for x in value))
         colocated = _check.fraction("sim.host_colocated_speed_frac", self.host_colocated_speed_frac)
         if colocated <= 0.0:
             raise ValueError(f"sim.host_colocated_speed_frac must be > 0, got {colocated!r}")

@@ -7,7 +7,8 @@ longer request runs alone), runs it on the whole worker, stamps the first
 token of every request in the batch at its end and hands each, in batch
 order, to Decode. With a :class:`~sim.host.HostCPU` (opt-in) the batch is
 one busy thread on the host and its end moves with the host's factor. With a
-:class:`~sim.stalls.Stall` (opt-in) one batch carries the worker's one-off pause.
+:class:`~sim.stalls.Stall` (opt-in) one batch carries the worker's one-off pause,
+and with a :class:`~sim.warmup.Warmup` (opt-in) its first batches the warm-up.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from sim.host import HostCPU, Progress
 from sim.pipeline import Job, Pipeline, take_batch
 from sim.recorder import Recorder
 from sim.stalls import Stall
+from sim.warmup import Warmup
 from sim.worker import Worker
 
 
@@ -32,7 +34,8 @@ class PrefillWorker(Worker):
 
     def __init__(self, env: simpy.Environment, index: int, gpus: tuple[int, ...], recorder: Recorder,
                  *, pipe: Pipeline, profile: StageProfile, prefill_max_batch_tokens: int,
-                 host: HostCPU | None = None, stall: Stall | None = None) -> None:
+                 host: HostCPU | None = None, stall: Stall | None = None,
+                 warmup: Warmup | None = None) -> None:
         self.pipe = pipe
         self.profile = profile
         self.budget_tokens = prefill_max_batch_tokens
@@ -43,6 +46,7 @@ class PrefillWorker(Worker):
         self._end_s = math.inf
         self.host = host
         self.stall = stall
+        self.warmup = warmup
         self._progress = Progress()
         self._host_slot = -1 if host is None else host.join(self._on_host)
         super().__init__(env, index, gpus, recorder)
@@ -79,6 +83,8 @@ class PrefillWorker(Worker):
         latency = self.profile.prefill_s([job.input_tokens for job in batch], 1.0)
         if self.stall is not None:
             latency += self.stall.next_batch_s()
+        if self.warmup is not None:
+            latency += self.warmup.next_batch_s()
         if self.host is None:
             self._end_s = now + latency
         else:

@@ -13,7 +13,10 @@ The model (``[sim] stall_s`` and the per-stage ranges of :class:`SimOptions`):
 each worker draws, at build time, the batch number ``k`` its pause hits,
 uniformly from its stage's ``[min, max]``, with a generator derived from the
 run's seed (one stream for the stall model, draws in build order: encode
-workers, Prefill, Decode), so the same seed gives the same records. The
+workers, Prefill, Decode), so the same seed gives the same records. With a
+stage's ``stall_<stage>_frac`` below 1 each of its workers first draws whether
+it pauses at all (on some hosts only some processes' first full collection is
+long enough to see: docs/calibration.md); at 1 (default) there is no such draw. The
 pause adds ``stall_s`` seconds of work to batch ``k`` (to the head of the
 decode segment that starts at step ``k``); under the host model it drains at
 the host's factor like any other work (it is CPU work: a collector walking
@@ -59,9 +62,12 @@ class StallPlan:
         self.options = options
         self._rng = np.random.default_rng([int(seed), STALL_STREAM])
 
-    def draw(self, stage: str) -> Stall:
-        """The next worker's stall; ``stage`` is ``encode``, ``prefill`` or ``decode``."""
+    def draw(self, stage: str) -> Stall | None:
+        """The next worker's stall, None if it does not pause; ``stage``: encode, prefill or decode."""
         unit = "steps" if stage == "decode" else "batches"
+        frac = float(getattr(self.options, f"stall_{stage}_frac"))
+        if frac < 1.0 and not self._rng.random() < frac:
+            return None
         low = int(getattr(self.options, f"stall_{stage}_{unit}_min"))
         high = int(getattr(self.options, f"stall_{stage}_{unit}_max"))
         return Stall(int(self._rng.integers(low, high + 1)), self.options.stall_s)

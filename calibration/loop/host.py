@@ -20,8 +20,13 @@ turns them into the simulator's opt-in knobs:
   (``[sim] decode_join_s``);
 * ``stall_s`` and the ``stall_<stage>_*`` ranges: every worker process's
   one-off pause (its first full garbage collection) and the batch numbers it
-  hit, fitted from live traces (:mod:`calibration.loop.stalls`; ``[sim]
-  stall_*``, :mod:`sim.stalls`); ``stall_s = 0`` leaves the stall model off.
+  hit, and per stage the fraction of processes that paused, fitted from live
+  traces (:mod:`calibration.loop.stalls`; ``[sim]
+  stall_*``, :mod:`sim.stalls`); ``stall_s = 0`` leaves the stall model off;
+* ``warmup_<lane>_s``: a fresh worker process's warm-up, extra seconds of its
+  first batches of each lane, fitted from live traces
+  (:mod:`calibration.loop.warmup`; ``[sim] warmup_*``, :mod:`sim.warmup`);
+  empty leaves the warm-up model off.
 
 :data:`LIVE_MECHANISMS` are the live executor's own choices the simulator
 mirrors when it is compared with it (one prefill at a time, an encode worker
@@ -44,6 +49,8 @@ LIVE_MECHANISMS: Mapping[str, Any] = {
 }
 #: (stage group, counter unit) of the stall ranges, as ``[sim] stall_<group>_<unit>_min`` / ``_max``
 STALL_GROUPS = (("encode", "batches"), ("prefill", "batches"), ("decode", "steps"))
+#: lanes of the warm-up model, as ``[sim] warmup_<lane>_s`` (:data:`sim.options.WARMUP_LANES`)
+WARMUP_LANES = ("encode", "local_prefill", "prefill", "decode")
 #: parallel transfer paths: every live receiver has its own queue, so transfers do not queue
 LINK_PATHS = 64
 
@@ -67,10 +74,20 @@ class HostModel:
     stall_prefill_batches_max: float = 0.0
     stall_decode_steps_min: float = 0.0
     stall_decode_steps_max: float = 0.0
+    stall_encode_frac: float = 1.0
+    stall_prefill_frac: float = 1.0
+    stall_decode_frac: float = 1.0
+    warmup_encode_s: tuple[float, ...] = ()
+    warmup_local_prefill_s: tuple[float, ...] = ()
+    warmup_prefill_s: tuple[float, ...] = ()
+    warmup_decode_s: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.name.startswith("warmup_"):
+                object.__setattr__(self, f.name, _seconds(f"host.{f.name}", value))
+                continue
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
                     or value < 0:
                 raise ValueError(f"host.{f.name} must be a finite number >= 0, got {value!r}")
@@ -81,13 +98,16 @@ class HostModel:
         if self.transfer_bytes_per_s <= 0:
             raise ValueError(f"host.transfer_bytes_per_s must be > 0, got {self.transfer_bytes_per_s!r}")
         for group, unit in STALL_GROUPS:
+            if getattr(self, f"stall_{group}_frac") > 1:
+                raise ValueError(f"host.stall_{group}_frac must be in [0, 1], "
+                                 f"got {getattr(self, f'stall_{group}_frac')!r}")
             low, high = (getattr(self, f"stall_{group}_{unit}_{end}") for end in ("min", "max"))
             if high < low:
                 raise ValueError(f"host.stall_{group}_{unit}_max must be >= host.stall_{group}_{unit}_min, "
                                  f"got {high!r} < {low!r}")
 
-    def to_dict(self) -> dict[str, float]:
-        return asdict(self)
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HostModel:
@@ -101,7 +121,8 @@ class HostModel:
     def sim_options(self) -> dict[str, Any]:
         """The ``[sim]`` table that switches the host model on (plus :data:`LIVE_MECHANISMS`).
 
-        The stall knobs are in it only when ``stall_s`` is above 0.
+        The stall knobs are in it only when ``stall_s`` is above 0, a warm-up
+        lane only when its tuple is not empty.
         """
         out = {"num_host_cores": self.num_host_cores, "host_background_cores": self.background_cores,
                "host_colocated_speed_frac": self.colocated_speed_frac,
@@ -113,12 +134,26 @@ class HostModel:
                 for end in ("min", "max"):
                     name = f"stall_{group}_{unit}_{end}"
                     out[name] = round(getattr(self, name))
+                out[f"stall_{group}_frac"] = getattr(self, f"stall_{group}_frac")
+        for lane in WARMUP_LANES:
+            if getattr(self, f"warmup_{lane}_s"):
+                out[f"warmup_{lane}_s"] = list(getattr(self, f"warmup_{lane}_s"))
         return out
 
     def cluster_overrides(self) -> dict[str, Any]:
         """The ``[cluster]`` link keys: a hand-off between worker processes."""
         return {"link_latency_s": self.transfer_latency_s, "link_bytes_per_s": self.transfer_bytes_per_s,
                 "num_links": LINK_PATHS}
+
+
+def _seconds(name: str, value: Any) -> tuple[float, ...]:
+    """``value`` as a tuple of finite seconds >= 0 (a warm-up lane)."""
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+        raise ValueError(f"{name} must be a list of seconds, got {value!r}")
+    for x in value:
+        if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or x < 0:
+            raise ValueError(f"{name} must hold finite numbers >= 0, got {value!r}")
+    return tuple(float(x) for x in value)
 
 
 def with_overheads(profile: FittedProfile, host: HostModel) -> FittedProfile:

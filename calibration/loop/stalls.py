@@ -10,7 +10,8 @@ taken out (:func:`~calibration.loop.refit.exclusive_times`), and the batch
 with the largest excess counts as the pause when that excess is at least
 ``min_excess_s``. :func:`fit_stalls` turns the pauses of several runs into
 the host model's stall fields: the median excess as ``stall_s`` and, per
-stage, the range of batch numbers the pause hit.
+stage, the range of batch numbers the pause hit and the fraction of its
+processes that paused.
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def find_pauses(log: pd.DataFrame, host: HostModel | None, profile: Any, *,
 def fit_stalls(pauses: pd.DataFrame) -> dict[str, float]:
     """The host model's stall fields from the pauses of one or more runs ({} when none was found).
 
-    A stage whose processes never paused gets the range of all the stages.
+    A stage whose processes never paused gets fraction 0 (and the range of
+    all the stages); a stage without processes in the traces fraction 1.
     """
     hit = pauses[pauses["index"] >= 0]
     if hit.empty:
@@ -82,6 +84,8 @@ def fit_stalls(pauses: pd.DataFrame) -> dict[str, float]:
     every = hit["index"].to_numpy(int)
     for group, unit in STALL_GROUPS:
         idx = hit.loc[hit["group"] == group, "index"].to_numpy(int)
+        seen = int((pauses["group"] == group).sum())
+        out[f"stall_{group}_frac"] = len(idx) / seen if seen else 1.0
         idx = idx if len(idx) else every
         out[f"stall_{group}_{unit}_min"] = float(idx.min())
         out[f"stall_{group}_{unit}_max"] = float(idx.max())

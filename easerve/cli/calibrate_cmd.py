@@ -17,7 +17,8 @@ live runs, taking the host contention out with the host model of
 ``--profile`` (whose table and host model it keeps). It finds every worker
 process's one-off pause in the traces, leaves those batches out of the stage
 fit and stores the fitted stall model in the host model
-(calibration.loop.stalls).
+(calibration.loop.stalls); likewise the warm-up of each process's first
+batches of each lane (calibration.loop.warmup).
 """
 
 from __future__ import annotations
@@ -27,14 +28,16 @@ import datetime as dt
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from calibration.fit import fit_samples
-from calibration.loop.host import host_of
+from calibration.fit import FitResult, fit_samples
+from calibration.loop.host import WARMUP_LANES, HostModel, host_of
 from calibration.loop.refit import samples_from_runs, step_gap_s
 from calibration.loop.samples import calibrated_doc, held_out_error, share_table, spread_summary, to_samples
 from calibration.loop.stalls import find_pauses, fit_stalls, pause_summary
+from calibration.loop.warmup import fit_warmup, lane_excess, warmup_rows, warmup_summary
 from easerve_core.profile import ProfileDoc, load_profile_doc, save_profile_doc
 
 DEVICES = ("cpu", "cuda")
@@ -127,7 +130,8 @@ def _print(doc: ProfileDoc, held: dict[str, float], out: Path) -> None:
         print("SM-share table: " + ", ".join(f"B={b}: {s:.1f}" for b, s in doc.sm_share_table.shares.items()))
     host = doc.params.get("host")
     if host:
-        print("host: " + json.dumps({k: round(v, 6) for k, v in host.items()}))
+        print("host: " + json.dumps({k: [round(x, 6) for x in v] if isinstance(v, list) else round(v, 6)
+                                     for k, v in host.items()}))
 
 
 def _read_run(folder: Path) -> tuple[pd.DataFrame, dict]:
@@ -153,21 +157,17 @@ def _refit(args: argparse.Namespace) -> int:
     logs = [log for log, _ in runs]
     kw = dict(host=host, model=spec.name, gpu=base.gpu if base else "cpu", embed_bytes_per_token=embed,
               kv_bytes_per_token=kv, share_steps=CPU_SHARE_STEPS)
-    # two passes: the pauses are found against a first fit, left out, and measured against the final one
-    first = fit_samples(samples_from_runs(logs, **kw)).profile
-    drop = [p.loc[p["row"] >= 0, "row"].tolist() for p in (find_pauses(log, host, first) for log in logs)]
-    samples = samples_from_runs(logs, **kw, drop=drop)
-    result = fit_samples(samples)
-    pauses = pd.concat([find_pauses(log, host, result.profile) for log in logs], ignore_index=True)
+    samples, result, pauses, excess = _fit_traces(logs, host, kw)
+    warmup = fit_warmup(excess)
     params = result.profile.to_params()
     params.update(lm_tp=1, held_out_error=held_out_error(samples),
                   measured={"size": size, "runs": [str(d) for d in args.from_runs],
                             "decode_step_gap_s": step_gap_s(pd.concat(logs)),
-                            "stalls": pause_summary(pauses)})
+                            "stalls": pause_summary(pauses), "warmup": warmup_summary(excess)})
     if host is not None:
         # the refit decode steps exclude the loop's gaps: keep measuring those from the traces
         params["host"] = {**host.to_dict(), "decode_step_overhead_s": params["measured"]["decode_step_gap_s"],
-                          **fit_stalls(pauses)}
+                          **fit_stalls(pauses), **{f"warmup_{lane}_s": [] for lane in WARMUP_LANES}, **warmup}
     table = base.sm_share_table if base is not None else None
     doc = ProfileDoc(kind="fitted", model=spec.name, gpu=base.gpu if base else "cpu",
                      source=str(samples["source"]), created=_today(), params=params, sm_share_table=table,
@@ -176,3 +176,25 @@ def _refit(args: argparse.Namespace) -> int:
     save_profile_doc(doc, args.out)
     _print(doc, params["held_out_error"], args.out)
     return 0
+
+
+def _fit_traces(logs: list[pd.DataFrame], host: HostModel | None,
+                kw: dict[str, Any]) -> tuple[dict[str, Any], FitResult, pd.DataFrame, pd.DataFrame]:
+    """(samples, stage fit, pauses, warm-up excess rows) from the runs' stage logs.
+
+    Three passes: the pauses are found against a first fit and left out; the
+    warm-up against the second and its rows left out too; both are measured
+    against the final fit.
+    """
+    first = fit_samples(samples_from_runs(logs, **kw)).profile
+    paused = [p.loc[p["row"] >= 0, "row"].tolist() for p in (find_pauses(log, host, first) for log in logs)]
+    second = fit_samples(samples_from_runs(logs, **kw, drop=paused)).profile
+    warm = [lane_excess(log, host, second, drop=d) for log, d in zip(logs, paused, strict=True)]
+    fitted = fit_warmup(pd.concat(warm, ignore_index=True))
+    drop = [d + warmup_rows(w, fitted) for d, w in zip(paused, warm, strict=True)]
+    samples = samples_from_runs(logs, **kw, drop=drop)
+    result = fit_samples(samples)
+    pauses = [find_pauses(log, host, result.profile) for log in logs]
+    excess = [lane_excess(log, host, result.profile, drop=p.loc[p["row"] >= 0, "row"].tolist())
+              for log, p in zip(logs, pauses, strict=True)]
+    return samples, result, pd.concat(pauses, ignore_index=True), pd.concat(excess, ignore_index=True)

@@ -148,3 +148,48 @@ def test_no_pause_no_stall_model_and_pause_rows_leave_the_samples():
     assert max(r["latency_s"] for r in kept["decode"]) < 0.1
     with pytest.raises(ValueError, match="min_excess_s"):
         find_pauses(log, None, TRUE, min_excess_s=0.0)
+
+
+# -- only some processes pause ----------------------------------------------------------
+
+def test_stall_frac_one_is_the_old_model_and_zero_switches_a_stage_off():
+    options = _stalls(stall_s=0.2, enc=(0, 30), pre=(0, 30), dec=(0, 60), num_host_cores=2.0)
+    reqs = _reqs(40, 0.05, out=6)
+    every = simulate(DEP, reqs, Flat(), cluster=CLUSTER, seed=0, options=options).records
+    explicit = simulate(DEP, reqs, Flat(), cluster=CLUSTER, seed=0, options=SimOptions(**{
+        **options.to_dict(), "stall_encode_frac": 1.0, "stall_prefill_frac": 1.0,
+        "stall_decode_frac": 1.0})).records
+    pd.testing.assert_frame_equal(every, explicit)
+    plan = make_stall_plan(SimOptions(**{**options.to_dict(), "stall_decode_frac": 0.0}), seed=0)
+    assert plan.draw("encode") is not None and plan.draw("decode") is None
+    # far apart requests: with the encode and prefill pauses off, only the decode pause remains
+    off = _stalls(enc=(1, 1), pre=(2, 2), dec=(5, 5), stall_encode_frac=0.0, stall_prefill_frac=0.0)
+    recs = simulate(DEP, _reqs(4, 2.0), Flat(), cluster=CLUSTER, seed=0, options=off).records
+    assert (recs["encode_end_s"] - recs["encode_start_s"]).to_numpy() == pytest.approx([0.1] * 4)
+    assert (recs["finish_s"] - recs["first_token_s"]).to_numpy() == pytest.approx([0.02, 0.02, 0.52, 0.02])
+
+
+def test_stall_frac_draws_are_seeded_and_near_the_fraction():
+    options = _stalls(stall_s=0.2, enc=(3, 9), stall_encode_frac=0.4)
+    plans = [make_stall_plan(options, seed=0) for _ in range(2)]
+    draws = [[plan.draw("encode") for _ in range(400)] for plan in plans]
+    assert [d is None for d in draws[0]] == [d is None for d in draws[1]]
+    assert [d.at for d in draws[0] if d] == [d.at for d in draws[1] if d]
+    assert sum(d is not None for d in draws[0]) / 400 == pytest.approx(0.4, abs=0.06)
+    with pytest.raises(ValueError, match=r"sim\.stall_decode_frac"):
+        SimOptions(stall_decode_frac=1.5)
+    with pytest.raises(ValueError, match=r"host\.stall_encode_frac"):
+        HostModel(stall_encode_frac=2.0)
+
+
+def test_fit_gives_each_stage_the_fraction_that_paused():
+    pauses = pd.DataFrame(
+        [("encode", 0, 80, 40, 0.12, 40), ("encode", 0, 80, -1, 0.0, -1), ("encode", 0, 80, 35, 0.13, 35),
+         ("decode", 0, 900, -1, 0.0, -1), ("decode", 0, 900, -1, 0.0, -1), ("encode", 0, 80, -1, 0.0, -1)],
+        columns=["group", "worker", "num_batches", "index", "excess_s", "row"])
+    fit = fit_stalls(pauses)
+    assert fit["stall_encode_frac"] == 0.5 and fit["stall_decode_frac"] == 0.0
+    assert fit["stall_prefill_frac"] == 1.0  # no prefill process in the traces: the old rule
+    assert (fit["stall_encode_batches_min"], fit["stall_encode_batches_max"]) == (35, 40)
+    opts = SimOptions.from_dict(HostModel(num_host_cores=2.0, **fit).sim_options())
+    assert opts.stall_decode_frac == 0.0 and opts.stall_encode_frac == 0.5
