@@ -38,6 +38,21 @@ def goodput_curves(sweep: pd.DataFrame, path: Path, *, tier: str = "moderate") -
     return _save(fig, path)
 
 
+def clip_length_plot(frame: pd.DataFrame, path: Path) -> Path:
+    """Peak goodput per system against the mean video item's LM tokens (the what-if)."""
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    for system, (label, color) in SYSTEM_STYLE.items():
+        rows = frame[frame["system"] == system].sort_values("mean_item_tokens")
+        if not rows.empty:
+            ax.plot(rows["mean_item_tokens"], rows["goodput_rps"], marker="o", color=color, label=label)
+    ax.set_xlabel("mean LM tokens per video clip")
+    ax.set_ylabel("peak goodput, moderate SLO (req/s)")
+    ax.set_title("video: goodput vs clip length", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
 def utilization_traces(util: pd.DataFrame, path: Path) -> Path:
     systems = list(dict.fromkeys(util["system"]))
     fig, axes = plt.subplots(len(systems), 1, figsize=(9, 1.9 * len(systems)), sharex=True,

@@ -23,7 +23,7 @@ import pandas as pd
 from easerve.experiments import figures, report, studies
 from easerve.experiments.choose import Choice, choose, convergence
 from easerve.experiments.paper import MODALITIES
-from easerve.experiments.setup import Setup, load_setup, paper_anchored_efficiency
+from easerve.experiments.setup import Setup, load_setup, paper_anchored_efficiency, with_item_scale
 from easerve_core import Deployment
 
 
@@ -39,9 +39,12 @@ class Plan:
     nominal_rate_hz: float = 2.0
     ablation_rate_hz: float = 10.0
     ablation_remote_fraction: float = 0.55
+    #: what-if: video clips this many times the documented mix's tokens (1.0 is the headline)
+    clip_scales: tuple[float, ...] = (0.25, 0.5)
 
 
-QUICK = Plan(scale=studies.QUICK, has_trials=12, has_requests=150, convergence_seeds=(0, 1))
+QUICK = Plan(scale=studies.QUICK, has_trials=12, has_requests=150, convergence_seeds=(0, 1),
+             clip_scales=(0.5,))
 FULL = Plan(scale=studies.FULL, has_trials=30, has_requests=500, convergence_seeds=(0, 1, 2, 3, 4),
             has_samples=2)
 
@@ -94,6 +97,36 @@ class _Chooser:
         } for c in self.cache.values()])
 
 
+#: the systems of the clip-length what-if (fixed-batch EPD adds nothing to the question)
+CLIP_SYSTEMS = ("dynamo", "vllm", "easerve")
+
+
+def clip_length_whatif(video: Setup, headline_peak: pd.DataFrame, plan: Plan) -> pd.DataFrame:
+    """Peak goodput per system for video clips of ``plan.clip_scales`` times the mix's tokens.
+
+    Each scaled workload gets its own SLOs and its own HAS choice per rate,
+    swept exactly as the headline; the scale-1 rows are the headline's.
+    """
+    scaled = {f"x{k:g}": with_item_scale(video, k) for k in plan.clip_scales}
+    sweep = studies.goodput_sweep(scaled, _Chooser(scaled, plan).deployment_for(), plan.scale,
+                                  systems=CLIP_SYSTEMS)
+    peak = studies.peak_goodput(sweep)
+    peak["scale"] = [float(m[1:]) for m in peak["modality"]]
+    head = headline_peak[(headline_peak["modality"] == "video")
+                         & headline_peak["system"].isin(CLIP_SYSTEMS)].assign(scale=1.0)
+    frame = pd.concat([peak, head], ignore_index=True)
+    setups = {**{float(k[1:]): s for k, s in scaled.items()}, 1.0: video}
+    frame["mean_item_tokens"] = [_mean_item_tokens(setups[k].mix) for k in frame["scale"]]
+    frame["moderate_ttft_slo_s"] = [setups[k].slos["moderate"].ttft_s for k in frame["scale"]]
+    cols = ["scale", "mean_item_tokens", "moderate_ttft_slo_s", "system", "goodput_rps", "at_rate_hz"]
+    return frame[cols].sort_values(["scale", "system"], ignore_index=True)
+
+
+def _mean_item_tokens(mix: Any) -> float:
+    weights = mix.item_weights or (1.0,) * len(mix.item_tokens)
+    return sum(t * w for t, w in zip(mix.item_tokens, weights, strict=True)) / sum(weights)
+
+
 def reproduce(out: Path, *, quick: bool = False, quiet: bool = False) -> Path:
     """Run the evaluation into ``out``; return the report's path."""
     plan = QUICK if quick else FULL
@@ -114,6 +147,10 @@ def reproduce(out: Path, *, quick: bool = False, quiet: bool = False) -> Path:
     free = {m: load_setup(m, efficiency=eff, free_in_step_encoder=True) for m in MODALITIES}
     tables["vllm_free_encoder"] = studies.peak_goodput(studies.goodput_sweep(
         free, chooser.deployment_for(), plan.scale, systems=("vllm",)))
+
+    log("what-if: video clip length")
+    tables["video_clip_length"] = clip_length_whatif(setups["video"], tables["peak_goodput"], plan)
+    figures.clip_length_plot(tables["video_clip_length"], out / "video_clip_length.png")
 
     image = setups["image"]
     nominal = plan.nominal_rate_hz

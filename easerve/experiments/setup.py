@@ -79,6 +79,22 @@ def load_setup(modality: str, *, efficiency: Efficiency | None = None,
                  efficiency=eff, aggregated_profile=in_step)
 
 
+def with_item_scale(setup: Setup, scale: float) -> Setup:
+    """``setup`` with every multimodal item ``scale`` times as many LM tokens (a what-if).
+
+    The SLO tiers and the SM-share table are recomputed for the new mix, by
+    the same definitions (a tier is a multiple of the new typical request's
+    unloaded latency), so each workload is judged against its own promise.
+    """
+    if not scale > 0:
+        raise ValueError(f"scale must be > 0, got {scale!r}")
+    mix = replace(setup.mix, item_tokens=tuple(max(1, round(t * scale)) for t in setup.mix.item_tokens))
+    workload = replace(setup.workload, mix=mix)
+    slos = {tier: slo_for(tier, setup.profile, mix, setup.cluster) for tier in SLO_TIERS}
+    return replace(setup, workload=workload, slos=slos,
+                   sm_table=sm_share_table(setup.profile, items=_typical_items(workload)))
+
+
 def _typical_items(spec: WorkloadSpec) -> tuple[int, ...]:
     tokens = sorted(spec.mix.item_tokens)
     return (tokens[len(tokens) // 2],) if tokens else ()

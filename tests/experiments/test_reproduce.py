@@ -12,8 +12,9 @@ from easerve.experiments.studies import _binned_step
 
 TABLES = ("goodput_sweep", "peak_goodput", "vllm_free_encoder", "fixed_batch", "burstiness",
           "rate_shift", "rate_shift_bins", "sm_ablation", "encoder_utilization",
-          "has_convergence", "has_grid_best", "has_choices")
-FIGURES = ("goodput_curves", "burstiness", "rate_shift", "encoder_utilization", "has_convergence")
+          "has_convergence", "has_grid_best", "has_choices", "video_clip_length")
+FIGURES = ("goodput_curves", "burstiness", "rate_shift", "encoder_utilization", "has_convergence",
+           "video_clip_length")
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def test_quick_run_writes_every_table_figure_and_the_report(quick_run):
     report = (quick_run / "report.md").read_text()
     for heading in ("Goodput at the moderate tier", "Fixed-batch trade-off", "Burstiness",
                     "Rate shifts", "SM-sharing ablation", "Encoder GPU utilisation",
-                    "HAS convergence"):
+                    "HAS convergence", "What-if: video clip length"):
         assert heading in report
 
 
@@ -46,6 +47,29 @@ def test_quick_run_shows_the_papers_directions(quick_run):
     assert fixed.loc[8, "ttft_mean_s"] < fixed.loc[1, "ttft_mean_s"]
     util = pd.read_csv(quick_run / "encoder_utilization.csv").groupby("system")["busy_frac"].mean()
     assert util["easerve"] > util["dynamo"]
+
+
+def test_clip_length_whatif_scales_the_clips_and_their_slo(quick_run):
+    clip = pd.read_csv(quick_run / "video_clip_length.csv")
+    assert set(clip["scale"]) == {0.5, 1.0} and set(clip["system"]) == {"dynamo", "vllm", "easerve"}
+    by_scale = clip.groupby("scale")[["mean_item_tokens", "moderate_ttft_slo_s"]].first()
+    assert by_scale.loc[0.5, "mean_item_tokens"] == pytest.approx(by_scale.loc[1.0, "mean_item_tokens"] / 2,
+                                                                  rel=0.01)
+    assert by_scale.loc[0.5, "moderate_ttft_slo_s"] < by_scale.loc[1.0, "moderate_ttft_slo_s"]
+    head = pd.read_csv(quick_run / "peak_goodput.csv")
+    video = head[(head["modality"] == "video") & (head["system"] == "vllm")]["goodput_rps"].item()
+    assert clip[(clip["scale"] == 1.0) & (clip["system"] == "vllm")]["goodput_rps"].item() == video
+
+
+def test_with_item_scale_keeps_the_profile_and_checks_the_scale():
+    from easerve.experiments.setup import with_item_scale
+
+    video = load_setup("video")
+    half = with_item_scale(video, 0.5)
+    assert half.profile is video.profile and half.mix.item_weights == video.mix.item_weights
+    assert max(half.mix.item_tokens) == round(max(video.mix.item_tokens) * 0.5)
+    with pytest.raises(ValueError, match="scale must be > 0"):
+        with_item_scale(video, 0.0)
 
 
 def test_anchor_makes_request_at_a_time_encode_carry_the_papers_rate():
