@@ -18,7 +18,7 @@ once; the live side runs ``repeats`` times (weights saved once, shared).
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -112,6 +112,16 @@ def with_deployment(config: ExperimentConfig, deployment: Deployment, *,
     return replace(config, deployment=deployment, engine=engine)
 
 
+def _matching(runs: list[RunResult], requests: Sequence[Request], name: str) -> list[RunResult]:
+    """``runs`` if each recorded the same request ids as ``requests``, else a ValueError."""
+    want = sorted(r.request_id for r in requests)
+    for i, run in enumerate(runs):
+        if sorted(int(x) for x in run.records["request_id"]) != want:
+            raise ValueError(f"recorded live run {i} of {name!r} holds other requests than this config's "
+                             f"workload ({len(run.records)} records, {len(want)} requests)")
+    return runs
+
+
 def run_sim(config: ExperimentConfig, requests: Sequence[Request], s: Setup) -> RunResult:
     result = simulate(config.deployment, requests, s.profile, cluster=s.cluster, seed=config.seed,
                       options=s.sim_options, sm_share_table=s.doc.sm_share_table)
@@ -134,11 +144,14 @@ class Comparison:
 
 def compare(config: ExperimentConfig, s: Setup, deployments: Sequence[tuple[str, Deployment]], *,
             repeats: int, weights_dir: str | None = None,
-            host_cores: Callable[[], float] | None = None) -> list[Comparison]:
+            host_cores: Callable[[], float] | None = None,
+            recorded: Mapping[str, list[RunResult]] | None = None) -> list[Comparison]:
     """Every deployment in both engines on the config's workload (see the module docstring).
 
     ``host_cores``, when given, re-measures the host's free cores before each
-    deployment; the simulator of that deployment uses the value.
+    deployment; the simulator of that deployment uses the value. ``recorded``
+    gives earlier live trials per deployment name instead of new ones (the
+    simulator is judged against them; each must hold the config's requests).
     """
     live_reqs, sim_reqs = requests_for(config)
     del live_reqs  # the live trial draws the same stream from the same seed
@@ -149,7 +162,7 @@ def compare(config: ExperimentConfig, s: Setup, deployments: Sequence[tuple[str,
             cfg = with_deployment(config, dep, weights_dir=folder)
             dep.check_fits(s.cluster)
             here = s if host_cores is None else setup(config, s.doc, host_cores=host_cores())
-            live = run_live(cfg, repeats)
+            live = run_live(cfg, repeats) if recorded is None else _matching(recorded[name], sim_reqs, name)
             out.append(Comparison(name=name, deployment=dep, sim=run_sim(cfg, sim_reqs, here), live=live,
                                   host=here.host))
     return out

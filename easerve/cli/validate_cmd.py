@@ -66,6 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="host cores for the simulator's contention model: auto (re-measure now, "
                         "default), profile (the profile's), or a number")
     p.add_argument("--rank-by", default="goodput_rps", help=f"ranking metric, one of: {', '.join(METRICS)}")
+    p.add_argument("--live-from", type=Path, nargs="+", default=None, metavar="DIR",
+                   help="judge the simulator against the live trials of earlier validate folders "
+                        "(DIR/runs/<deployment>/live-*) instead of running new ones")
     p.add_argument("--device", default=None,
                    help="cpu | cuda: where the live side runs (default: the config's [live] device); "
                         "the bars follow it (CPU 15%%/25%%, CUDA 5%%/10%% at P50/P99)")
@@ -119,10 +122,28 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"profile {args.profile} is for {doc.model}, the config runs {config.model}")
     fixed, remeasure = _host_cores(args.host_cores)
     s = setup(config, doc, host_cores=fixed)
-    results = compare(config, s, deployments, repeats=args.repeats, host_cores=remeasure)
+    recorded = None if args.live_from is None else recorded_live(args.live_from, [n for n, _ in deployments])
+    results = compare(config, s, deployments, repeats=args.repeats, host_cores=remeasure, recorded=recorded)
     table = _write(args, config, s.slo, results)
     print(markdown_table(table[["deployment", "metric", "sim", "live", "rel_error"]]))
     return 0
+
+
+def recorded_live(folders: list[Path], names: list[str]) -> dict[str, list[Any]]:
+    """Every recorded live trial of each deployment in earlier validate folders (at least one each)."""
+    from easerve_core.result import read_result
+
+    for folder in folders:
+        if not (folder / "runs").is_dir():
+            raise ValueError(f"--live-from: {folder} has no runs/ folder (not a validate output)")
+    out = {}
+    for name in names:
+        runs = sorted(p for folder in folders for p in (folder / "runs" / name).glob("live-*") if p.is_dir())
+        if not runs:
+            where = ", ".join(map(str, folders))
+            raise ValueError(f"--live-from: no live runs of deployment {name!r} in {where}")
+        out[name] = [read_result(p) for p in runs]
+    return out
 
 
 def with_device(config: ExperimentConfig, device: str | None) -> ExperimentConfig:
@@ -181,7 +202,9 @@ def _write(args: argparse.Namespace, config: ExperimentConfig, slo: Any, results
     distribution_plot(sides, out / "latency_cdf.png",
                       title=f"{config.model} {config.model_size}: sim vs live")
     command = " ".join(shlex.quote(str(a)) for a in _argv(args))
-    summary = {"config": str(args.config), "profile": str(args.profile), "repeats": args.repeats,
+    repeats: Any = args.repeats if args.live_from is None else {c.name: len(c.live) for c in results}
+    summary = {"config": str(args.config), "profile": str(args.profile), "repeats": repeats,
+               "live": "new trials" if args.live_from is None else "recorded trials (--live-from)",
                "device": live_device(config),
                "host_cores": {c.name: (c.host.num_host_cores if c.host else None) for c in results},
                "slo": {"tier": slo.tier, "ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s},
@@ -199,6 +222,8 @@ def _argv(args: argparse.Namespace) -> list[Any]:
                       "--host-cores", args.host_cores]
     if args.device is not None:
         out += ["--device", args.device]
+    if args.live_from is not None:
+        out += ["--live-from", *args.live_from]
     if args.sweep is not None:
         out += ["--rank-by", args.rank_by, "--sweep", *args.sweep]
     return out
@@ -209,7 +234,7 @@ def _markdown(table: pd.DataFrame, bars: pd.DataFrame, rank: dict[str, Any] | No
     lines = [f"# Fidelity: simulator vs live ({summary['config']})", "",
              f"Command: `{summary['command']}`", "",
              f"Profile: `{summary['profile']}`; live device: {summary['device']}; "
-             f"live repeats per deployment: {summary['repeats']} "
+             f"live: {summary['live']}, per deployment: {summary['repeats']} "
              f"(medians); SLO ({summary['slo']['tier']}): TTFT {summary['slo']['ttft_s']:.4g} s, "
              f"TPOT {summary['slo']['tpot_s']:.4g} s.", "", "## Deployments", ""]
     lines += [f"- `{k}`: {v}" for k, v in summary["deployments"].items()]

@@ -12,7 +12,10 @@ import pytest
 from calibration import load_profile
 from calibration.fit import FittedProfile
 from calibration.loop.fidelity import METRICS, TABLE_COLUMNS
+from calibration.loop.runner import _matching, requests_for
 from easerve.cli import main
+from easerve.cli.validate_cmd import recorded_live
+from easerve_core.config import load_experiment
 from easerve_core.profile import load_profile_doc
 
 CONFIG = """
@@ -127,3 +130,25 @@ def test_from_runs_rejects_a_folder_that_is_not_a_run(tmp_path, capsys):
 
 def _repo() -> Path:
     return Path(__file__).resolve().parents[2]
+
+
+def test_validate_against_recorded_live_trials(validated, profile_path, tmp_path):
+    """``--live-from``: the same live side as the earlier report, no new trial; other requests refused."""
+    config = validated.parent / "tiny.toml"
+    out = tmp_path / "again"
+    code = main(["validate", str(config), "--profile", str(profile_path), "--out", str(out),
+                 "--host-cores", "3", "--live-from", str(validated),
+                 "--sweep", "b1-s1-none", "b2-s0.5-dynamic"])
+    assert code == 0
+    before, after = pd.read_csv(validated / "fidelity.csv"), pd.read_csv(out / "fidelity.csv")
+    assert after["live"].tolist() == pytest.approx(before["live"].tolist())
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["repeats"] == {"b1-s1-none": 1, "b2-s0.5-dynamic": 1}
+    assert "--live-from" in summary["command"]
+    other = tmp_path / "other.toml"
+    other.write_text(config.read_text().replace("num_requests = 12", "num_requests = 10"))
+    recorded = recorded_live([validated], ["b1-s1-none"])["b1-s1-none"]
+    with pytest.raises(ValueError, match="other requests"):
+        _matching(recorded, requests_for(load_experiment(other))[1], "b1-s1-none")
+    assert main(["validate", str(config), "--profile", str(profile_path), "--out", str(tmp_path / "x"),
+                 "--live-from", str(tmp_path), "--sweep", "b1-s1-none", "b2-s0.5-dynamic"]) == 2
