@@ -9,8 +9,9 @@ measured in isolation (docs/calibration.md):
   the sender stamps ``time.monotonic()`` before ``put``, the receiver after
   ``get``.
 * :func:`measure_contention`: k processes each running a one-thread torch
-  loop at once; the speed of each relative to running alone, for k = 1..K.
-  The host's effective core count is fitted to ``min(1, cores / k)``.
+  loop at once (or, on a GPU host, a model's stages on the device); the speed
+  of each relative to running alone, for k = 1..K. The host's effective core
+  count (the GPU's capacity in processes) is fitted to ``min(1, cores / k)``.
 * :func:`measure_colocation`: Encode and Prefill on two threads of one
   process (an encode worker with local Prefill) against each alone.
 * :func:`measure_step_overhead`: the per-step work of the live decode loop
@@ -91,10 +92,21 @@ def _spread(samples: Sequence[float]) -> float:
     return (max(samples) - min(samples)) / med if med > 0 else 0.0
 
 
-def _spin(commands: Any, results: Any) -> None:
-    """Child: on each (start_at, duration) command, count matmuls in that window."""
+def _matmul_work() -> Callable[[], Any]:
+    """The default contention work: a one-thread CPU matmul loop."""
+    state = {"a": torch.randn(_SPIN_SIDE, _SPIN_SIDE)}
+
+    def step() -> None:
+        state["a"] = torch.tanh(state["a"] @ state["a"])
+
+    return step
+
+
+def _spin(commands: Any, results: Any, make_work: Callable[[], Callable[[], Any]] | None) -> None:
+    """Child: build the work, say ready, then on each (start_at, duration) count its calls in that window."""
     torch.set_num_threads(1)
-    a = torch.randn(_SPIN_SIDE, _SPIN_SIDE)
+    step = (make_work or _matmul_work)()
+    results.put("ready")
     while True:
         cmd = commands.get()
         if cmd is None:
@@ -104,23 +116,34 @@ def _spin(commands: Any, results: Any) -> None:
             pass
         count, end = 0, start_at + duration_s
         while time.monotonic() < end:
-            a = torch.tanh(a @ a)
+            step()
             count += 1
         results.put(count)
 
 
 def measure_contention(max_procs: int, *, duration_s: float = 0.5, reps: int = 3,
-                       start_method: str = "forkserver") -> list[dict[str, Any]]:
-    """Per-process speed (vs alone) with k = 1..max_procs processes busy at once."""
+                       start_method: str = "forkserver",
+                       make_work: Callable[[], Callable[[], Any]] | None = None,
+                       ready_timeout_s: float = 120.0) -> list[dict[str, Any]]:
+    """Per-process speed (vs alone) with k = 1..max_procs processes busy at once.
+
+    Each child process runs ``make_work()`` once (a picklable module-level
+    factory; default: a one-thread CPU matmul) and then counts calls of the
+    function it returned. On a GPU host the work is a stage of the model on
+    the device, so the speeds say how the processes share the one GPU.
+    """
     ctx = _context(start_method)
     commands = [ctx.Queue() for _ in range(max_procs)]
     results = ctx.Queue()
-    procs = [ctx.Process(target=_spin, args=(c, results), daemon=True, name=f"easerve-spin-{i}")
+    procs = [ctx.Process(target=_spin, args=(c, results, make_work), daemon=True, name=f"easerve-spin-{i}")
              for i, c in enumerate(commands)]
     for p in procs:
         p.start()
     rates: dict[int, list[float]] = {k: [] for k in range(1, max_procs + 1)}
     try:
+        for _ in procs:  # every child has built its work before a window starts
+            if results.get(timeout=ready_timeout_s) != "ready":
+                raise RuntimeError("a contention child answered before it was ready")
         for _ in range(reps):
             for k in range(1, max_procs + 1):
                 start_at = time.monotonic() + _START_LEAD_S

@@ -16,13 +16,18 @@
 * host: transfer per byte, core contention, Encode + Prefill co-located in
   one process, the decode loop's per-step overhead and a request's join. On
   CUDA the transfer moves device tensors (CUDA IPC, as the live workers do),
-  and neither core contention nor co-location is measured: ``num_host_cores``
-  stays 0 (the contention model off), since a GPU host gives each worker
-  process a core of its own.
+  the dispatch CPU tensors (the front end's inputs), and instead of core
+  contention the **device sharing**: k processes each running the model's
+  stages on the one GPU (:func:`device_stage_work`), whose speeds fit
+  ``num_host_cores`` as the GPU's capacity in processes at full speed (the
+  host model's processor sharing then stands for the shared GPU;
+  bench/gpu/RESULTS.md §6 fitted 1.2 from live trials). No co-location
+  (a GPU host gives each worker process a core of its own).
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,6 +64,7 @@ class CalibrationPlan:
     transfer_bytes: tuple[int, ...] = (1 << 10, 1 << 16, 1 << 18, 1 << 20, 1 << 22)
     contention_procs: int = 4
     contention_duration_s: float = 0.4
+    device_sharing_duration_s: float = 1.0
     colocation_duration_s: float = 1.0
     reps: int = 7
     warmup: int = 2
@@ -138,6 +144,36 @@ def measure(spec: ModelSpec, plan: CalibrationPlan, *, device: str = "cpu",
                     embed_bytes_per_token=embed, kv_bytes_per_token=kv)
 
 
+def device_stage_work(name: str, size: str, item_tokens: int, prompt: int,
+                      device: str = "cuda") -> Callable[[], None]:
+    """In a contention child on the GPU: one call = an encode batch of one, a prefill, a decode step.
+
+    The model is built on the device in the child (module-level, so the
+    forkserver can pickle a ``functools.partial`` of it); the speeds of k such
+    processes at once, relative to one, measure how the worker processes of a
+    one-GPU deployment share the device (``num_host_cores`` on CUDA).
+    """
+    use_device(device)
+    spec = ModelSpec(name=name, size=size)
+    model = build_model(spec).to(device)
+    mm = lp.make_items(model, spec, item_tokens, 1)[0]
+    modality = lp.modality_of(spec)
+    text = [1, *range(5, 5 + max(1, prompt - item_tokens))]
+    batch = DecodeBatch(model, mrope=spec.family.mrope)
+    for i in range(4):
+        batch.join(i, _kv_state(model, prompt), steps=10**9)
+
+    @torch.no_grad()
+    def call() -> None:
+        feats = encode_batch(model, spec.family, [mm])[0]
+        prefill(model, spec.family.prefill_inputs(model, text, modality, mm.meta, feats))
+        batch.step()
+        batch.rewind()
+
+    call()  # warm-up
+    return call
+
+
 def _share_backend(cuda: bool, encode_threads: int) -> Backend:
     # the green-context pool imports the CUDA driver bindings only when it is built
     return green_context_backend() if cuda else CpuThreadBackend(encode_threads)
@@ -192,8 +228,15 @@ def _measure_host(model: Any, spec: ModelSpec, plan: CalibrationPlan, mid: int,
                            "dispatch_input_bytes": input_bytes}
     if not with_contention:
         raw["dispatch_transfer"] = dispatch_rows
-        host = HostModel(transfer_latency_s=latency, transfer_bytes_per_s=bandwidth,
-                         dispatch_latency_s=dispatch_s, decode_step_overhead_s=step, decode_join_s=join)
+        progress("device sharing")
+        work = functools.partial(device_stage_work, spec.name, spec.size, mid,
+                                 sorted(plan.prefill_lengths)[len(plan.prefill_lengths) // 2])
+        sharing = hp.measure_contention(plan.contention_procs, duration_s=plan.device_sharing_duration_s,
+                                        make_work=work)
+        raw["device_sharing"] = sharing
+        host = HostModel(num_host_cores=hp.fit_cores(sharing), transfer_latency_s=latency,
+                         transfer_bytes_per_s=bandwidth, dispatch_latency_s=dispatch_s,
+                         decode_step_overhead_s=step, decode_join_s=join)
         return host, raw
     progress("core contention")
     contention = hp.measure_contention(plan.contention_procs, duration_s=plan.contention_duration_s)

@@ -92,3 +92,17 @@ def test_decode_join_cost_delays_the_next_segment():
     joined = simulate(_dep(), reqs, Flat(), cluster=CLUSTER, options=SimOptions(decode_join_s=0.004)).records
     assert joined["finish_s"][0] - base["finish_s"][0] == pytest.approx(0.004)
     assert joined["first_token_s"][0] == base["first_token_s"][0]
+
+
+def test_contention_children_run_a_model_stage_factory():
+    """The GPU's device-sharing measurement, on the CPU: children build the stage work, then count it."""
+    import functools
+
+    from calibration.loop.measure import device_stage_work
+    from live.profiling_host import fit_cores, measure_contention
+
+    work = functools.partial(device_stage_work, "qwen2-audio", "tiny", 8, 24, device="cpu")
+    rows = measure_contention(2, duration_s=0.3, reps=1, make_work=work)
+    assert [r["procs"] for r in rows] == [1, 2]
+    assert rows[0]["speed_frac"] == 1.0 and rows[1]["speed_frac"] > 0
+    assert 1.0 <= fit_cores(rows) <= 2.0
