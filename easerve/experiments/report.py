@@ -22,7 +22,7 @@ def md_table(frame: pd.DataFrame, columns: Sequence[str] | None = None, digits: 
 
     def cell(v: Any) -> str:
         if isinstance(v, float):
-            return "—" if math.isnan(v) else f"{v:.{digits}g}" if abs(v) < 1e4 else f"{v:.0f}"
+            return "—" if math.isnan(v) else f"{v:.{digits}g}" if abs(v) < 1e3 else f"{v:.0f}"
         return str(v)
 
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -68,6 +68,7 @@ def _clip_table(frame: pd.DataFrame) -> pd.DataFrame:
     wide = frame.pivot_table(index=["scale", "mean_item_tokens"], columns="system",
                              values="goodput_rps").reset_index()
     wide.columns.name = None
+    wide["mean_item_tokens"] = wide["mean_item_tokens"].round().astype(int)
     for base in ("dynamo", "vllm"):
         if base in wide and "easerve" in wide:
             wide[f"easerve/{base}"] = wide["easerve"] / wide[base]
