@@ -77,8 +77,11 @@ def test_sigint_stops_workers_and_writes_partial_records(tmp_path):
     config.write_text(text.replace("rate_hz = 20.0", "rate_hz = 4.0"))
     out = tmp_path / "out"
     exe = Path(sys.executable).with_name("easerve")
+    # A shell's background job starts with SIGINT ignored, and Python keeps an inherited SIG_IGN;
+    # give the front end the default disposition so it sees the Ctrl-C a user would send.
     proc = subprocess.Popen([str(exe), "live", str(config), "--out", str(out)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         workers = _wait_for_workers(proc.pid, 3, timeout_s=60.0)
         time.sleep(3.0)  # a few requests in
