@@ -125,3 +125,25 @@ def test_cluster_takes_the_gpu_link():
     assert nv.num_gpus == 4 and nv.link_bytes_per_s > 100e9
     with pytest.raises(ValueError, match="unknown GPU"):
         cluster_for("tpu")
+
+
+def test_decode_step_memo_returns_what_a_fresh_profile_computes():
+    """The per-profile memo of decode steps is invisible: same value, cold or warm, and bounded."""
+    import calibration.analytic as analytic_module
+    from calibration import analytic_profile
+
+    warm = analytic_profile("llava-v1.6-34b", "rtx6000ada").for_tp(2)
+    points = [(b, c) for b in (1, 3, 24) for c in (0, 5_000, 70_001)]
+    first = [warm.decode_step_s(b, c) for b, c in points]
+    again = [warm.decode_step_s(b, c) for b, c in points]
+    cold = [analytic_profile("llava-v1.6-34b", "rtx6000ada").for_tp(2).decode_step_s(b, c) for b, c in points]
+    assert first == again == cold
+    assert len(first) == len(set(first))  # distinct points, distinct steps: no key collision
+    saved = analytic_module._DECODE_MEMO_MAX
+    try:
+        analytic_module._DECODE_MEMO_MAX = 4
+        for c in range(10):
+            warm.decode_step_s(2, c)
+        assert len(warm._decode_memo) <= 4
+    finally:
+        analytic_module._DECODE_MEMO_MAX = saved
