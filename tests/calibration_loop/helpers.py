@@ -24,4 +24,19 @@ class Flat:
         return 0
 
 
+def stage_point(profile, group, i):
+    """The ``i``-th logged batch of a synthetic worker of ``group``: (stage, batch, tokens, latency).
+
+    An encode process alternates encode batches and local prefills, a prefill
+    process runs prefills, a decode process steps a batch of two whose context grows.
+    """
+    if group == "decode":
+        return "decode", 2, 200 + 2 * i, profile.decode_step_s(2, 200 + 2 * i)
+    if group == "encode" and i % 2:
+        return "prefill", 1, 60, profile.prefill_s([60])
+    if group == "encode":
+        return "encode", 2, 96, profile.encode_s([48, 48])
+    return "prefill", 1, 80, profile.prefill_s([80])
+
+
 CLUSTER = Cluster(gpu="cpu", num_gpus=8, link_bytes_per_s=1e12, link_latency_s=0.0, num_links=8)

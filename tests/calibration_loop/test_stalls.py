@@ -13,7 +13,7 @@ from calibration.loop.stalls import find_pauses, fit_stalls, pause_summary
 from easerve_core import Deployment, Modality, Request
 from sim import SimOptions, simulate
 from sim.stalls import Stall, make_stall_plan
-from tests.calibration_loop.helpers import CLUSTER, Flat
+from tests.calibration_loop.helpers import CLUSTER, Flat, stage_point
 
 DEP = Deployment(encode={"num_workers": 1}, prefill={"num_workers": 1, "tp": 1},
                  decode={"num_workers": 1, "tp": 1}, max_encode_batch=1, remote_fraction=1.0,
@@ -100,15 +100,7 @@ def _synthetic_log(rng):
         at = int(rng.integers(AT[group][0], AT[group][1] + 1))
         truth[group] = at
         for i in range(n):
-            if group == "decode":
-                stage, batch, tokens = "decode", 2, 200 + 2 * i
-                lat = TRUE.decode_step_s(batch, tokens)
-            elif group == "encode" and i % 2:
-                stage, batch, tokens = "prefill", 1, 60
-                lat = TRUE.prefill_s([tokens])
-            else:
-                stage, batch, tokens = ("encode", 2, 96) if group == "encode" else ("prefill", 1, 80)
-                lat = TRUE.encode_s([48, 48]) if stage == "encode" else TRUE.prefill_s([tokens])
+            stage, batch, tokens, lat = stage_point(TRUE, group, i)
             lat *= 1 + 0.05 * rng.standard_normal()
             if i == at:
                 lat += PAUSE_S * (1 + 0.04 * rng.standard_normal())

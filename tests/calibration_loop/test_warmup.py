@@ -11,7 +11,7 @@ from calibration.loop.warmup import fit_warmup, lane_excess, lane_of, warmup_row
 from easerve_core import Deployment
 from sim import SimOptions, simulate
 from sim.warmup import WARMUP_LANES, Warmup, make_warmup
-from tests.calibration_loop.helpers import CLUSTER, Flat
+from tests.calibration_loop.helpers import CLUSTER, Flat, stage_point
 from tests.calibration_loop.test_stalls import DEP, TRUE, _reqs
 
 OFF = {"warmup_encode_s": (), "warmup_local_prefill_s": (), "warmup_prefill_s": (), "warmup_decode_s": ()}
@@ -110,15 +110,7 @@ def _synthetic_log(rng):
     counts = dict.fromkeys(WARM, 0)
     for group, n in (("encode", 80), ("prefill", 60), ("decode", 120)):
         for i in range(n):
-            if group == "decode":
-                stage, batch, tokens = "decode", 2, 200 + 2 * i
-                lat = TRUE.decode_step_s(batch, tokens)
-            elif group == "encode" and i % 2:
-                stage, batch, tokens = "prefill", 1, 60
-                lat = TRUE.prefill_s([tokens])
-            else:
-                stage, batch, tokens = ("encode", 2, 96) if group == "encode" else ("prefill", 1, 80)
-                lat = TRUE.encode_s([48, 48]) if stage == "encode" else TRUE.prefill_s([tokens])
+            stage, batch, tokens, lat = stage_point(TRUE, group, i)
             lat *= 1 + 0.02 * rng.standard_normal()
             lane = lane_of(group, stage)
             k = counts[lane]
