@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from live.device import model_device
 from live.families.base import Family, MMInput, PrefillInputs
 
 
@@ -49,7 +50,7 @@ def encode_batch(model: Any, family: Family, inputs: Sequence[MMInput]) -> list[
 
     The items (a client's tensors, on the CPU) go to the model's device first.
     """
-    device = next(model.parameters()).device
+    device = model_device(model)
     return family.encode(model, [_on(mm, device) for mm in inputs])
 
 

@@ -128,15 +128,17 @@ def run(plan: Plan, enc: EncoderStage, lm: LMStage, lanes: LanePool, table: SMSh
         backend = GreenContextBackend(lanes)
         policy = _policy(mode, backend, table, plan)
         enc_ms, pre_ms, walls, done = [], [], [], 0
+        prefill_ids = None if mode == "none" else ids
+        rejoin = not mode.endswith(HELD)
         # one untimed micro-batch per mode: the rerun of 2026-11-30 had none, and the first micro-batch
         # of a process paid one-off costs (892 ms encode, 2.1 s prefill) that RESULTS.md had to drop
-        _micro_batch(policy, backend, enc, lm, sizes[0], inputs[sizes[0]], None if mode == "none" else ids,
-                     passes, clock, rejoin=not mode.endswith(HELD))
+        _micro_batch(policy, backend, enc, lm, sizes[0], inputs[sizes[0]], prefill_ids, passes, clock,
+                     rejoin=rejoin)
         for i, b in enumerate(sizes):
             if mode_deadline.expired():
                 break
-            row = _micro_batch(policy, backend, enc, lm, b, inputs[b], None if mode == "none" else ids,
-                               passes, clock, rejoin=not mode.endswith(HELD))
+            row = _micro_batch(policy, backend, enc, lm, b, inputs[b], prefill_ids, passes, clock,
+                               rejoin=rejoin)
             sink.row("ablation.csv", {"model": plan.ablation_model, "mode": mode, "index": i,
                                       "batch_size": b, **row})
             enc_ms.append(row["encode_ms"])

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from live.device import model_device
 from live.gpu.lanes import Lane, LanePool
 from live.gpu.realsize import EncoderStage
 from live.gpu.realsize_lm import LMStage, cache_kwarg, random_cache
@@ -90,7 +91,7 @@ def _decode_point(plan: Plan, stage: LMStage, lane: Lane, clock: Clock, deadline
                   base: dict[str, Any]) -> dict[str, Any]:
     """One decode step over a fresh ``n``-token cache per rep: wall time and per-layer marks together."""
     kw = cache_kwarg(stage.model)
-    device = next(stage.model.parameters()).device
+    device = model_device(stage.model)
     times: list[float] = []
     by_type: dict[str, list[float]] = defaultdict(list)
     for i in range(plan.reps.warmup + plan.reps.max):
@@ -132,7 +133,7 @@ def decode_shape_check(plan: Plan, stage: LMStage, b: int, n: int, steps: int = 
 
 def _shape_check(plan: Plan, stage: LMStage, b: int, n: int, steps: int) -> dict[str, Any]:
     kw = cache_kwarg(stage.model)
-    device = next(stage.model.parameters()).device
+    device = model_device(stage.model)
     clock = Clock(plan.device)
 
     def step(cache: Any) -> float:
@@ -170,7 +171,7 @@ def lm_sweep(plan: Plan, model: str, stage: LMStage, lanes: LanePool, sink: Sink
     """Prefill per length, prefill per level, decode per batch and context; rows go to lm.csv."""
     clock = Clock(plan.device)
     vocab = stage.dims.vocab
-    device = next(stage.model.parameters()).device
+    device = model_device(stage.model)
     rows: list[dict[str, Any]] = []
     full = lanes.full.encode
     points: list[tuple[str, int, int, Lane]] = []

@@ -229,8 +229,7 @@ def _measure_host(model: Any, spec: ModelSpec, plan: CalibrationPlan, mid: int,
     if not with_contention:
         raw["dispatch_transfer"] = dispatch_rows
         progress("device sharing")
-        work = functools.partial(device_stage_work, spec.name, spec.size, mid,
-                                 sorted(plan.prefill_lengths)[len(plan.prefill_lengths) // 2])
+        work = functools.partial(device_stage_work, spec.name, spec.size, mid, prompt)
         sharing = hp.measure_contention(plan.contention_procs, duration_s=plan.device_sharing_duration_s,
                                         make_work=work)
         raw["device_sharing"] = sharing

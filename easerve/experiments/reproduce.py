@@ -107,15 +107,16 @@ def clip_length_whatif(video: Setup, headline_peak: pd.DataFrame, plan: Plan) ->
     Each scaled workload gets its own SLOs and its own HAS choice per rate,
     swept exactly as the headline; the scale-1 rows are the headline's.
     """
-    scaled = {f"x{k:g}": with_item_scale(video, k) for k in plan.clip_scales}
+    scales = {f"x{k:g}": k for k in plan.clip_scales}  # sweep label -> scale
+    scaled = {label: with_item_scale(video, k) for label, k in scales.items()}
     sweep = studies.goodput_sweep(scaled, _Chooser(scaled, plan).deployment_for(), plan.scale,
                                   systems=CLIP_SYSTEMS)
     peak = studies.peak_goodput(sweep)
-    peak["scale"] = [float(m[1:]) for m in peak["modality"]]
+    peak["scale"] = peak["modality"].map(scales)
     head = headline_peak[(headline_peak["modality"] == "video")
                          & headline_peak["system"].isin(CLIP_SYSTEMS)].assign(scale=1.0)
     frame = pd.concat([peak, head], ignore_index=True)
-    setups = {**{float(k[1:]): s for k, s in scaled.items()}, 1.0: video}
+    setups = {**{scales[label]: s for label, s in scaled.items()}, 1.0: video}
     frame["mean_item_tokens"] = [_mean_item_tokens(setups[k].mix) for k in frame["scale"]]
     frame["moderate_ttft_slo_s"] = [setups[k].slos["moderate"].ttft_s for k in frame["scale"]]
     cols = ["scale", "mean_item_tokens", "moderate_ttft_slo_s", "system", "goodput_rps", "at_rate_hz"]
