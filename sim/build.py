@@ -108,7 +108,8 @@ def build_disaggregated(env: simpy.Environment, recorder: Recorder, pipe: Pipeli
     pipe.decode_workers = [
         DecodeWorker(env, i, _gpus(first, i, d.decode.tp), recorder, pipe=pipe, clock=clock,
                      kv_capacity_tokens=caps.decode, max_num_seqs=d.max_num_decode_seqs, host=host,
-                     join_s=options.decode_join_s, stall=None if stalls is None else stalls.draw("decode"),
+                     join_s=options.decode_join_s, leave_s=options.decode_leave_s,
+                     stall=None if stalls is None else stalls.draw("decode"),
                      warmup=make_warmup(options, "decode"))
         for i in range(d.decode.num_workers)]
     return encoders

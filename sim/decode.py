@@ -23,7 +23,10 @@ thread on the host: its steps are exclusive seconds of work that drain at the
 host's factor, so its end moves whenever the factor does. With
 ``join_s`` (``[sim] decode_join_s``, 0 by default) every request that joins
 adds that much work at the head of the next segment (a real engine grows its
-batch's cache between steps, on the loop every running request waits for).
+batch's cache between steps, on the loop every running request waits for),
+and with ``leave_s`` (``[sim] decode_leave_s``) every request that leaves
+adds that much to the next segment of those that stay (a batch that runs
+empty drops it: the worker is idle).
 With a :class:`~sim.stalls.Stall` (opt-in) the worker's one-off pause is work
 at the head of the segment that starts at its step ``at``: a segment that
 would run past that step ends there (one extra segment per worker and run).
@@ -57,7 +60,7 @@ class DecodeWorker(Worker):
     def __init__(self, env: simpy.Environment, index: int, gpus: tuple[int, ...], recorder: Recorder,
                  *, pipe: Pipeline, clock: StepClock, kv_capacity_tokens: int | None,
                  max_num_seqs: int, host: HostCPU | None = None, join_s: float = 0.0,
-                 stall: Stall | None = None, warmup: Warmup | None = None) -> None:
+                 leave_s: float = 0.0, stall: Stall | None = None, warmup: Warmup | None = None) -> None:
         self.pipe = pipe
         self.clock = clock
         self.capacity = math.inf if kv_capacity_tokens is None else kv_capacity_tokens
@@ -74,7 +77,8 @@ class DecodeWorker(Worker):
         self._seg_end = math.inf
         self.host = host
         self.join_s = join_s
-        self._pending_s = 0.0  # join work waiting for the next segment
+        self.leave_s = leave_s
+        self._pending_s = 0.0  # join and leave work waiting for the next segment
         self._seg_extra = 0.0  # join work at the head of the running segment
         self._stall_at = -1 if stall is None else stall.at  # step the pause precedes; -1: none pending
         self._stall_s = 0.0 if stall is None else stall.stall_s
@@ -197,7 +201,7 @@ class DecodeWorker(Worker):
         self.ctx += n * k
         self._seg_end = math.inf
         self._progress.stop()
-        leaves = self._leaves
+        leaves, gone = self._leaves, 0
         while leaves and leaves[0][0] <= self.steps:
             _, _, job = heapq.heappop(leaves)
             self.ctx -= job.input_tokens + job.req.output_tokens
@@ -205,6 +209,9 @@ class DecodeWorker(Worker):
             self.load_tokens -= job.kv_tokens
             self.rec.log(now, "decode_leave", self.index, (job.req.request_id,))
             self.pipe.finish(job, now)
+            gone += 1
+        if leaves:
+            self._pending_s += gone * self.leave_s
 
     # -- hooks for the aggregated engine ---------------------------------------------------
     def _busy_elsewhere(self, now: float) -> bool:

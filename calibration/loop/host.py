@@ -15,9 +15,12 @@ turns them into the simulator's opt-in knobs:
   its encode worker (``[sim] dispatch_latency_s``);
 * ``decode_step_overhead_s``: the decode loop's work around each step,
   added to every decode step (:func:`with_overheads`);
-* ``decode_join_s``: joining a prefilled request to a running decode batch
-  (and its leaving), paid on the loop all running requests wait for
-  (``[sim] decode_join_s``);
+* ``decode_join_s`` / ``decode_leave_s``: a prefilled request joining a
+  running decode batch (taken off the queue, its KV rebuilt and concatenated)
+  and a finished one leaving it, paid on the loop all running requests wait
+  for (``[sim] decode_join_s``, ``decode_leave_s``); ``calibrate`` measures
+  the concatenation alone, the refit the whole change from live traces
+  (:mod:`calibration.loop.joins`);
 * ``stall_s`` and the ``stall_<stage>_*`` ranges: every worker process's
   one-off pause (its first full garbage collection) and the batch numbers it
   hit, and per stage the fraction of processes that paused, fitted from live
@@ -66,6 +69,7 @@ class HostModel:
     dispatch_latency_s: float = 0.0
     decode_step_overhead_s: float = 0.0
     decode_join_s: float = 0.0
+    decode_leave_s: float = 0.0
     background_cores: float = 0.0
     stall_s: float = 0.0
     stall_encode_batches_min: float = 0.0
@@ -127,7 +131,7 @@ class HostModel:
         out = {"num_host_cores": self.num_host_cores, "host_background_cores": self.background_cores,
                "host_colocated_speed_frac": self.colocated_speed_frac,
                "dispatch_latency_s": self.dispatch_latency_s, "decode_join_s": self.decode_join_s,
-               **LIVE_MECHANISMS}
+               "decode_leave_s": self.decode_leave_s, **LIVE_MECHANISMS}
         if self.stall_s > 0:
             out["stall_s"] = self.stall_s
             for group, unit in STALL_GROUPS:

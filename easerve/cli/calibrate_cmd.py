@@ -34,6 +34,7 @@ import pandas as pd
 
 from calibration.fit import FitResult, fit_samples
 from calibration.loop.host import WARMUP_LANES, HostModel, host_of
+from calibration.loop.joins import boundaries_of_runs, fit_joins, join_summary
 from calibration.loop.refit import samples_from_runs, step_gap_s
 from calibration.loop.samples import calibrated_doc, held_out_error, share_table, spread_summary, to_samples
 from calibration.loop.stalls import find_pauses, fit_stalls, pause_summary
@@ -134,16 +135,19 @@ def _print(doc: ProfileDoc, held: dict[str, float], out: Path) -> None:
                                      for k, v in host.items()}))
 
 
-def _read_run(folder: Path) -> tuple[pd.DataFrame, dict]:
+def _read_run(folder: Path) -> tuple[pd.DataFrame, dict, pd.DataFrame | None]:
+    """(stage log, config, records or None) of one run folder."""
     log_path, cfg_path = folder / "stage_log.parquet", folder / "config.json"
     if not folder.is_dir() or not log_path.exists() or not cfg_path.exists():
         raise ValueError(f"{folder} is not a run folder (needs stage_log.parquet and config.json)")
-    return pd.read_parquet(log_path), json.loads(cfg_path.read_text())
+    rec_path = folder / "records.parquet"
+    records = pd.read_parquet(rec_path) if rec_path.exists() else None
+    return pd.read_parquet(log_path), json.loads(cfg_path.read_text()), records
 
 
 def _refit(args: argparse.Namespace) -> int:
     runs = [_read_run(Path(d)) for d in args.from_runs]
-    models = {(c["model"]["name"], c["model"].get("size", "full")) for _, c in runs}
+    models = {(c["model"]["name"], c["model"].get("size", "full")) for _, c, _ in runs}
     if len(models) != 1:
         raise ValueError(f"--from-runs: runs of different models {sorted(models)}")
     base = load_profile_doc(args.profile) if args.profile is not None else None
@@ -154,20 +158,23 @@ def _refit(args: argparse.Namespace) -> int:
     name, size = models.pop()
     spec = ModelSpec(name=name, size=size)
     embed, kv = byte_sizes(build_model(spec, device="meta"))
-    logs = [log for log, _ in runs]
+    logs = [log for log, _, _ in runs]
     kw = dict(host=host, model=spec.name, gpu=base.gpu if base else "cpu", embed_bytes_per_token=embed,
               kv_bytes_per_token=kv, share_steps=CPU_SHARE_STEPS)
     samples, result, pauses, excess = _fit_traces(logs, host, kw)
     warmup = fit_warmup(excess)
+    joins = _fit_joins(runs, host)
     params = result.profile.to_params()
     params.update(lm_tp=1, held_out_error=held_out_error(samples),
                   measured={"size": size, "runs": [str(d) for d in args.from_runs],
                             "decode_step_gap_s": step_gap_s(pd.concat(logs)),
-                            "stalls": pause_summary(pauses), "warmup": warmup_summary(excess)})
+                            "stalls": pause_summary(pauses), "warmup": warmup_summary(excess),
+                            "joins": joins})
     if host is not None:
         # the refit decode steps exclude the loop's gaps: keep measuring those from the traces
         params["host"] = {**host.to_dict(), "decode_step_overhead_s": params["measured"]["decode_step_gap_s"],
-                          **fit_stalls(pauses), **{f"warmup_{lane}_s": [] for lane in WARMUP_LANES}, **warmup}
+                          **fit_stalls(pauses), **{f"warmup_{lane}_s": [] for lane in WARMUP_LANES}, **warmup,
+                          **{k: joins[k] for k in ("decode_join_s", "decode_leave_s") if k in joins}}
     table = base.sm_share_table if base is not None else None
     doc = ProfileDoc(kind="fitted", model=spec.name, gpu=base.gpu if base else "cpu",
                      source=str(samples["source"]), created=_today(), params=params, sm_share_table=table,
@@ -176,6 +183,21 @@ def _refit(args: argparse.Namespace) -> int:
     save_profile_doc(doc, args.out)
     _print(doc, params["held_out_error"], args.out)
     return 0
+
+
+def _fit_joins(runs: list[tuple[pd.DataFrame, dict, pd.DataFrame | None]],
+               host: HostModel | None) -> dict[str, Any]:
+    """The decode batch-change costs from the runs' traces (:mod:`calibration.loop.joins`).
+
+    Needs every run's ``records.parquet`` (which requests left at which step);
+    without them the base profile's isolated join cost stays and no leave cost
+    is fitted.
+    """
+    if any(rec is None for _, _, rec in runs):
+        return {"boundaries": 0, "note": "a run lacks records.parquet: join and leave costs not refitted"}
+    table = boundaries_of_runs([log for log, _, _ in runs], [rec for _, _, rec in runs if rec is not None],
+                               host)
+    return join_summary(table, fit_joins(table))
 
 
 def _fit_traces(logs: list[pd.DataFrame], host: HostModel | None,

@@ -103,6 +103,10 @@ def test_refit_from_live_runs(validated, profile_path, tmp_path):
     doc = load_profile_doc(out)
     assert set(doc.fit_error) == {"encode", "prefill", "decode"}
     assert doc.params["host"]["decode_step_overhead_s"] >= 0
+    joins = doc.params["measured"]["joins"]  # the batch-change costs, refitted from the runs' records
+    assert joins["boundaries"] > 0
+    assert doc.params["host"]["decode_join_s"] == joins["decode_join_s"] >= 0
+    assert doc.params["host"]["decode_leave_s"] == joins["decode_leave_s"] >= 0
     assert load_profile(out).decode_step_s(1, 10) > 0
 
 
