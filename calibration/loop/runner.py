@@ -144,12 +144,13 @@ class Comparison:
 
 def compare(config: ExperimentConfig, s: Setup, deployments: Sequence[tuple[str, Deployment]], *,
             repeats: int, weights_dir: str | None = None,
-            host_cores: Callable[[], float] | None = None,
+            host_cores: Callable[[str], float] | None = None,
             recorded: Mapping[str, list[RunResult]] | None = None) -> list[Comparison]:
     """Every deployment in both engines on the config's workload (see the module docstring).
 
-    ``host_cores``, when given, re-measures the host's free cores before each
-    deployment; the simulator of that deployment uses the value. ``recorded``
+    ``host_cores``, when given, gives the host's free cores for each
+    deployment by name (re-measured just before its live trials, or recorded
+    with them); the simulator of that deployment uses the value. ``recorded``
     gives earlier live trials per deployment name instead of new ones (the
     simulator is judged against them; each must hold the config's requests).
     """
@@ -161,7 +162,7 @@ def compare(config: ExperimentConfig, s: Setup, deployments: Sequence[tuple[str,
         for name, dep in deployments:
             cfg = with_deployment(config, dep, weights_dir=folder)
             dep.check_fits(s.cluster)
-            here = s if host_cores is None else setup(config, s.doc, host_cores=host_cores())
+            here = s if host_cores is None else setup(config, s.doc, host_cores=host_cores(name))
             live = run_live(cfg, repeats) if recorded is None else _matching(recorded[name], sim_reqs, name)
             out.append(Comparison(name=name, deployment=dep, sim=run_sim(cfg, sim_reqs, here), live=live,
                                   host=here.host))

@@ -26,6 +26,7 @@ import argparse
 import json
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -63,8 +64,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--sweep", nargs="*", default=None, metavar="SPEC",
                    help="run several deployments (default set if no SPEC) and check the ranking")
     p.add_argument("--host-cores", default="auto",
-                   help="host cores for the simulator's contention model: auto (re-measure now, "
-                        "default), profile (the profile's), or a number")
+                   help="host cores for the simulator's contention model: auto (default: re-measure "
+                        "before each deployment; with --live-from, the value measured before those "
+                        "trials, from their summary.json), profile (the profile's), or a number")
     p.add_argument("--rank-by", default="goodput_rps", help=f"ranking metric, one of: {', '.join(METRICS)}")
     p.add_argument("--live-from", type=Path, nargs="+", default=None, metavar="DIR",
                    help="judge the simulator against the live trials of earlier validate folders "
@@ -122,7 +124,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"profile {args.profile} is for {doc.model}, the config runs {config.model}")
     fixed, remeasure = _host_cores(args.host_cores)
     s = setup(config, doc, host_cores=fixed)
-    recorded = None if args.live_from is None else recorded_live(args.live_from, [n for n, _ in deployments])
+    names = [n for n, _ in deployments]
+    recorded = None if args.live_from is None else recorded_live(args.live_from, names)
+    if recorded is not None and remeasure is not None:
+        remeasure = recorded_cores(args.live_from, names)
     results = compare(config, s, deployments, repeats=args.repeats, host_cores=remeasure, recorded=recorded)
     table = _write(args, config, s.slo, results)
     print(markdown_table(table[["deployment", "metric", "sim", "live", "rel_error"]]))
@@ -146,6 +151,26 @@ def recorded_live(folders: list[Path], names: list[str]) -> dict[str, list[Any]]
     return out
 
 
+def recorded_cores(folders: list[Path], names: list[str]) -> Callable[[str], float]:
+    """Per deployment, the host cores measured before its recorded trials (``--host-cores auto``).
+
+    Read from each folder's ``summary.json`` (the first folder that has the
+    deployment); one that recorded none is refused.
+    """
+    cores: dict[str, float] = {}
+    for folder in folders:
+        path = folder / "summary.json"
+        recorded = json.loads(path.read_text()).get("host_cores", {}) if path.exists() else {}
+        for name in names:
+            if name not in cores and recorded.get(name):
+                cores[name] = float(recorded[name])
+    missing = [n for n in names if n not in cores]
+    if missing:
+        raise ValueError(f"--live-from: no host cores recorded for {', '.join(missing)} "
+                         f"(give --host-cores profile or a number)")
+    return cores.__getitem__
+
+
 def with_device(config: ExperimentConfig, device: str | None) -> ExperimentConfig:
     """``config`` with its live side on ``device`` (unchanged for None)."""
     if device is None:
@@ -160,7 +185,8 @@ def live_device(config: ExperimentConfig) -> str:
     return str(config.engine.get("live", {}).get("device", "cpu"))
 
 
-def _remeasure() -> float:
+def _remeasure(name: str) -> float:
+    del name  # the host now, whatever runs next
     from live.profiling_host import fit_cores, measure_contention
 
     cores = fit_cores(measure_contention(CONTENTION_PROCS))

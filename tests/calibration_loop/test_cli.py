@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -149,6 +150,16 @@ def test_validate_against_recorded_live_trials(validated, profile_path, tmp_path
     summary = json.loads((out / "summary.json").read_text())
     assert summary["repeats"] == {"b1-s1-none": 1, "b2-s0.5-dynamic": 1}
     assert "--live-from" in summary["command"]
+    # --host-cores auto replays the cores measured before the recorded trials, not the host now
+    trials = tmp_path / "trials"
+    shutil.copytree(validated, trials)
+    recorded_cores = {"b1-s1-none": 1.23, "b2-s0.5-dynamic": 1.77}
+    meta = json.loads((trials / "summary.json").read_text())
+    (trials / "summary.json").write_text(json.dumps({**meta, "host_cores": recorded_cores}))
+    replay = tmp_path / "replay"
+    assert main(["validate", str(config), "--profile", str(profile_path), "--out", str(replay),
+                 "--live-from", str(trials), "--sweep", "b1-s1-none", "b2-s0.5-dynamic"]) == 0
+    assert json.loads((replay / "summary.json").read_text())["host_cores"] == recorded_cores
     other = tmp_path / "other.toml"
     other.write_text(config.read_text().replace("num_requests = 12", "num_requests = 10"))
     recorded = recorded_live([validated], ["b1-s1-none"])["b1-s1-none"]
