@@ -41,10 +41,16 @@ def goodput_curves(sweep: pd.DataFrame, path: Path, *, tier: str = "moderate") -
 def clip_length_plot(frame: pd.DataFrame, path: Path) -> Path:
     """Peak goodput per system against the mean video item's LM tokens (the what-if)."""
     fig, ax = plt.subplots(figsize=(5, 3.2))
+    scaled = frame["mix"].str.contains(" x") if "mix" in frame else pd.Series(True, index=frame.index)
     for system, (label, color) in SYSTEM_STYLE.items():
-        rows = frame[frame["system"] == system].sort_values("mean_item_tokens")
+        rows = frame[(frame["system"] == system) & scaled].sort_values("mean_item_tokens")
         if not rows.empty:
             ax.plot(rows["mean_item_tokens"], rows["goodput_rps"], marker="o", color=color, label=label)
+        named = frame[(frame["system"] == system) & ~scaled]
+        ax.scatter(named["mean_item_tokens"], named["goodput_rps"], marker="*", s=90, color=color)
+    for mix, rows in frame[~scaled].groupby("mix"):
+        ax.annotate(mix, (rows["mean_item_tokens"].iloc[0], rows["goodput_rps"].max()), fontsize=6,
+                    textcoords="offset points", xytext=(4, 4))
     ax.set_xlabel("mean LM tokens per video clip")
     ax.set_ylabel("peak goodput, moderate SLO (req/s)")
     ax.set_title("video: goodput vs clip length", fontsize=10)

@@ -23,8 +23,9 @@ import pandas as pd
 from easerve.experiments import figures, report, studies
 from easerve.experiments.choose import Choice, choose, convergence
 from easerve.experiments.paper import MODALITIES
-from easerve.experiments.setup import Setup, load_setup, paper_anchored_efficiency, with_item_scale
+from easerve.experiments.setup import Setup, load_setup, paper_anchored_efficiency, with_item_scale, with_mix
 from easerve_core import Deployment
+from easerve_core.workload import mixes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,6 +42,8 @@ class Plan:
     ablation_remote_fraction: float = 0.55
     #: what-if: video clips this many times the documented mix's tokens (1.0 is the headline)
     clip_scales: tuple[float, ...] = (0.25, 0.5)
+    #: what-if: other named video mixes (vLLM random-mm's documented 16-frame bucket)
+    clip_mixes: tuple[str, ...] = ("qwen-video-rmm16",)
 
 
 QUICK = Plan(scale=studies.QUICK, has_trials=12, has_requests=150, convergence_seeds=(0, 1),
@@ -101,26 +104,37 @@ class _Chooser:
 CLIP_SYSTEMS = ("dynamo", "vllm", "easerve")
 
 
-def clip_length_whatif(video: Setup, headline_peak: pd.DataFrame, plan: Plan) -> pd.DataFrame:
-    """Peak goodput per system for video clips of ``plan.clip_scales`` times the mix's tokens.
+def clip_length_whatif(video: Setup, headline_peak: pd.DataFrame,
+                       plan: Plan) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Peak goodput per system for other video clips, and the sweep it comes from.
 
-    Each scaled workload gets its own SLOs and its own HAS choice per rate,
-    swept exactly as the headline; the scale-1 rows are the headline's.
+    The clips: ``plan.clip_scales`` times the headline mix's tokens, and each
+    mix of ``plan.clip_mixes`` (named presets). Each workload gets its own
+    SLOs and its own HAS choice per rate, swept exactly as the headline; the
+    headline's own rows (scale 1) are copied from its table.
     """
-    scales = {f"x{k:g}": k for k in plan.clip_scales}  # sweep label -> scale
-    scaled = {label: with_item_scale(video, k) for label, k in scales.items()}
-    sweep = studies.goodput_sweep(scaled, _Chooser(scaled, plan).deployment_for(), plan.scale,
+    base = video.mix
+    setups = {f"x{k:g}": with_item_scale(video, k) for k in plan.clip_scales}
+    setups |= {name: with_mix(video, mixes.mix(name)) for name in plan.clip_mixes}
+    sweep = studies.goodput_sweep(setups, _Chooser(setups, plan).deployment_for(), plan.scale,
                                   systems=CLIP_SYSTEMS)
-    peak = studies.peak_goodput(sweep)
-    peak["scale"] = peak["modality"].map(scales)
+    peak = studies.peak_goodput(sweep).rename(columns={"modality": "label"})
     head = headline_peak[(headline_peak["modality"] == "video")
-                         & headline_peak["system"].isin(CLIP_SYSTEMS)].assign(scale=1.0)
+                         & headline_peak["system"].isin(CLIP_SYSTEMS)].assign(label="x1")
     frame = pd.concat([peak, head], ignore_index=True)
-    setups = {**{scales[label]: s for label, s in scaled.items()}, 1.0: video}
-    frame["mean_item_tokens"] = [_mean_item_tokens(setups[k].mix) for k in frame["scale"]]
-    frame["moderate_ttft_slo_s"] = [setups[k].slos["moderate"].ttft_s for k in frame["scale"]]
-    cols = ["scale", "mean_item_tokens", "moderate_ttft_slo_s", "system", "goodput_rps", "at_rate_hz"]
-    return frame[cols].sort_values(["scale", "system"], ignore_index=True)
+    setups["x1"] = video
+    frame["mix"] = [f"{_mix_name(base)} x{label[1:]}" if label.startswith("x") else label
+                    for label in frame["label"]]
+    frame["mean_item_tokens"] = [_mean_item_tokens(setups[k].mix) for k in frame["label"]]
+    frame["scale"] = frame["mean_item_tokens"] / _mean_item_tokens(base)
+    frame["moderate_ttft_slo_s"] = [setups[k].slos["moderate"].ttft_s for k in frame["label"]]
+    cols = ["mix", "scale", "mean_item_tokens", "moderate_ttft_slo_s", "system", "goodput_rps", "at_rate_hz"]
+    return (frame[cols].sort_values(["mean_item_tokens", "system"], ignore_index=True),
+            sweep.rename(columns={"modality": "label"}))
+
+
+def _mix_name(mix: Any) -> str:
+    return next((name for name, m in mixes.MIXES.items() if m == mix), "video mix")
 
 
 def _mean_item_tokens(mix: Any) -> float:
@@ -150,7 +164,8 @@ def reproduce(out: Path, *, quick: bool = False, quiet: bool = False) -> Path:
         free, chooser.deployment_for(), plan.scale, systems=("vllm",)))
 
     log("what-if: video clip length")
-    tables["video_clip_length"] = clip_length_whatif(setups["video"], tables["peak_goodput"], plan)
+    tables["video_clip_length"], tables["video_clip_length_sweep"] = clip_length_whatif(
+        setups["video"], tables["peak_goodput"], plan)
     figures.clip_length_plot(tables["video_clip_length"], out / "video_clip_length.png")
 
     image = setups["image"]

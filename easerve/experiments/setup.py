@@ -22,7 +22,7 @@ from easerve_core import SLO, Cluster, Deployment, SMShareTable
 from easerve_core.config import load_experiment
 from easerve_core.reference import slo_for
 from easerve_core.slo import SLO_TIERS
-from easerve_core.workload import GammaArrivals, RateSchedule, WorkloadSpec, generate
+from easerve_core.workload import GammaArrivals, RateSchedule, RequestMix, WorkloadSpec, generate
 from sim import SimOptions, apply_preset, simulate
 from sim.result import SimResult
 
@@ -88,7 +88,17 @@ def with_item_scale(setup: Setup, scale: float) -> Setup:
     """
     if not scale > 0:
         raise ValueError(f"scale must be > 0, got {scale!r}")
-    mix = replace(setup.mix, item_tokens=tuple(max(1, round(t * scale)) for t in setup.mix.item_tokens))
+    return with_mix(setup, replace(setup.mix, item_tokens=tuple(max(1, round(t * scale))
+                                                                for t in setup.mix.item_tokens)))
+
+
+def with_mix(setup: Setup, mix: RequestMix) -> Setup:
+    """``setup`` with its workload drawing from ``mix``; SLO tiers and SM-share table recomputed.
+
+    The mix must be of the setup's modality (the model's encoder is fixed).
+    """
+    if mix.modality is not setup.mix.modality:
+        raise ValueError(f"mix is {mix.modality.value}, the setup serves {setup.mix.modality.value}")
     workload = replace(setup.workload, mix=mix)
     slos = {tier: slo_for(tier, setup.profile, mix, setup.cluster) for tier in SLO_TIERS}
     return replace(setup, workload=workload, slos=slos,

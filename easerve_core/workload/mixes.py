@@ -11,6 +11,10 @@ follow the facts in docs/workloads.md (from the team's notes, systems.md §2):
   1,196 (720p), 2,691 (1080p).
 * ``qwen-video``: one 720p clip at 2 fps, frames in pairs, 768 px-tokens per
   frame cap: 720 LM tokens per second; clips of 5, 10 and 20 s.
+* ``qwen-video-rmm16``: the one video bucket vLLM's ``random-mm`` generator
+  documents, ``(720, 1280, 16)``: 16 frames of 720x1280, which the Qwen2.5-VL
+  video processor resizes to 560x1008 (its 768 x 28^2 px frame cap) and
+  patches in frame pairs: 8 x 720 = 5,760 LM tokens.
 * ``ultravox-audio``: one clip at 6.25 LM tokens per second of audio; clip
   lengths spread like LibriSpeech utterances (5 to 30 s).
 * ``text``: no multimodal item.
@@ -129,6 +133,7 @@ MIXES: Mapping[str, RequestMix] = {
     "qwen-video": RequestMix(
         modality=Modality.VIDEO, item_tokens=(3600, 7200, 14400), item_weights=(0.3, 0.5, 0.2)
     ),
+    "qwen-video-rmm16": RequestMix(modality=Modality.VIDEO, item_tokens=(5760,)),
     "ultravox-audio": RequestMix(
         modality=Modality.AUDIO,
         item_tokens=_audio_tokens((5, 10, 15, 20, 30)),

@@ -12,7 +12,8 @@ from easerve.experiments.studies import _binned_step
 
 TABLES = ("goodput_sweep", "peak_goodput", "vllm_free_encoder", "fixed_batch", "burstiness",
           "rate_shift", "rate_shift_bins", "sm_ablation", "encoder_utilization",
-          "has_convergence", "has_grid_best", "has_choices", "video_clip_length")
+          "has_convergence", "has_grid_best", "has_choices", "video_clip_length",
+          "video_clip_length_sweep")
 FIGURES = ("goodput_curves", "burstiness", "rate_shift", "encoder_utilization", "has_convergence",
            "video_clip_length")
 
@@ -51,14 +52,18 @@ def test_quick_run_shows_the_papers_directions(quick_run):
 
 def test_clip_length_whatif_scales_the_clips_and_their_slo(quick_run):
     clip = pd.read_csv(quick_run / "video_clip_length.csv")
-    assert set(clip["scale"]) == {0.5, 1.0} and set(clip["system"]) == {"dynamo", "vllm", "easerve"}
-    by_scale = clip.groupby("scale")[["mean_item_tokens", "moderate_ttft_slo_s"]].first()
-    assert by_scale.loc[0.5, "mean_item_tokens"] == pytest.approx(by_scale.loc[1.0, "mean_item_tokens"] / 2,
-                                                                  rel=0.01)
-    assert by_scale.loc[0.5, "moderate_ttft_slo_s"] < by_scale.loc[1.0, "moderate_ttft_slo_s"]
-    head = pd.read_csv(quick_run / "peak_goodput.csv")
-    video = head[(head["modality"] == "video") & (head["system"] == "vllm")]["goodput_rps"].item()
-    assert clip[(clip["scale"] == 1.0) & (clip["system"] == "vllm")]["goodput_rps"].item() == video
+    assert set(clip["mix"]) == {"qwen-video x0.5", "qwen-video x1", "qwen-video-rmm16"}
+    assert set(clip["system"]) == {"dynamo", "vllm", "easerve"}
+    by_mix = clip.groupby("mix")[["scale", "mean_item_tokens", "moderate_ttft_slo_s"]].first()
+    half, head, rmm = (by_mix.loc[m] for m in ("qwen-video x0.5", "qwen-video x1", "qwen-video-rmm16"))
+    assert half["mean_item_tokens"] == pytest.approx(head["mean_item_tokens"] / 2, rel=0.01)
+    assert rmm["mean_item_tokens"] == 5760 and rmm["scale"] == pytest.approx(5760 / head["mean_item_tokens"])
+    assert half["moderate_ttft_slo_s"] < rmm["moderate_ttft_slo_s"] < head["moderate_ttft_slo_s"]
+    peak = pd.read_csv(quick_run / "peak_goodput.csv")
+    video = peak[(peak["modality"] == "video") & (peak["system"] == "vllm")]["goodput_rps"].item()
+    assert clip[(clip["mix"] == "qwen-video x1") & (clip["system"] == "vllm")]["goodput_rps"].item() == video
+    sweep = pd.read_csv(quick_run / "video_clip_length_sweep.csv")
+    assert set(sweep["label"]) == {"x0.5", "qwen-video-rmm16"}
 
 
 def test_with_item_scale_keeps_the_profile_and_checks_the_scale():
@@ -70,6 +75,18 @@ def test_with_item_scale_keeps_the_profile_and_checks_the_scale():
     assert max(half.mix.item_tokens) == round(max(video.mix.item_tokens) * 0.5)
     with pytest.raises(ValueError, match="scale must be > 0"):
         with_item_scale(video, 0.0)
+
+
+def test_with_mix_swaps_the_mix_of_the_same_modality_only():
+    from easerve.experiments.setup import with_mix
+    from easerve_core.workload import mix
+
+    video = load_setup("video")
+    rmm = with_mix(video, mix("qwen-video-rmm16"))
+    assert rmm.mix.item_tokens == (5760,) and rmm.profile is video.profile
+    assert rmm.slos["moderate"].ttft_s < video.slos["moderate"].ttft_s
+    with pytest.raises(ValueError, match="mix is audio"):
+        with_mix(video, mix("ultravox-audio"))
 
 
 def test_anchor_makes_request_at_a_time_encode_carry_the_papers_rate():
