@@ -47,9 +47,13 @@ class Link:
         self.bytes_moved += num_bytes
         return end
 
-    def send(self, now: float, num_bytes: int, deliver: Callable[[float], None]) -> float:
-        """Move ``num_bytes`` and call ``deliver(end_s)`` when they arrive; return ``end_s``."""
-        end = self.end_time(now, num_bytes)
+    def send(self, now: float, num_bytes: int, deliver: Callable[[float], None], *,
+             extra_s: float = 0.0) -> float:
+        """Move ``num_bytes`` and call ``deliver(end_s)`` when they arrive; return ``end_s``.
+
+        ``extra_s`` delays the delivery beyond the transfer without holding the path.
+        """
+        end = self.end_time(now, num_bytes) + extra_s
         event = self.env.timeout(max(0.0, end - self.env.now))
         event.callbacks.append(lambda _event: deliver(end))
         return end

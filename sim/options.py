@@ -64,6 +64,9 @@ class SimOptions:
             request that joins its batch (growing the cache); 0 by default.
         decode_leave_s: work a Decode worker adds to its next segment for every
             request that leaves its batch while others stay; 0 by default.
+        handoff_prefill_s, handoff_decode_s: delay of every hand-off to a
+            remote Prefill / a Decode worker beyond the link (the work around
+            the message at both ends, :mod:`sim.pipeline`); 0 by default.
         stall_s: a one-off pause of every worker process (:mod:`sim.stalls`: the
             first full garbage collection after start), seconds of work added to
             one of its batches; 0 (default) turns the stall model off.
@@ -99,6 +102,8 @@ class SimOptions:
     encode_intake_blocking: bool = False
     decode_join_s: float = 0.0
     decode_leave_s: float = 0.0
+    handoff_prefill_s: float = 0.0
+    handoff_decode_s: float = 0.0
     stall_s: float = 0.0
     stall_encode_batches_min: int = 0
     stall_encode_batches_max: int = 0
@@ -121,7 +126,7 @@ class SimOptions:
         if overhead >= 1.0:
             raise ValueError(f"sim.time_slice_overhead_frac must be < 1, got {overhead!r}")
         for name in ("num_host_cores", "host_background_cores", "dispatch_latency_s", "decode_join_s",
-                     "decode_leave_s", "stall_s"):
+                     "decode_leave_s", "handoff_prefill_s", "handoff_decode_s", "stall_s"):
             _check.non_negative(f"sim.{name}", getattr(self, name))
         for stage, unit in STALL_COUNTERS:
             low = _check.integer(f"sim.stall_{stage}_{unit}_min", getattr(self, f"stall_{stage}_{unit}_min"),

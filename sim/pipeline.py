@@ -7,6 +7,11 @@ worker to the least-loaded remote Prefill worker, KV caches from Prefill to
 the least-loaded Decode worker, both over the shared :class:`~sim.link.Link`.
 "Least loaded" counts the tokens assigned to a worker and not yet done
 (queued, in flight or running); a tie goes to the lowest index.
+
+``handoff_prefill_s`` and ``handoff_decode_s`` (``[sim]``, 0 by default) delay
+every hand-off to a remote Prefill or to a Decode worker beyond the link: the
+work a live engine does around a message at both ends (building and
+unpickling it, acks), which does not hold a link path.
 """
 
 from __future__ import annotations
@@ -63,8 +68,11 @@ def least_loaded(workers: Sequence[Receiver]) -> Receiver:
 class Pipeline:
     """Stage-to-stage hand-offs (see the module docstring)."""
 
-    def __init__(self, *, link: Link, recorder: Recorder, encode_profile: StageProfile) -> None:
+    def __init__(self, *, link: Link, recorder: Recorder, encode_profile: StageProfile,
+                 handoff_prefill_s: float = 0.0, handoff_decode_s: float = 0.0) -> None:
         self.link = link
+        self.handoff_prefill_s = handoff_prefill_s
+        self.handoff_decode_s = handoff_decode_s
         self.rec = recorder
         self.encode_profile = encode_profile
         self.prefill_workers: list[Receiver] = []
@@ -75,11 +83,11 @@ class Pipeline:
         worker = least_loaded(self.prefill_workers)
         worker.load_tokens += job.input_tokens
         job.rec.prefill_worker = worker.index
-        if not job.items:
+        if not job.items and not self.handoff_prefill_s:
             worker.deliver(job, now)
             return
-        nbytes = self.encode_profile.embed_bytes(job.rec.mm_tokens)
-        self.link.send(now, nbytes, lambda end: worker.deliver(job, end))
+        nbytes = self.encode_profile.embed_bytes(job.rec.mm_tokens) if job.items else 0
+        self.link.send(now, nbytes, lambda end: worker.deliver(job, end), extra_s=self.handoff_prefill_s)
 
     def after_prefill(self, job: Job, now: float, kv_profile: StageProfile) -> None:
         """First token is out at ``now``; move the KV cache on to Decode (or finish)."""
@@ -91,7 +99,7 @@ class Pipeline:
         worker.load_tokens += job.kv_tokens
         job.rec.decode_worker = worker.index
         nbytes = kv_profile.kv_bytes(job.input_tokens)
-        self.link.send(now, nbytes, lambda end: worker.deliver(job, end))
+        self.link.send(now, nbytes, lambda end: worker.deliver(job, end), extra_s=self.handoff_decode_s)
 
     def finish(self, job: Job, now: float) -> None:
         job.rec.finish_s = now

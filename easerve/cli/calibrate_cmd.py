@@ -27,12 +27,14 @@ import argparse
 import datetime as dt
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from calibration.fit import FitResult, fit_samples
+from calibration.loop.handoffs import fit_handoffs
 from calibration.loop.host import WARMUP_LANES, HostModel, host_of
 from calibration.loop.joins import boundaries_of_runs, fit_joins, join_summary
 from calibration.loop.refit import samples_from_runs, step_gap_s
@@ -42,6 +44,8 @@ from calibration.loop.warmup import fit_warmup, lane_excess, warmup_rows, warmup
 from easerve_core.profile import ProfileDoc, load_profile_doc, save_profile_doc
 
 DEVICES = ("cpu", "cuda")
+#: host-model fields the refit measures from the traces' batch changes and hand-offs
+TRACE_HOST_KEYS = ("decode_join_s", "decode_leave_s", "handoff_prefill_s", "handoff_decode_s")
 #: threads of a live CPU worker (``[live] num_threads``): one, which no share can split
 CPU_SHARE_STEPS = 1
 
@@ -164,17 +168,18 @@ def _refit(args: argparse.Namespace) -> int:
     samples, result, pauses, excess = _fit_traces(logs, host, kw)
     warmup = fit_warmup(excess)
     joins = _fit_joins(runs, host)
+    handoffs = _fit_handoffs(runs, host, joins, embed_bytes_per_token=embed, kv_bytes_per_token=kv)
     params = result.profile.to_params()
     params.update(lm_tp=1, held_out_error=held_out_error(samples),
                   measured={"size": size, "runs": [str(d) for d in args.from_runs],
                             "decode_step_gap_s": step_gap_s(pd.concat(logs)),
                             "stalls": pause_summary(pauses), "warmup": warmup_summary(excess),
-                            "joins": joins})
+                            "joins": joins, "handoffs": handoffs})
     if host is not None:
         # the refit decode steps exclude the loop's gaps: keep measuring those from the traces
         params["host"] = {**host.to_dict(), "decode_step_overhead_s": params["measured"]["decode_step_gap_s"],
                           **fit_stalls(pauses), **{f"warmup_{lane}_s": [] for lane in WARMUP_LANES}, **warmup,
-                          **{k: joins[k] for k in ("decode_join_s", "decode_leave_s") if k in joins}}
+                          **{k: v for k, v in {**joins, **handoffs}.items() if k in TRACE_HOST_KEYS}}
     table = base.sm_share_table if base is not None else None
     doc = ProfileDoc(kind="fitted", model=spec.name, gpu=base.gpu if base else "cpu",
                      source=str(samples["source"]), created=_today(), params=params, sm_share_table=table,
@@ -198,6 +203,20 @@ def _fit_joins(runs: list[tuple[pd.DataFrame, dict, pd.DataFrame | None]],
     table = boundaries_of_runs([log for log, _, _ in runs], [rec for _, _, rec in runs if rec is not None],
                                host)
     return join_summary(table, fit_joins(table))
+
+
+def _fit_handoffs(runs: list[tuple[pd.DataFrame, dict, pd.DataFrame | None]], host: HostModel | None,
+                  joins: dict[str, Any], **sizes: int) -> dict[str, Any]:
+    """The hand-off delays beyond the link, from the runs' traces (:mod:`calibration.loop.handoffs`).
+
+    The decode direction leaves out the refitted join cost; like the joins,
+    it needs every run's ``records.parquet``.
+    """
+    if any(rec is None for _, _, rec in runs):
+        return {"note": "a run lacks records.parquet: hand-off delays not fitted"}
+    base = replace(host or HostModel(), decode_join_s=float(joins.get("decode_join_s", 0.0)))
+    return fit_handoffs([log for log, _, _ in runs], [rec for _, _, rec in runs if rec is not None], base,
+                        **sizes)
 
 
 def _fit_traces(logs: list[pd.DataFrame], host: HostModel | None,

@@ -108,6 +108,9 @@ def test_refit_from_live_runs(validated, profile_path, tmp_path):
     assert joins["boundaries"] > 0
     assert doc.params["host"]["decode_join_s"] == joins["decode_join_s"] >= 0
     assert doc.params["host"]["decode_leave_s"] == joins["decode_leave_s"] >= 0
+    handoffs = doc.params["measured"]["handoffs"]  # hand-offs to an idle receiver, beyond the link
+    assert handoffs["handoff_prefill_count"] + handoffs["handoff_decode_count"] > 0
+    assert doc.params["host"]["handoff_decode_s"] == handoffs["handoff_decode_s"] >= 0
     assert load_profile(out).decode_step_s(1, 10) > 0
 
 

@@ -1,0 +1,51 @@
+"""Hand-offs between worker processes: the delays fitted from traces, and the simulator's."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from calibration.loop.handoffs import fit_handoffs, handoff_delays
+from calibration.loop.host import HostModel
+from sim import SimOptions, simulate
+from tests.calibration_loop.helpers import CLUSTER, Flat
+from tests.calibration_loop.test_host_model import _dep, _reqs
+
+
+def _row(stage, group, worker, start, end, size=1):
+    return {"stage": stage, "worker": worker, "group": group, "start_s": start, "end_s": end,
+            "batch_size": size, "tokens": 10, "sm_share": 1.0}
+
+
+def _record(rid, enc_end, pre_start, first, decode_worker=0):
+    return {"request_id": rid, "status": "ok", "route": "remote", "prefill_worker": 0,
+            "decode_worker": decode_worker, "encode_end_s": enc_end, "prefill_start_s": pre_start,
+            "first_token_s": first, "mm_tokens": 8, "prompt_tokens": 4}
+
+
+def test_delays_count_only_receivers_that_were_idle():
+    log = pd.DataFrame([
+        _row("prefill", "prefill", 0, 1.004, 1.010),   # request 0: idle Prefill, 4 ms after its encode end
+        _row("decode", "decode", 0, 1.013, 1.014),     # its first step: alone, 3 ms after its first token
+        _row("prefill", "prefill", 0, 1.012, 1.020),   # request 1: Prefill was busy with request 0 at 1.005
+        _row("decode", "decode", 0, 1.021, 1.022, 2),  # request 1 joins a running batch: not counted
+    ])
+    records = pd.DataFrame([_record(0, 1.000, 1.004, 1.010), _record(1, 1.005, 1.012, 1.020)])
+    delays = handoff_delays(log, records)
+    assert delays["prefill"] == [pytest.approx((0.004, 8))]
+    assert delays["decode"] == [pytest.approx((0.003, 12))]
+    host = HostModel(transfer_latency_s=0.001, decode_join_s=0.0015)
+    fitted = fit_handoffs([log], [records], host, embed_bytes_per_token=0, kv_bytes_per_token=0)
+    assert fitted["handoff_prefill_s"] == pytest.approx(0.003)   # less the link's latency
+    assert fitted["handoff_decode_s"] == pytest.approx(0.0005)   # less the link and the join work
+    assert fitted["handoff_prefill_count"] == fitted["handoff_decode_count"] == 1
+
+
+def test_simulator_delays_each_hand_off():
+    reqs = _reqs(1, out=3)
+    base = simulate(_dep(), reqs, Flat(), cluster=CLUSTER).records
+    late = simulate(_dep(), reqs, Flat(), cluster=CLUSTER,
+                    options=SimOptions(handoff_prefill_s=0.004, handoff_decode_s=0.002)).records
+    assert late["prefill_start_s"][0] - base["prefill_start_s"][0] == pytest.approx(0.004)
+    assert late["first_token_s"][0] - base["first_token_s"][0] == pytest.approx(0.004)
+    assert late["finish_s"][0] - base["finish_s"][0] == pytest.approx(0.006)
