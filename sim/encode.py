@@ -154,6 +154,7 @@ class EncodeWorker(Worker):
 
     # -- Encode --------------------------------------------------------------------------
     def _start_encode(self, now: float) -> None:
+        self.last_start_s = now
         batch = self.fifo.popleft()
         if self.coalesce and self.fifo:
             batch = self._coalesce(batch)
@@ -212,10 +213,11 @@ class EncodeWorker(Worker):
                 self.notify()
             self.rec.queue("local-prefill", self.index, now, len(self.local_queue))
         else:
-            self.pipe.to_remote_prefill(job, now)
+            self.pipe.to_remote_prefill(job, now, sender=self)
 
     # -- local Prefill -------------------------------------------------------------------
     def _start_prefill(self, now: float) -> None:
+        self.last_start_s = now
         batch = take_batch(self.local_queue, self.budget_tokens)
         self._prefilling = batch
         seqs = [job.input_tokens for job in batch]
@@ -241,4 +243,4 @@ class EncodeWorker(Worker):
         self.rec.batch("local-prefill", self.index, start, now, len(batch), tokens, share)
         self.rec.log(now, "local_prefill_end", self.index, tuple(j.req.request_id for j in batch))
         for job in batch:
-            self.pipe.after_prefill(job, now, self.lm_profile)
+            self.pipe.after_prefill(job, now, self.lm_profile, sender=self)

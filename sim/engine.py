@@ -137,7 +137,8 @@ def simulate(deployment: Deployment, requests: Sequence[Request],
                         queues=options.record_queues, trace=trace, progress=progress)
     pipe = Pipeline(link=Link(env, cluster), recorder=recorder,
                     encode_profile=profile_for_tp(profile, max(1, deployment.encode.tp)),
-                    handoff_prefill_s=options.handoff_prefill_s, handoff_decode_s=options.handoff_decode_s)
+                    handoff_prefill_s=options.handoff_prefill_s, handoff_decode_s=options.handoff_decode_s,
+                    handoff_busy_s=options.handoff_busy_s)
     front: Sequence[Any]
     if deployment.architecture is Architecture.AGGREGATED:
         front = build_aggregated(env, recorder, pipe, deployment=deployment, profile=profile,

@@ -67,6 +67,8 @@ class SimOptions:
         handoff_prefill_s, handoff_decode_s: delay of every hand-off to a
             remote Prefill / a Decode worker beyond the link (the work around
             the message at both ends, :mod:`sim.pipeline`); 0 by default.
+        handoff_busy_s: more delay of a hand-off whose sender started its next
+            batch before the message arrived (:mod:`sim.pipeline`); 0 by default.
         stall_s: a one-off pause of every worker process (:mod:`sim.stalls`: the
             first full garbage collection after start), seconds of work added to
             one of its batches; 0 (default) turns the stall model off.
@@ -104,6 +106,7 @@ class SimOptions:
     decode_leave_s: float = 0.0
     handoff_prefill_s: float = 0.0
     handoff_decode_s: float = 0.0
+    handoff_busy_s: float = 0.0
     stall_s: float = 0.0
     stall_encode_batches_min: int = 0
     stall_encode_batches_max: int = 0
@@ -126,7 +129,8 @@ class SimOptions:
         if overhead >= 1.0:
             raise ValueError(f"sim.time_slice_overhead_frac must be < 1, got {overhead!r}")
         for name in ("num_host_cores", "host_background_cores", "dispatch_latency_s", "decode_join_s",
-                     "decode_leave_s", "handoff_prefill_s", "handoff_decode_s", "stall_s"):
+                     "decode_leave_s", "handoff_prefill_s", "handoff_decode_s",
+                     "handoff_busy_s", "stall_s"):
             _check.non_negative(f"sim.{name}", getattr(self, name))
         for stage, unit in STALL_COUNTERS:
             low = _check.integer(f"sim.stall_{stage}_{unit}_min", getattr(self, f"stall_{stage}_{unit}_min"),

@@ -11,7 +11,10 @@ the least-loaded Decode worker, both over the shared :class:`~sim.link.Link`.
 ``handoff_prefill_s`` and ``handoff_decode_s`` (``[sim]``, 0 by default) delay
 every hand-off to a remote Prefill or to a Decode worker beyond the link: the
 work a live engine does around a message at both ends (building and
-unpickling it, acks), which does not hold a link path.
+unpickling it, acks), which does not hold a link path. ``handoff_busy_s``
+delays it further when the sender went on with its next batch before the
+message arrived (in a live worker the message leaves from a thread that
+competes with that batch).
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ class Job:
         self.input_tokens = req.input_tokens
         #: KV a decode worker reserves for the whole sequence (no preemption)
         self.kv_tokens = req.input_tokens + req.output_tokens
+
+
+class Sender(Protocol):
+    last_start_s: float  # when the worker last started a batch
 
 
 class Receiver(Protocol):
@@ -69,17 +76,19 @@ class Pipeline:
     """Stage-to-stage hand-offs (see the module docstring)."""
 
     def __init__(self, *, link: Link, recorder: Recorder, encode_profile: StageProfile,
-                 handoff_prefill_s: float = 0.0, handoff_decode_s: float = 0.0) -> None:
+                 handoff_prefill_s: float = 0.0, handoff_decode_s: float = 0.0,
+                 handoff_busy_s: float = 0.0) -> None:
         self.link = link
         self.handoff_prefill_s = handoff_prefill_s
         self.handoff_decode_s = handoff_decode_s
+        self.handoff_busy_s = handoff_busy_s
         self.rec = recorder
         self.encode_profile = encode_profile
         self.prefill_workers: list[Receiver] = []
         self.decode_workers: list[Receiver] = []
         self.num_finished = 0
 
-    def to_remote_prefill(self, job: Job, now: float) -> None:
+    def to_remote_prefill(self, job: Job, now: float, sender: Sender | None = None) -> None:
         worker = least_loaded(self.prefill_workers)
         worker.load_tokens += job.input_tokens
         job.rec.prefill_worker = worker.index
@@ -87,9 +96,10 @@ class Pipeline:
             worker.deliver(job, now)
             return
         nbytes = self.encode_profile.embed_bytes(job.rec.mm_tokens) if job.items else 0
-        self.link.send(now, nbytes, lambda end: worker.deliver(job, end), extra_s=self.handoff_prefill_s)
+        self._send(worker, job, now, nbytes, self.handoff_prefill_s, sender)
 
-    def after_prefill(self, job: Job, now: float, kv_profile: StageProfile) -> None:
+    def after_prefill(self, job: Job, now: float, kv_profile: StageProfile,
+                      sender: Sender | None = None) -> None:
         """First token is out at ``now``; move the KV cache on to Decode (or finish)."""
         job.rec.first_token_s = now
         if job.req.output_tokens == 1:
@@ -99,7 +109,24 @@ class Pipeline:
         worker.load_tokens += job.kv_tokens
         job.rec.decode_worker = worker.index
         nbytes = kv_profile.kv_bytes(job.input_tokens)
-        self.link.send(now, nbytes, lambda end: worker.deliver(job, end), extra_s=self.handoff_decode_s)
+        self._send(worker, job, now, nbytes, self.handoff_decode_s, sender)
+
+    def _send(self, receiver: Receiver, job: Job, now: float, nbytes: int, extra_s: float,
+              sender: Sender | None) -> None:
+        """Hand ``job`` over the link, later if ``sender`` started a batch before it arrived."""
+        if not self.handoff_busy_s or sender is None:
+            self.link.send(now, nbytes, lambda end: receiver.deliver(job, end), extra_s=extra_s)
+            return
+        busy_s, env = self.handoff_busy_s, self.link.env
+
+        def arrive(end: float) -> None:
+            if sender.last_start_s < now:
+                receiver.deliver(job, end)
+                return
+            late = end + busy_s
+            env.timeout(max(0.0, late - env.now)).callbacks.append(lambda _event: receiver.deliver(job, late))
+
+        self.link.send(now, nbytes, arrive, extra_s=extra_s)
 
     def finish(self, job: Job, now: float) -> None:
         job.rec.finish_s = now

@@ -80,6 +80,7 @@ class PrefillWorker(Worker):
         for job in batch:
             job.rec.prefill_start_s = now
         self._start_s = now
+        self.last_start_s = now
         latency = self.profile.prefill_s([job.input_tokens for job in batch], 1.0)
         if self.stall is not None:
             latency += self.stall.next_batch_s()
@@ -107,4 +108,4 @@ class PrefillWorker(Worker):
         self.rec.batch("prefill", self.index, self._start_s, now, len(batch), tokens, 1.0)
         self.rec.log(now, "prefill_end", self.index, tuple(j.req.request_id for j in batch))
         for job in batch:
-            self.pipe.after_prefill(job, now, self.profile)
+            self.pipe.after_prefill(job, now, self.profile, sender=self)

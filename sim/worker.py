@@ -36,6 +36,7 @@ class Worker:
         self.rec = recorder
         self._doorbell: simpy.Event | None = None
         self._alarm_s = math.inf
+        self.last_start_s = -math.inf  # when this worker last started a batch (any lane)
         env.process(self._run())
 
     def step(self, now: float) -> None:

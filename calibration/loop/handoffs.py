@@ -22,7 +22,11 @@ the message up:
   :mod:`calibration.loop.joins`).
 
 :func:`fit_handoffs` keeps per direction the median delay less the link's
-time for the message's bytes, clamped at 0.
+time for the message's bytes, clamped at 0, over the hand-offs whose sender
+did not start another batch at once; and, as ``handoff_busy_s``, how much
+longer (median, both directions) those took whose sender did: a live worker's
+message leaves from the queue's feeder thread, which competes with the batch
+the worker goes on with.
 """
 
 from __future__ import annotations
@@ -35,37 +39,49 @@ import pandas as pd
 
 from calibration.loop.host import HostModel
 
+#: a sender "went on at once" when its process starts a batch this soon after sending
+BUSY_WINDOW_S = 0.002
 
-def handoff_delays(log: pd.DataFrame, records: pd.DataFrame) -> dict[str, list[tuple[float, int]]]:
-    """Per direction (``prefill``, ``decode``), (delay, tokens sent) of hand-offs to an idle receiver.
+
+def handoff_delays(log: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
+    """Hand-offs to an idle receiver: direction, delay, tokens sent, whether the sender went on.
 
     The tokens: the request's multimodal tokens (embeddings) to Prefill, its
-    input tokens (KV) to Decode.
+    input tokens (KV) to Decode. The sender: the encode worker's process for
+    embeddings and for a local Prefill's KV, the Prefill worker's for a
+    remote one's.
     """
-    out: dict[str, list[tuple[float, int]]] = {"prefill": [], "decode": []}
+    rows: list[tuple[str, float, int, bool]] = []
     ok = records[records["status"] == "ok"]
+    starts_of = {key: np.sort(g["start_s"].to_numpy(float)) for key, g in log.groupby(["group", "worker"])}
+
+    def went_on(group: str, worker: Any, sent: float) -> bool:
+        starts = starts_of.get((group, int(worker)), np.empty(0))
+        i = int(np.searchsorted(starts, sent))
+        return i < len(starts) and starts[i] <= sent + BUSY_WINDOW_S
+
     prefill = log[(log["stage"] == "prefill") & (log["group"] == "prefill")]
     remote = ok[ok["route"] == "remote"]
-    for worker, rows in prefill.groupby("worker"):
-        ends = np.sort(rows["end_s"].to_numpy(float))
-        mine = remote[remote["prefill_worker"] == worker]
-        for enc_end, start, mm in zip(mine["encode_end_s"].to_numpy(float),
-                                      mine["prefill_start_s"].to_numpy(float),
-                                      mine["mm_tokens"].to_numpy(int), strict=True):
-            if _idle(ends, enc_end, start):
-                out["prefill"].append((start - enc_end, int(mm)))
+    for worker, batches in prefill.groupby("worker"):
+        ends = np.sort(batches["end_s"].to_numpy(float))
+        for r in remote[remote["prefill_worker"] == worker].itertuples(index=False):
+            if _idle(ends, r.encode_end_s, r.prefill_start_s):
+                rows.append(("prefill", r.prefill_start_s - r.encode_end_s, int(r.mm_tokens),
+                             went_on("encode", r.encode_worker, r.encode_end_s)))
     decode = log[log["stage"] == "decode"]
-    for worker, rows in decode.groupby("worker"):
-        rows = rows.sort_values("start_s")
-        starts, ends = rows["start_s"].to_numpy(float), rows["end_s"].to_numpy(float)
-        sizes = rows["batch_size"].to_numpy(int)
-        mine = ok[ok["decode_worker"] == worker]
-        inputs = (mine["prompt_tokens"] + mine["mm_tokens"]).to_numpy(int)
-        for first, tokens in zip(mine["first_token_s"].to_numpy(float), inputs, strict=True):
+    for worker, steps in decode.groupby("worker"):
+        steps = steps.sort_values("start_s")
+        starts, ends = steps["start_s"].to_numpy(float), steps["end_s"].to_numpy(float)
+        sizes = steps["batch_size"].to_numpy(int)
+        for r in ok[ok["decode_worker"] == worker].itertuples(index=False):
+            first = r.first_token_s
             i = int(np.searchsorted(starts, first))
             if i < len(starts) and sizes[i] == 1 and (i == 0 or ends[i - 1] < first):
-                out["decode"].append((starts[i] - first, int(tokens)))
-    return out
+                local = r.route == "local"
+                sender = ("encode", r.encode_worker) if local else ("prefill", r.prefill_worker)
+                rows.append(("decode", starts[i] - first, int(r.prompt_tokens + r.mm_tokens),
+                             went_on(*sender, first)))
+    return pd.DataFrame(rows, columns=["direction", "delay_s", "tokens", "sender_busy"])
 
 
 def _idle(ends: np.ndarray, sent: float, started: float) -> bool:
@@ -76,20 +92,29 @@ def _idle(ends: np.ndarray, sent: float, started: float) -> bool:
 
 def fit_handoffs(logs: Sequence[pd.DataFrame], records: Sequence[pd.DataFrame], host: HostModel, *,
                  embed_bytes_per_token: int, kv_bytes_per_token: int) -> dict[str, Any]:
-    """``handoff_prefill_s`` and ``handoff_decode_s`` (see the module docstring), and their counts.
+    """``handoff_prefill_s``, ``handoff_decode_s``, ``handoff_busy_s`` and their counts.
 
-    ``host`` gives the link and the join cost (the refitted one); a direction
-    never seen gives 0.
+    Per direction, the median excess (less the link, and less the join work
+    to Decode) of the hand-offs whose sender did not go on at once; then
+    ``handoff_busy_s``, the median over both directions of how much more
+    those whose sender did took. ``host`` gives the link and the (refitted)
+    join cost; a kind never seen gives 0.
     """
+    table = pd.concat([handoff_delays(log, rec) for log, rec in zip(logs, records, strict=True)],
+                      ignore_index=True)
     per_token = {"prefill": embed_bytes_per_token, "decode": kv_bytes_per_token}
     fixed = {"prefill": host.transfer_latency_s, "decode": host.transfer_latency_s + host.decode_join_s}
-    excess: dict[str, list[float]] = {"prefill": [], "decode": []}
-    for log, rec in zip(logs, records, strict=True):
-        for direction, rows in handoff_delays(log, rec).items():
-            per_s = per_token[direction] / host.transfer_bytes_per_s  # link seconds per token sent
-            excess[direction] += [delay - fixed[direction] - tokens * per_s for delay, tokens in rows]
     out: dict[str, Any] = {}
-    for direction, values in excess.items():
-        out[f"handoff_{direction}_s"] = max(0.0, float(np.median(values))) if values else 0.0
-        out[f"handoff_{direction}_count"] = len(values)
+    more: list[float] = []
+    for direction in ("prefill", "decode"):
+        rows = table[table["direction"] == direction]
+        link_s = fixed[direction] + rows["tokens"] * per_token[direction] / host.transfer_bytes_per_s
+        excess = rows["delay_s"] - link_s
+        calm = excess[~rows["sender_busy"]]
+        base = float(calm.median()) if len(calm) else 0.0
+        more += (excess[rows["sender_busy"]] - base).tolist()
+        out[f"handoff_{direction}_s"] = max(0.0, base)
+        out[f"handoff_{direction}_count"] = len(rows)
+        out[f"handoff_{direction}_busy_count"] = int(rows["sender_busy"].sum())
+    out["handoff_busy_s"] = max(0.0, float(np.median(more))) if more else 0.0
     return out

@@ -23,8 +23,9 @@ turns them into the simulator's opt-in knobs:
   (:mod:`calibration.loop.joins`);
 * ``handoff_prefill_s`` / ``handoff_decode_s``: a hand-off to a remote
   Prefill / a Decode worker beyond the link (the work around the message at
-  both ends), fitted from live traces (:mod:`calibration.loop.handoffs`;
-  ``[sim] handoff_prefill_s``, ``handoff_decode_s``);
+  both ends), and ``handoff_busy_s`` more when the sender goes on with its
+  next batch at once, fitted from live traces
+  (:mod:`calibration.loop.handoffs`; ``[sim] handoff_*_s``);
 * ``stall_s`` and the ``stall_<stage>_*`` ranges: every worker process's
   one-off pause (its first full garbage collection) and the batch numbers it
   hit, and per stage the fraction of processes that paused, fitted from live
@@ -76,6 +77,7 @@ class HostModel:
     decode_leave_s: float = 0.0
     handoff_prefill_s: float = 0.0
     handoff_decode_s: float = 0.0
+    handoff_busy_s: float = 0.0
     background_cores: float = 0.0
     stall_s: float = 0.0
     stall_encode_batches_min: float = 0.0
@@ -138,7 +140,8 @@ class HostModel:
                "host_colocated_speed_frac": self.colocated_speed_frac,
                "dispatch_latency_s": self.dispatch_latency_s, "decode_join_s": self.decode_join_s,
                "decode_leave_s": self.decode_leave_s, "handoff_prefill_s": self.handoff_prefill_s,
-               "handoff_decode_s": self.handoff_decode_s, **LIVE_MECHANISMS}
+               "handoff_decode_s": self.handoff_decode_s, "handoff_busy_s": self.handoff_busy_s,
+               **LIVE_MECHANISMS}
         if self.stall_s > 0:
             out["stall_s"] = self.stall_s
             for group, unit in STALL_GROUPS:

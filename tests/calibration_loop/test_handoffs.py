@@ -18,26 +18,31 @@ def _row(stage, group, worker, start, end, size=1):
 
 
 def _record(rid, enc_end, pre_start, first, decode_worker=0):
-    return {"request_id": rid, "status": "ok", "route": "remote", "prefill_worker": 0,
+    return {"request_id": rid, "status": "ok", "route": "remote", "encode_worker": 0, "prefill_worker": 0,
             "decode_worker": decode_worker, "encode_end_s": enc_end, "prefill_start_s": pre_start,
             "first_token_s": first, "mm_tokens": 8, "prompt_tokens": 4}
 
 
 def test_delays_count_only_receivers_that_were_idle():
     log = pd.DataFrame([
+        _row("encode", "encode", 0, 0.990, 1.000),     # request 0's encode batch; nothing follows at once
         _row("prefill", "prefill", 0, 1.004, 1.010),   # request 0: idle Prefill, 4 ms after its encode end
         _row("decode", "decode", 0, 1.013, 1.014),     # its first step: alone, 3 ms after its first token
-        _row("prefill", "prefill", 0, 1.012, 1.020),   # request 1: Prefill was busy with request 0 at 1.005
+        _row("encode", "encode", 0, 1.001, 1.005),     # request 1's encode batch
+        _row("prefill", "prefill", 0, 1.013, 1.020),   # request 1: Prefill was busy with request 0 at 1.005
         _row("decode", "decode", 0, 1.021, 1.022, 2),  # request 1 joins a running batch: not counted
     ])
-    records = pd.DataFrame([_record(0, 1.000, 1.004, 1.010), _record(1, 1.005, 1.012, 1.020)])
+    records = pd.DataFrame([_record(0, 1.000, 1.004, 1.010), _record(1, 1.005, 1.013, 1.020)])
     delays = handoff_delays(log, records)
-    assert delays["prefill"] == [pytest.approx((0.004, 8))]
-    assert delays["decode"] == [pytest.approx((0.003, 12))]
+    assert delays[["direction", "tokens"]].values.tolist() == [["prefill", 8], ["decode", 12]]
+    assert delays["delay_s"].tolist() == pytest.approx([0.004, 0.003])
+    # request 0's encode worker went on with request 1's batch 1 ms after sending: a busy sender
+    assert delays["sender_busy"].tolist() == [True, False]
     host = HostModel(transfer_latency_s=0.001, decode_join_s=0.0015)
     fitted = fit_handoffs([log], [records], host, embed_bytes_per_token=0, kv_bytes_per_token=0)
-    assert fitted["handoff_prefill_s"] == pytest.approx(0.003)   # less the link's latency
     assert fitted["handoff_decode_s"] == pytest.approx(0.0005)   # less the link and the join work
+    assert fitted["handoff_prefill_s"] == 0.0                    # no calm sender to Prefill seen
+    assert fitted["handoff_busy_s"] == pytest.approx(0.003)      # the busy one, over that calm base
     assert fitted["handoff_prefill_count"] == fitted["handoff_decode_count"] == 1
 
 
@@ -49,3 +54,17 @@ def test_simulator_delays_each_hand_off():
     assert late["prefill_start_s"][0] - base["prefill_start_s"][0] == pytest.approx(0.004)
     assert late["first_token_s"][0] - base["first_token_s"][0] == pytest.approx(0.004)
     assert late["finish_s"][0] - base["finish_s"][0] == pytest.approx(0.006)
+
+
+def test_busy_sender_delays_its_hand_off_more():
+    # two requests in one encode batch: the Prefill worker goes on with the second at once
+    reqs = _reqs(2, out=3)
+    opts = dict(handoff_decode_s=0.002, prefill_max_batch_tokens=1)  # one prefill at a time, as live
+    dep = _dep(max_encode_batch=2)
+    calm = simulate(dep, reqs, Flat(), cluster=CLUSTER, options=SimOptions(**opts)).records
+    slow = SimOptions(**opts, handoff_busy_s=0.005)
+    busy = simulate(dep, reqs, Flat(), cluster=CLUSTER, options=slow).records
+    assert busy["first_token_s"].tolist() == pytest.approx(calm["first_token_s"].tolist())
+    # the first request's KV left while its Prefill worker started the second: 5 ms later to Decode;
+    # the second's left an idle Prefill worker: on time (behind the first in Decode, so no earlier)
+    assert busy["finish_s"][0] - calm["finish_s"][0] == pytest.approx(0.005)
