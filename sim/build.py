@@ -109,6 +109,7 @@ def build_disaggregated(env: simpy.Environment, recorder: Recorder, pipe: Pipeli
         DecodeWorker(env, i, _gpus(first, i, d.decode.tp), recorder, pipe=pipe, clock=clock,
                      kv_capacity_tokens=caps.decode, max_num_seqs=d.max_num_decode_seqs, host=host,
                      join_s=options.decode_join_s, leave_s=options.decode_leave_s,
+                     join_more_s=options.decode_join_more_s,
                      stall=None if stalls is None else stalls.draw("decode"),
                      warmup=make_warmup(options, "decode"))
         for i in range(d.decode.num_workers)]

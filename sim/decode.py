@@ -24,6 +24,8 @@ host's factor, so its end moves whenever the factor does. With
 ``join_s`` (``[sim] decode_join_s``, 0 by default) every request that joins
 adds that much work at the head of the next segment (a real engine grows its
 batch's cache between steps, on the loop every running request waits for),
+``join_more_s`` (``[sim] decode_join_more_s``) more for every join beyond the
+first at one boundary,
 and with ``leave_s`` (``[sim] decode_leave_s``) every request that leaves
 adds that much to the next segment of those that stay (a batch that runs
 empty drops it: the worker is idle).
@@ -60,7 +62,8 @@ class DecodeWorker(Worker):
     def __init__(self, env: simpy.Environment, index: int, gpus: tuple[int, ...], recorder: Recorder,
                  *, pipe: Pipeline, clock: StepClock, kv_capacity_tokens: int | None,
                  max_num_seqs: int, host: HostCPU | None = None, join_s: float = 0.0,
-                 leave_s: float = 0.0, stall: Stall | None = None, warmup: Warmup | None = None) -> None:
+                 leave_s: float = 0.0, join_more_s: float = 0.0, stall: Stall | None = None,
+                 warmup: Warmup | None = None) -> None:
         self.pipe = pipe
         self.clock = clock
         self.capacity = math.inf if kv_capacity_tokens is None else kv_capacity_tokens
@@ -78,6 +81,7 @@ class DecodeWorker(Worker):
         self.host = host
         self.join_s = join_s
         self.leave_s = leave_s
+        self.join_more_s = join_more_s
         self._pending_s = 0.0  # join and leave work waiting for the next segment
         self._seg_extra = 0.0  # join work at the head of the running segment
         self._stall_at = -1 if stall is None else stall.at  # step the pause precedes; -1: none pending
@@ -144,11 +148,12 @@ class DecodeWorker(Worker):
 
     def _admit(self, now: float) -> None:
         waiting = self.waiting
-        joined = False
+        joined = 0
         while waiting and self._fits(waiting[0]):
             self._join(waiting.popleft(), now)
-            joined = True
+            joined += 1
         if joined:
+            self._pending_s += (joined - 1) * self.join_more_s
             self.rec.queue(self.stage, self.index, now, len(waiting))
 
     # -- the loop ------------------------------------------------------------------------

@@ -64,6 +64,9 @@ class SimOptions:
             request that joins its batch (growing the cache); 0 by default.
         decode_leave_s: work a Decode worker adds to its next segment for every
             request that leaves its batch while others stay; 0 by default.
+        decode_join_more_s: more work for every join beyond the first at one
+            step boundary (live: several at once cost more than their sum);
+            0 by default.
         handoff_prefill_s, handoff_decode_s: delay of every hand-off to a
             remote Prefill / a Decode worker beyond the link (the work around
             the message at both ends, :mod:`sim.pipeline`); 0 by default.
@@ -104,6 +107,7 @@ class SimOptions:
     encode_intake_blocking: bool = False
     decode_join_s: float = 0.0
     decode_leave_s: float = 0.0
+    decode_join_more_s: float = 0.0
     handoff_prefill_s: float = 0.0
     handoff_decode_s: float = 0.0
     handoff_busy_s: float = 0.0
@@ -129,7 +133,7 @@ class SimOptions:
         if overhead >= 1.0:
             raise ValueError(f"sim.time_slice_overhead_frac must be < 1, got {overhead!r}")
         for name in ("num_host_cores", "host_background_cores", "dispatch_latency_s", "decode_join_s",
-                     "decode_leave_s", "handoff_prefill_s", "handoff_decode_s",
+                     "decode_leave_s", "decode_join_more_s", "handoff_prefill_s", "handoff_decode_s",
                      "handoff_busy_s", "stall_s"):
             _check.non_negative(f"sim.{name}", getattr(self, name))
         for stage, unit in STALL_COUNTERS:

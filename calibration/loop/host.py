@@ -18,7 +18,8 @@ turns them into the simulator's opt-in knobs:
 * ``decode_join_s`` / ``decode_leave_s``: a prefilled request joining a
   running decode batch (taken off the queue, its KV rebuilt and concatenated)
   and a finished one leaving it, paid on the loop all running requests wait
-  for (``[sim] decode_join_s``, ``decode_leave_s``); ``calibrate`` measures
+  for (``[sim] decode_join_s``, ``decode_leave_s``; ``decode_join_more_s``
+  for every join beyond the first at one boundary); ``calibrate`` measures
   the concatenation alone, the refit the whole change from live traces
   (:mod:`calibration.loop.joins`);
 * ``handoff_prefill_s`` / ``handoff_decode_s``: a hand-off to a remote
@@ -75,6 +76,7 @@ class HostModel:
     decode_step_overhead_s: float = 0.0
     decode_join_s: float = 0.0
     decode_leave_s: float = 0.0
+    decode_join_more_s: float = 0.0
     handoff_prefill_s: float = 0.0
     handoff_decode_s: float = 0.0
     handoff_busy_s: float = 0.0
@@ -139,7 +141,8 @@ class HostModel:
         out = {"num_host_cores": self.num_host_cores, "host_background_cores": self.background_cores,
                "host_colocated_speed_frac": self.colocated_speed_frac,
                "dispatch_latency_s": self.dispatch_latency_s, "decode_join_s": self.decode_join_s,
-               "decode_leave_s": self.decode_leave_s, "handoff_prefill_s": self.handoff_prefill_s,
+               "decode_leave_s": self.decode_leave_s, "decode_join_more_s": self.decode_join_more_s,
+               "handoff_prefill_s": self.handoff_prefill_s,
                "handoff_decode_s": self.handoff_decode_s, "handoff_busy_s": self.handoff_busy_s,
                **LIVE_MECHANISMS}
         if self.stall_s > 0:

@@ -18,8 +18,11 @@ with the same processor-sharing model as the stage rows
 thread). :func:`fit_joins` turns them into the simulator's per-join and
 per-leave work: the median exclusive gap at boundaries with exactly one join
 (one leave), less the median exclusive gap of an unchanged batch (the loop's
-own overhead, which the simulator adds to every step). Boundaries where the
-batch ran empty are idle time, not work, and are left out.
+own overhead, which the simulator adds to every step); and
+``decode_join_more_s``, what every join beyond the first at one boundary
+costs on top of that (median over such boundaries; in the traces two joins at
+once cost ~2-4 ms more than two single joins). Boundaries where the batch ran
+empty are idle time, not work, and are left out.
 """
 
 from __future__ import annotations
@@ -70,13 +73,17 @@ def fit_joins(table: pd.DataFrame) -> dict[str, float]:
     clamped to 0.
     """
     if table.empty:
-        return {"decode_join_s": 0.0, "decode_leave_s": 0.0}
+        return {"decode_join_s": 0.0, "decode_leave_s": 0.0, "decode_join_more_s": 0.0}
     kept = _busy(table)
     base = _median(kept, 0, 0)
     out = {}
     for name, joins, leaves in (("decode_join_s", 1, 0), ("decode_leave_s", 0, 1)):
         one = _median(kept, joins, leaves)
         out[name] = max(0.0, one - base) if np.isfinite(one) and np.isfinite(base) else 0.0
+    # several joins at one boundary: what each beyond the first costs on top of a single join
+    many = kept[(kept["joins"] >= 2) & (kept["leaves"] == 0)]
+    more = (many["exclusive_s"] - base - many["joins"] * out["decode_join_s"]) / (many["joins"] - 1)
+    out["decode_join_more_s"] = max(0.0, float(more.median())) if len(more) and np.isfinite(base) else 0.0
     return out
 
 

@@ -13,17 +13,18 @@ from sim import SimOptions, simulate
 from tests.calibration_loop.helpers import CLUSTER, Flat
 from tests.calibration_loop.test_host_model import _dep, _reqs
 
-STEP, GAP, JOIN, LEAVE = 0.004, 0.0003, 0.002, 0.0005
+STEP, GAP, JOIN, LEAVE, MORE = 0.004, 0.0003, 0.002, 0.0005, 0.003
 
 
 def _trace(events):
     """A decode worker's log and records from ``events``: per step, (joins before it, leaves after it).
 
-    Gaps are the loop's overhead plus JOIN per join and LEAVE per leave.
+    Gaps are the loop's overhead plus JOIN per join (and MORE per join beyond the first) and LEAVE
+    per leave.
     """
     rows, recs, t, size, rid, running = [], [], 0.0, 0, 0, []
     for joins, leaves in events:
-        t += GAP + JOIN * joins
+        t += GAP + JOIN * joins + MORE * max(0, joins - 1)
         size += joins
         running += list(range(rid, rid + joins))
         rid += joins
@@ -46,8 +47,26 @@ def test_fit_recovers_the_join_and_leave_costs():
     fitted = fit_joins(table)
     assert fitted["decode_join_s"] == pytest.approx(JOIN)
     assert fitted["decode_leave_s"] == pytest.approx(LEAVE)
+    assert fitted["decode_join_more_s"] == 0.0  # no boundary saw two joins
     summary = join_summary(table, fitted)
     assert summary["unchanged_gap_s"] == pytest.approx(GAP) and summary["boundaries"] == len(events) - 1
+
+
+def test_joins_at_one_boundary_cost_more_than_their_sum():
+    log, rec = _trace([(1, 0), (2, 0), (0, 0), (1, 0), (0, 0), (3, 0), (0, 0), (0, 0)])
+    fitted = fit_joins(boundaries(log, rec, None))
+    assert fitted["decode_join_s"] == pytest.approx(JOIN)
+    assert fitted["decode_join_more_s"] == pytest.approx(MORE)
+
+
+def test_simulator_charges_joins_beyond_the_first():
+    reqs = _reqs(2, out=4)  # one encode batch of two, one prefill batch: both reach Decode together
+    dep = _dep(max_encode_batch=2)
+    one = simulate(dep, reqs, Flat(), cluster=CLUSTER, options=SimOptions(decode_join_s=0.001)).records
+    more = simulate(dep, reqs, Flat(), cluster=CLUSTER,
+                    options=SimOptions(decode_join_s=0.001, decode_join_more_s=0.004)).records
+    assert one["first_token_s"][0] == one["first_token_s"][1]
+    assert (more["finish_s"] - one["finish_s"]).tolist() == pytest.approx([0.004, 0.004])
 
 
 def test_contention_is_taken_out_of_the_gaps():
@@ -64,7 +83,7 @@ def test_a_batch_that_runs_empty_is_idle_not_a_join():
     log, rec = _trace([(1, 1), (1, 1)])
     log.loc[1, ["start_s", "end_s"]] += 1.0
     table = boundaries(log, rec, None)
-    assert fit_joins(table) == {"decode_join_s": 0.0, "decode_leave_s": 0.0}
+    assert fit_joins(table) == {"decode_join_s": 0.0, "decode_leave_s": 0.0, "decode_join_more_s": 0.0}
 
 
 def test_leave_cost_delays_those_who_stay_not_the_leaver():
