@@ -37,7 +37,7 @@ from sim.build import build_aggregated, build_disaggregated
 from sim.feasibility import Capacities, check_memory, derive_sm_share_table, kv_capacities
 from sim.link import Link
 from sim.options import SimOptions
-from sim.pipeline import Job, Pipeline
+from sim.pipeline import Job, Pipeline, handoff_rng
 from sim.recorder import Recorder
 from sim.result import SimResult, collect
 
@@ -135,10 +135,12 @@ def simulate(deployment: Deployment, requests: Sequence[Request],
     env = CountingEnvironment()
     recorder = Recorder(num_gpus=cluster.num_gpus, utilization=options.record_utilization,
                         queues=options.record_queues, trace=trace, progress=progress)
+    quantiles = (options.handoff_prefill_quantiles_s, options.handoff_decode_quantiles_s)
     pipe = Pipeline(link=Link(env, cluster), recorder=recorder,
                     encode_profile=profile_for_tp(profile, max(1, deployment.encode.tp)),
                     handoff_prefill_s=options.handoff_prefill_s, handoff_decode_s=options.handoff_decode_s,
-                    handoff_busy_s=options.handoff_busy_s)
+                    handoff_busy_s=options.handoff_busy_s,
+                    handoff_quantiles=quantiles, rng=handoff_rng(quantiles, seed))
     front: Sequence[Any]
     if deployment.architecture is Architecture.AGGREGATED:
         front = build_aggregated(env, recorder, pipe, deployment=deployment, profile=profile,

@@ -72,6 +72,10 @@ class SimOptions:
             the message at both ends, :mod:`sim.pipeline`); 0 by default.
         handoff_busy_s: more delay of a hand-off whose sender started its next
             batch before the message arrived (:mod:`sim.pipeline`); 0 by default.
+        handoff_prefill_quantiles_s, handoff_decode_quantiles_s: equally likely
+            values of that delay (the quantiles of measured ones); when given,
+            every hand-off draws one with the run's seed instead of using
+            ``handoff_prefill_s`` / ``handoff_decode_s``. Empty by default.
         stall_s: a one-off pause of every worker process (:mod:`sim.stalls`: the
             first full garbage collection after start), seconds of work added to
             one of its batches; 0 (default) turns the stall model off.
@@ -111,6 +115,8 @@ class SimOptions:
     handoff_prefill_s: float = 0.0
     handoff_decode_s: float = 0.0
     handoff_busy_s: float = 0.0
+    handoff_prefill_quantiles_s: tuple[float, ...] = ()
+    handoff_decode_quantiles_s: tuple[float, ...] = ()
     stall_s: float = 0.0
     stall_encode_batches_min: int = 0
     stall_encode_batches_max: int = 0
@@ -146,8 +152,8 @@ class SimOptions:
                                  f"got {high!r} < {low!r}")
         for stage, _ in STALL_COUNTERS:
             _check.fraction(f"sim.stall_{stage}_frac", getattr(self, f"stall_{stage}_frac"))
-        for lane in WARMUP_LANES:
-            name = f"warmup_{lane}_s"
+        for name in (*(f"warmup_{lane}_s" for lane in WARMUP_LANES), "handoff_prefill_quantiles_s",
+                     "handoff_decode_quantiles_s"):
             value = getattr(self, name)
             if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
                 raise ValueError(f"sim.{name} must be a list of seconds, got {value!r}")

@@ -14,7 +14,10 @@ work a live engine does around a message at both ends (building and
 unpickling it, acks), which does not hold a link path. ``handoff_busy_s``
 delays it further when the sender went on with its next batch before the
 message arrived (in a live worker the message leaves from a thread that
-competes with that batch).
+competes with that batch). With ``handoff_prefill_quantiles_s`` /
+``handoff_decode_quantiles_s`` every hand-off instead draws its delay from
+those equally likely values, with a generator of the run's seed: the draws
+happen in event order, which the same seed repeats.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
+
+import numpy as np
 
 from easerve_core import Record, Request, StageProfile
 from sim.link import Link
@@ -40,6 +45,15 @@ class Job:
         self.input_tokens = req.input_tokens
         #: KV a decode worker reserves for the whole sequence (no preemption)
         self.kv_tokens = req.input_tokens + req.output_tokens
+
+
+#: the run seed's stream for drawn hand-off delays (:func:`handoff_rng`)
+HANDOFF_STREAM = 0x4A4D0
+
+
+def handoff_rng(quantiles: Sequence[Sequence[float]], seed: int) -> np.random.Generator | None:
+    """The generator of drawn hand-off delays for a run of ``seed``, or None when none are drawn."""
+    return np.random.default_rng([int(seed), HANDOFF_STREAM]) if any(len(q) for q in quantiles) else None
 
 
 class Sender(Protocol):
@@ -77,11 +91,17 @@ class Pipeline:
 
     def __init__(self, *, link: Link, recorder: Recorder, encode_profile: StageProfile,
                  handoff_prefill_s: float = 0.0, handoff_decode_s: float = 0.0,
-                 handoff_busy_s: float = 0.0) -> None:
+                 handoff_busy_s: float = 0.0,
+                 handoff_quantiles: tuple[Sequence[float], Sequence[float]] = ((), ()),
+                 rng: np.random.Generator | None = None) -> None:
         self.link = link
-        self.handoff_prefill_s = handoff_prefill_s
-        self.handoff_decode_s = handoff_decode_s
         self.handoff_busy_s = handoff_busy_s
+        # per direction: the delay, or the equally likely delays to draw from
+        self._handoff = {"prefill": (handoff_prefill_s, np.asarray(handoff_quantiles[0], float)),
+                         "decode": (handoff_decode_s, np.asarray(handoff_quantiles[1], float))}
+        if rng is None and any(len(q) for _, q in self._handoff.values()):
+            raise ValueError("drawn hand-off delays need a generator (rng)")
+        self._rng = rng
         self.rec = recorder
         self.encode_profile = encode_profile
         self.prefill_workers: list[Receiver] = []
@@ -92,11 +112,12 @@ class Pipeline:
         worker = least_loaded(self.prefill_workers)
         worker.load_tokens += job.input_tokens
         job.rec.prefill_worker = worker.index
-        if not job.items and not self.handoff_prefill_s:
+        extra_s = self._handoff_s("prefill")
+        if not job.items and not extra_s:
             worker.deliver(job, now)
             return
         nbytes = self.encode_profile.embed_bytes(job.rec.mm_tokens) if job.items else 0
-        self._send(worker, job, now, nbytes, self.handoff_prefill_s, sender)
+        self._send(worker, job, now, nbytes, extra_s, sender)
 
     def after_prefill(self, job: Job, now: float, kv_profile: StageProfile,
                       sender: Sender | None = None) -> None:
@@ -109,7 +130,15 @@ class Pipeline:
         worker.load_tokens += job.kv_tokens
         job.rec.decode_worker = worker.index
         nbytes = kv_profile.kv_bytes(job.input_tokens)
-        self._send(worker, job, now, nbytes, self.handoff_decode_s, sender)
+        self._send(worker, job, now, nbytes, self._handoff_s("decode"), sender)
+
+    def _handoff_s(self, direction: str) -> float:
+        """One hand-off's delay beyond the link: the fixed one, or a draw."""
+        fixed, quantiles = self._handoff[direction]
+        if not len(quantiles):
+            return fixed
+        assert self._rng is not None
+        return float(quantiles[self._rng.integers(len(quantiles))])
 
     def _send(self, receiver: Receiver, job: Job, now: float, nbytes: int, extra_s: float,
               sender: Sender | None) -> None:

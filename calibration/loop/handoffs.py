@@ -22,8 +22,8 @@ the message up:
   :mod:`calibration.loop.joins`).
 
 :func:`fit_handoffs` keeps per direction the median delay less the link's
-time for the message's bytes, clamped at 0, over the hand-offs whose sender
-did not start another batch at once; and, as ``handoff_busy_s``, how much
+time for the message's bytes, clamped at 0, and its spread as ten quantiles,
+over the hand-offs whose sender did not start another batch at once; and, as ``handoff_busy_s``, how much
 longer (median, both directions) those took whose sender did: a live worker's
 message leaves from the queue's feeder thread, which competes with the batch
 the worker goes on with.
@@ -41,6 +41,8 @@ from calibration.loop.host import HostModel
 
 #: a sender "went on at once" when its process starts a batch this soon after sending
 BUSY_WINDOW_S = 0.002
+#: equally likely values kept of each direction's delay: its quantiles at (i + 0.5) / QUANTILES
+QUANTILES = 10
 
 
 def handoff_delays(log: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
@@ -92,12 +94,14 @@ def _idle(ends: np.ndarray, sent: float, started: float) -> bool:
 
 def fit_handoffs(logs: Sequence[pd.DataFrame], records: Sequence[pd.DataFrame], host: HostModel, *,
                  embed_bytes_per_token: int, kv_bytes_per_token: int) -> dict[str, Any]:
-    """``handoff_prefill_s``, ``handoff_decode_s``, ``handoff_busy_s`` and their counts.
+    """``handoff_prefill_s``, ``handoff_decode_s``, ``handoff_busy_s``, the quantiles and the counts.
 
     Per direction, the median excess (less the link, and less the join work
     to Decode) of the hand-offs whose sender did not go on at once; then
     ``handoff_busy_s``, the median over both directions of how much more
-    those whose sender did took. ``host`` gives the link and the (refitted)
+    those whose sender did took. ``handoff_<direction>_quantiles_s``: the
+    first kind's quantiles at (i + 0.5) / :data:`QUANTILES`, clamped at 0,
+    for the simulator to draw from. ``host`` gives the link and the (refitted)
     join cost; a kind never seen gives 0.
     """
     table = pd.concat([handoff_delays(log, rec) for log, rec in zip(logs, records, strict=True)],
@@ -114,6 +118,9 @@ def fit_handoffs(logs: Sequence[pd.DataFrame], records: Sequence[pd.DataFrame], 
         base = float(calm.median()) if len(calm) else 0.0
         more += (excess[rows["sender_busy"]] - base).tolist()
         out[f"handoff_{direction}_s"] = max(0.0, base)
+        probs = (np.arange(QUANTILES) + 0.5) / QUANTILES
+        out[f"handoff_{direction}_quantiles_s"] = (
+            [round(max(0.0, float(q)), 6) for q in np.quantile(calm, probs)] if len(calm) else [])
         out[f"handoff_{direction}_count"] = len(rows)
         out[f"handoff_{direction}_busy_count"] = int(rows["sender_busy"].sum())
     out["handoff_busy_s"] = max(0.0, float(np.median(more))) if more else 0.0

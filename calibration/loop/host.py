@@ -25,7 +25,8 @@ turns them into the simulator's opt-in knobs:
 * ``handoff_prefill_s`` / ``handoff_decode_s``: a hand-off to a remote
   Prefill / a Decode worker beyond the link (the work around the message at
   both ends), and ``handoff_busy_s`` more when the sender goes on with its
-  next batch at once, fitted from live traces
+  next batch at once, fitted from live traces; ``handoff_*_quantiles_s`` the
+  spread of the first two (equally likely values the simulator draws from)
   (:mod:`calibration.loop.handoffs`; ``[sim] handoff_*_s``);
 * ``stall_s`` and the ``stall_<stage>_*`` ranges: every worker process's
   one-off pause (its first full garbage collection) and the batch numbers it
@@ -80,6 +81,8 @@ class HostModel:
     handoff_prefill_s: float = 0.0
     handoff_decode_s: float = 0.0
     handoff_busy_s: float = 0.0
+    handoff_prefill_quantiles_s: tuple[float, ...] = ()
+    handoff_decode_quantiles_s: tuple[float, ...] = ()
     background_cores: float = 0.0
     stall_s: float = 0.0
     stall_encode_batches_min: float = 0.0
@@ -99,7 +102,7 @@ class HostModel:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name.startswith("warmup_"):
+            if f.name.startswith("warmup_") or f.name.endswith("_quantiles_s"):
                 object.__setattr__(self, f.name, _seconds(f"host.{f.name}", value))
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
@@ -136,7 +139,7 @@ class HostModel:
         """The ``[sim]`` table that switches the host model on (plus :data:`LIVE_MECHANISMS`).
 
         The stall knobs are in it only when ``stall_s`` is above 0, a warm-up
-        lane only when its tuple is not empty.
+        lane or a hand-off's quantiles only when its tuple is not empty.
         """
         out = {"num_host_cores": self.num_host_cores, "host_background_cores": self.background_cores,
                "host_colocated_speed_frac": self.colocated_speed_frac,
@@ -152,9 +155,10 @@ class HostModel:
                     name = f"stall_{group}_{unit}_{end}"
                     out[name] = round(getattr(self, name))
                 out[f"stall_{group}_frac"] = getattr(self, f"stall_{group}_frac")
-        for lane in WARMUP_LANES:
-            if getattr(self, f"warmup_{lane}_s"):
-                out[f"warmup_{lane}_s"] = list(getattr(self, f"warmup_{lane}_s"))
+        for name in (*(f"warmup_{lane}_s" for lane in WARMUP_LANES), "handoff_prefill_quantiles_s",
+                     "handoff_decode_quantiles_s"):
+            if getattr(self, name):
+                out[name] = list(getattr(self, name))
         return out
 
     def cluster_overrides(self) -> dict[str, Any]:

@@ -46,7 +46,8 @@ from easerve_core.profile import ProfileDoc, load_profile_doc, save_profile_doc
 DEVICES = ("cpu", "cuda")
 #: host-model fields the refit measures from the traces' batch changes and hand-offs
 TRACE_HOST_KEYS = ("decode_join_s", "decode_leave_s", "decode_join_more_s", "handoff_prefill_s",
-                   "handoff_decode_s", "handoff_busy_s")
+                   "handoff_decode_s", "handoff_busy_s", "handoff_prefill_quantiles_s",
+                   "handoff_decode_quantiles_s")
 #: threads of a live CPU worker (``[live] num_threads``): one, which no share can split
 CPU_SHARE_STEPS = 1
 

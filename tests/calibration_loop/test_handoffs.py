@@ -68,3 +68,27 @@ def test_busy_sender_delays_its_hand_off_more():
     # the first request's KV left while its Prefill worker started the second: 5 ms later to Decode;
     # the second's left an idle Prefill worker: on time (behind the first in Decode, so no earlier)
     assert busy["finish_s"][0] - calm["finish_s"][0] == pytest.approx(0.005)
+
+
+def test_drawn_hand_offs_spread_and_repeat_with_the_seed():
+    reqs = _reqs(40, gap=1.0, out=2)  # one at a time: each request's first token is its own hand-off
+    quantiles = SimOptions(handoff_prefill_quantiles_s=[0.001, 0.002, 0.004, 0.008])
+    runs = [simulate(_dep(), reqs, Flat(), cluster=CLUSTER, options=quantiles, seed=seed).records
+            for seed in (1, 1, 2)]
+    base = simulate(_dep(), reqs, Flat(), cluster=CLUSTER).records
+    drawn = (runs[0]["prefill_start_s"] - base["prefill_start_s"]).round(9)
+    assert set(drawn) == {0.001, 0.002, 0.004, 0.008}  # every value drawn, nothing else
+    assert runs[0].equals(runs[1]) and not runs[0].equals(runs[2])
+
+
+def test_fit_keeps_ten_quantiles_of_the_calm_hand_offs():
+    rows, recs = [], []
+    for i in range(20):  # hand-offs to an idle Decode worker, 1..20 ms after the first token
+        t = float(i)
+        rows.append(_row("decode", "decode", 0, t + 0.001 * (i + 1), t + 0.001 * (i + 1) + 0.001))
+        recs.append({**_record(i, t - 0.5, t - 0.4, t), "route": "local"})
+    fitted = fit_handoffs([pd.DataFrame(rows)], [pd.DataFrame(recs)], HostModel(),
+                          embed_bytes_per_token=0, kv_bytes_per_token=0)
+    q = fitted["handoff_decode_quantiles_s"]
+    assert len(q) == 10 and q == sorted(q) and q[0] == pytest.approx(0.002, abs=1e-3)
+    assert q[-1] == pytest.approx(0.0195, abs=1e-3) and fitted["handoff_prefill_quantiles_s"] == []
