@@ -125,7 +125,7 @@ def measure_contention(max_procs: int, *, duration_s: float = 0.5, reps: int = 3
                        start_method: str = "forkserver",
                        make_work: Callable[[], Callable[[], Any]] | None = None,
                        ready_timeout_s: float = 120.0) -> list[dict[str, Any]]:
-    """Per-process speed (vs alone) with k = 1..max_procs processes busy at once.
+    """Per-process speed (vs alone, and in calls per second) with k = 1..max_procs processes busy at once.
 
     Each child process runs ``make_work()`` once (a picklable module-level
     factory; default: a one-thread CPU matmul) and then counts calls of the
@@ -160,7 +160,8 @@ def measure_contention(max_procs: int, *, duration_s: float = 0.5, reps: int = 3
                 p.terminate()
                 p.join()
     alone = statistics.median(rates[1])
-    return [{"procs": k, "speed_frac": statistics.median(v) / alone, "reps": reps} for k, v in rates.items()]
+    return [{"procs": k, "speed_frac": statistics.median(v) / alone, "rate_hz": statistics.median(v),
+             "reps": reps} for k, v in rates.items()]
 
 
 def fit_cores(rows: Sequence[dict[str, Any]], *, step: float = 0.01) -> float:

@@ -129,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
     if recorded is not None and remeasure is not None:
         remeasure = recorded_cores(args.live_from, names)
     results = compare(config, s, deployments, repeats=args.repeats, host_cores=remeasure, recorded=recorded)
-    table = _write(args, config, s.slo, results)
+    speed = remeasure.speed_hz if isinstance(remeasure, _Remeasure) else {}
+    table = _write(args, config, s.slo, results, host_speed_hz=speed)
     print(markdown_table(table[["deployment", "metric", "sim", "live", "rel_error"]]))
     return 0
 
@@ -185,13 +186,26 @@ def live_device(config: ExperimentConfig) -> str:
     return str(config.engine.get("live", {}).get("device", "cpu"))
 
 
-def _remeasure(name: str) -> float:
-    del name  # the host now, whatever runs next
-    from live.profiling_host import fit_cores, measure_contention
+class _Remeasure:
+    """``--host-cores auto``: the contention test before each deployment (a callable by name).
 
-    cores = fit_cores(measure_contention(CONTENTION_PROCS))
-    print(f"validate: host has {cores:.2f} free cores now", file=sys.stderr)
-    return cores
+    It also keeps the test's one-process rate per deployment (calls of its
+    fixed one-thread workload per second): how fast the host runs right then,
+    which the contention fraction cannot show; ``summary.json`` records it.
+    """
+
+    def __init__(self) -> None:
+        self.speed_hz: dict[str, float] = {}
+
+    def __call__(self, name: str) -> float:
+        from live.profiling_host import fit_cores, measure_contention
+
+        rows = measure_contention(CONTENTION_PROCS)
+        cores = fit_cores(rows)
+        self.speed_hz[name] = next(r["rate_hz"] for r in rows if r["procs"] == 1)
+        print(f"validate: host has {cores:.2f} free cores now "
+              f"(one process: {self.speed_hz[name]:.0f} calls/s)", file=sys.stderr)
+        return cores
 
 
 def _host_cores(value: str) -> tuple[float | None, Any]:
@@ -199,7 +213,7 @@ def _host_cores(value: str) -> tuple[float | None, Any]:
     if value == "profile":
         return None, None
     if value == "auto":
-        return None, _remeasure
+        return None, _Remeasure()
     try:
         cores = float(value)
     except ValueError:
@@ -209,7 +223,8 @@ def _host_cores(value: str) -> tuple[float | None, Any]:
     return cores, None
 
 
-def _write(args: argparse.Namespace, config: ExperimentConfig, slo: Any, results: list[Any]) -> pd.DataFrame:
+def _write(args: argparse.Namespace, config: ExperimentConfig, slo: Any, results: list[Any], *,
+           host_speed_hz: dict[str, float]) -> pd.DataFrame:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     rows, sides = [], []
@@ -233,6 +248,7 @@ def _write(args: argparse.Namespace, config: ExperimentConfig, slo: Any, results
                "live": "new trials" if args.live_from is None else "recorded trials (--live-from)",
                "device": live_device(config),
                "host_cores": {c.name: (c.host.num_host_cores if c.host else None) for c in results},
+               "host_speed_hz": host_speed_hz,
                "slo": {"tier": slo.tier, "ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s},
                "deployments": {c.name: c.deployment.label() for c in results},
                "bars": bars.to_dict(orient="records"), "ranking": rank,

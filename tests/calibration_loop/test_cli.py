@@ -170,3 +170,14 @@ def test_validate_against_recorded_live_trials(validated, profile_path, tmp_path
         _matching(recorded, requests_for(load_experiment(other))[1], "b1-s1-none")
     assert main(["validate", str(config), "--profile", str(profile_path), "--out", str(tmp_path / "x"),
                  "--live-from", str(tmp_path), "--sweep", "b1-s1-none", "b2-s0.5-dynamic"]) == 2
+
+
+def test_auto_host_cores_also_keeps_the_hosts_speed(monkeypatch):
+    """--host-cores auto: the contention test's cores, and its one-process rate kept per deployment."""
+    from easerve.cli import validate_cmd
+
+    monkeypatch.setattr(validate_cmd, "CONTENTION_PROCS", 2)
+    probe = validate_cmd._Remeasure()
+    cores = probe("b1-s1-none")
+    assert 1.0 <= cores <= 2.0
+    assert set(probe.speed_hz) == {"b1-s1-none"} and probe.speed_hz["b1-s1-none"] > 0

@@ -105,4 +105,5 @@ def test_contention_children_run_a_model_stage_factory():
     rows = measure_contention(2, duration_s=0.3, reps=1, make_work=work)
     assert [r["procs"] for r in rows] == [1, 2]
     assert rows[0]["speed_frac"] == 1.0 and rows[1]["speed_frac"] > 0
+    assert rows[1]["rate_hz"] == pytest.approx(rows[0]["rate_hz"] * rows[1]["speed_frac"])
     assert 1.0 <= fit_cores(rows) <= 2.0
