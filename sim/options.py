@@ -21,6 +21,9 @@ DISPATCH_POLICIES = ("round-robin", "least-loaded")
 STALL_COUNTERS = (("encode", "batches"), ("prefill", "batches"), ("decode", "steps"))
 #: lanes of the warm-up model (:mod:`sim.warmup`): ``warmup_<lane>_s``
 WARMUP_LANES = ("encode", "local_prefill", "prefill", "decode")
+#: the options that are lists of seconds (empty: that model is off)
+SECONDS_LISTS = (*(f"warmup_{lane}_s" for lane in WARMUP_LANES), "handoff_prefill_quantiles_s",
+                 "handoff_decode_quantiles_s")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,8 +155,7 @@ class SimOptions:
                                  f"got {high!r} < {low!r}")
         for stage, _ in STALL_COUNTERS:
             _check.fraction(f"sim.stall_{stage}_frac", getattr(self, f"stall_{stage}_frac"))
-        for name in (*(f"warmup_{lane}_s" for lane in WARMUP_LANES), "handoff_prefill_quantiles_s",
-                     "handoff_decode_quantiles_s"):
+        for name in SECONDS_LISTS:
             value = getattr(self, name)
             if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
                 raise ValueError(f"sim.{name} must be a list of seconds, got {value!r}")

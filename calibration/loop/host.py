@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from calibration.fit import FittedProfile
+from sim.options import SECONDS_LISTS
 
 #: [sim] knobs that mirror the live executor's mechanisms (docs/live.md, "Known limits")
 LIVE_MECHANISMS: Mapping[str, Any] = {
@@ -59,8 +60,9 @@ LIVE_MECHANISMS: Mapping[str, Any] = {
 }
 #: (stage group, counter unit) of the stall ranges, as ``[sim] stall_<group>_<unit>_min`` / ``_max``
 STALL_GROUPS = (("encode", "batches"), ("prefill", "batches"), ("decode", "steps"))
-#: lanes of the warm-up model, as ``[sim] warmup_<lane>_s`` (:data:`sim.options.WARMUP_LANES`)
-WARMUP_LANES = ("encode", "local_prefill", "prefill", "decode")
+#: host fields passed to the ``[sim]`` table under the same name
+SIM_KNOBS = ("dispatch_latency_s", "decode_join_s", "decode_leave_s", "decode_join_more_s",
+             "handoff_prefill_s", "handoff_decode_s", "handoff_busy_s")
 #: parallel transfer paths: every live receiver has its own queue, so transfers do not queue
 LINK_PATHS = 64
 
@@ -102,7 +104,7 @@ class HostModel:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name.startswith("warmup_") or f.name.endswith("_quantiles_s"):
+            if f.name in SECONDS_LISTS:
                 object.__setattr__(self, f.name, _seconds(f"host.{f.name}", value))
                 continue
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
@@ -143,11 +145,7 @@ class HostModel:
         """
         out = {"num_host_cores": self.num_host_cores, "host_background_cores": self.background_cores,
                "host_colocated_speed_frac": self.colocated_speed_frac,
-               "dispatch_latency_s": self.dispatch_latency_s, "decode_join_s": self.decode_join_s,
-               "decode_leave_s": self.decode_leave_s, "decode_join_more_s": self.decode_join_more_s,
-               "handoff_prefill_s": self.handoff_prefill_s,
-               "handoff_decode_s": self.handoff_decode_s, "handoff_busy_s": self.handoff_busy_s,
-               **LIVE_MECHANISMS}
+               **{name: getattr(self, name) for name in SIM_KNOBS}, **LIVE_MECHANISMS}
         if self.stall_s > 0:
             out["stall_s"] = self.stall_s
             for group, unit in STALL_GROUPS:
@@ -155,8 +153,7 @@ class HostModel:
                     name = f"stall_{group}_{unit}_{end}"
                     out[name] = round(getattr(self, name))
                 out[f"stall_{group}_frac"] = getattr(self, f"stall_{group}_frac")
-        for name in (*(f"warmup_{lane}_s" for lane in WARMUP_LANES), "handoff_prefill_quantiles_s",
-                     "handoff_decode_quantiles_s"):
+        for name in SECONDS_LISTS:
             if getattr(self, name):
                 out[name] = list(getattr(self, name))
         return out

@@ -38,6 +38,8 @@ from calibration.loop.refit import exclusive_times
 
 #: boundary-table columns
 COLUMNS = ("run", "worker", "batch_before", "joins", "leaves", "gap_s", "exclusive_s")
+#: a record's finish_s is its last step's end, up to this
+_TOL_S = 1e-9
 
 
 def boundaries(log: pd.DataFrame, records: pd.DataFrame, host: HostModel | None, *,
@@ -51,8 +53,9 @@ def boundaries(log: pd.DataFrame, records: pd.DataFrame, host: HostModel | None,
         steps = steps.sort_values("start_s")
         start, end = steps["start_s"].to_numpy(float), steps["end_s"].to_numpy(float)
         size = steps["batch_size"].to_numpy(int)
-        done = records.loc[records["decode_worker"] == worker, "finish_s"].dropna().to_numpy(float)
-        left = np.array([int(np.isclose(done, e, rtol=0.0, atol=1e-9).sum()) for e in end[:-1]], dtype=int)
+        done = np.sort(records.loc[records["decode_worker"] == worker, "finish_s"].dropna().to_numpy(float))
+        # a request leaves after the step whose end is its finish_s
+        left = np.searchsorted(done, end[:-1] + _TOL_S, "right") - np.searchsorted(done, end[:-1] - _TOL_S)
         joins = size[1:] - size[:-1] + left
         parts.append(pd.DataFrame({"run": run, "worker": int(worker), "batch_before": size[:-1],
                                    "joins": joins, "leaves": left, "gap_s": start[1:] - end[:-1]}))

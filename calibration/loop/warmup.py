@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from calibration.loop.host import WARMUP_LANES, HostModel
+from calibration.loop.host import HostModel
 from calibration.loop.refit import exclusive_times
 from calibration.loop.stalls import predicted_times
+from sim.options import WARMUP_LANES
 
 #: batch numbers a warm-up may span (the traces show 1-3; the rest is contention noise)
 WARMUP_MAX_BATCHES = 8

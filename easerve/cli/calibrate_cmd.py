@@ -35,13 +35,14 @@ import pandas as pd
 
 from calibration.fit import FitResult, fit_samples
 from calibration.loop.handoffs import fit_handoffs
-from calibration.loop.host import WARMUP_LANES, HostModel, host_of
+from calibration.loop.host import HostModel, host_of
 from calibration.loop.joins import boundaries_of_runs, fit_joins, join_summary
 from calibration.loop.refit import samples_from_runs, step_gap_s
 from calibration.loop.samples import calibrated_doc, held_out_error, share_table, spread_summary, to_samples
 from calibration.loop.stalls import find_pauses, fit_stalls, pause_summary
 from calibration.loop.warmup import fit_warmup, lane_excess, warmup_rows, warmup_summary
 from easerve_core.profile import ProfileDoc, load_profile_doc, save_profile_doc
+from sim.options import WARMUP_LANES
 
 DEVICES = ("cpu", "cuda")
 #: host-model fields the refit measures from the traces' batch changes and hand-offs

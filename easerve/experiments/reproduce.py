@@ -123,18 +123,14 @@ def clip_length_whatif(video: Setup, headline_peak: pd.DataFrame,
                          & headline_peak["system"].isin(CLIP_SYSTEMS)].assign(label="x1")
     frame = pd.concat([peak, head], ignore_index=True)
     setups["x1"] = video
-    frame["mix"] = [f"{_mix_name(base)} x{label[1:]}" if label.startswith("x") else label
-                    for label in frame["label"]]
+    name = video.workload.mix_name
+    frame["mix"] = [f"{name} x{label[1:]}" if label.startswith("x") else label for label in frame["label"]]
     frame["mean_item_tokens"] = [_mean_item_tokens(setups[k].mix) for k in frame["label"]]
     frame["scale"] = frame["mean_item_tokens"] / _mean_item_tokens(base)
     frame["moderate_ttft_slo_s"] = [setups[k].slos["moderate"].ttft_s for k in frame["label"]]
     cols = ["mix", "scale", "mean_item_tokens", "moderate_ttft_slo_s", "system", "goodput_rps", "at_rate_hz"]
     return (frame[cols].sort_values(["mean_item_tokens", "system"], ignore_index=True),
             sweep.rename(columns={"modality": "label"}))
-
-
-def _mix_name(mix: Any) -> str:
-    return next((name for name, m in mixes.MIXES.items() if m == mix), "video mix")
 
 
 def _mean_item_tokens(mix: Any) -> float:
