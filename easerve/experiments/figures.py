@@ -29,7 +29,8 @@ def goodput_curves(sweep: pd.DataFrame, path: Path, *, tier: str = "moderate") -
             rows = med[(med["modality"] == modality) & (med["system"] == system)]
             if not rows.empty:
                 ax.plot(rows["rate_hz"], rows[col], marker="o", color=color, label=label)
-        ax.plot(med["rate_hz"].unique(), med["rate_hz"].unique(), ls=":", color="grey", lw=0.8)
+        rates = sorted(med["rate_hz"].unique())
+        ax.plot(rates, rates, ls=":", color="grey", lw=0.8)
         ax.set_title(f"{modality}: goodput ({tier} SLO)")
         ax.set_xlabel("arrival rate (req/s)")
         ax.set_ylabel("goodput (req/s)")

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 #: modality -> (model, mix, example config)
 MODALITIES: Mapping[str, tuple[str, str, str]] = {
     "image": ("llava-v1.6-34b", "llava-image", "configs/llava34b_rtx6000ada.toml"),
-    "video": ("qwen2.5-vl-32b", "qwen-video", "configs/qwen25vl32b_rtx6000ada.toml"),
+    "video": ("qwen2.5-vl-32b", "qwen-video-rmm16", "configs/qwen25vl32b_rtx6000ada.toml"),
     "audio": ("ultravox-v0.6-gemma3-27b", "ultravox-audio", "configs/ultravox27b_rtx6000ada.toml"),
 }
 

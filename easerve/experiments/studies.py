@@ -11,7 +11,8 @@ all prefill remote; ``vllm`` turns every GPU into aggregated LM instances).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -30,39 +31,88 @@ class Scale:
     rates_hz: tuple[float, ...]
     num_seeds: int
     timeline_s: float
+    #: times the goodput sweep halves the rate interval around each curve's peak
+    #: (:func:`refine_rates`), so a peak between two grid rates shows
+    refine_levels: int = 0
 
 
-QUICK = Scale(num_requests=150, rates_hz=(0.5, 1.0, 2.0, 3.0, 5.0), num_seeds=1, timeline_s=600.0)
+QUICK = Scale(num_requests=150, rates_hz=(0.5, 1.0, 2.0, 3.0, 5.0), num_seeds=1, timeline_s=600.0,
+              refine_levels=1)
 FULL = Scale(num_requests=500, rates_hz=(0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0), num_seeds=3,
-             timeline_s=1200.0)
+             timeline_s=1200.0, refine_levels=2)
 
 
 DeploymentFor = Callable[[str, str, float], Deployment]
 
 
 def goodput_sweep(setups: Mapping[str, Setup], deployment_for: DeploymentFor, scale: Scale,
-                  systems: Sequence[str] = SYSTEMS) -> pd.DataFrame:
+                  systems: Sequence[str] = SYSTEMS, tier: str = "moderate") -> pd.DataFrame:
     """Goodput, throughput and tail latency per modality, system, rate and seed.
 
     ``deployment_for(modality, system, rate)`` gives the deployment each
     system runs (EAServe: HAS's choice for that rate; baselines: a fixed one).
+    Every curve runs the grid ``scale.rates_hz``, then ``scale.refine_levels``
+    times the midpoints on either side of its peak (median ``tier`` goodput
+    over seeds); those rows have ``refined`` set. Each system gets its own
+    refinement, by the same rule.
     """
-    rows = []
+    col = f"goodput_{tier}_rps"
+    rows: list[dict[str, Any]] = []
     for modality, setup in setups.items():
         for system in systems:
-            for rate in scale.rates_hz:
-                dep = deployment_for(modality, system, rate)
-                for seed in range(scale.num_seeds):
-                    result = run(setup, dep, rate_hz=rate,
-                                 num_requests=scale.num_requests, seed=seed, preset=system)
-                    rows.append(summary_row(result, setup, modality=modality, system=system,
-                                            rate_hz=rate, seed=seed))
+            curve = _Curve(setup=setup, deployment_for=deployment_for, scale=scale,
+                           modality=modality, system=system)
+            curve.run(scale.rates_hz)
+            for _ in range(scale.refine_levels):
+                med = pd.DataFrame(curve.rows).groupby("rate_hz")[col].median()
+                curve.run(refine_rates(med.index.tolist(), med.tolist()), refined=True)
+            rows.extend(curve.rows)
     return pd.DataFrame(rows)
+
+
+@dataclass(slots=True, kw_only=True)
+class _Curve:
+    """One system's goodput-vs-rate points on one modality, seed by seed."""
+
+    setup: Setup
+    deployment_for: DeploymentFor
+    scale: Scale
+    modality: str
+    system: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def run(self, rates: Sequence[float], refined: bool = False) -> None:
+        for rate in rates:
+            dep = self.deployment_for(self.modality, self.system, rate)
+            for seed in range(self.scale.num_seeds):
+                result = run(self.setup, dep, rate_hz=rate, num_requests=self.scale.num_requests,
+                             seed=seed, preset=self.system)
+                self.rows.append(summary_row(result, self.setup, modality=self.modality,
+                                             system=self.system, rate_hz=rate, seed=seed,
+                                             refined=refined))
+
+
+def refine_rates(rates: Sequence[float], goodputs: Sequence[float]) -> list[float]:
+    """The rates to try next around a goodput curve's peak.
+
+    The midpoints between the best rate (the lowest, on a tie) and its
+    neighbours in ``rates``, leaving out any already there: bisecting the
+    bracket the peak lies in. A peak at the grid's edge is refined inward only.
+    """
+    if len(rates) != len(goodputs) or not rates:
+        raise ValueError("rates and goodputs must be equally long and not empty")
+    order = np.argsort(rates, kind="stable")
+    r = np.asarray(rates, dtype=float)[order]
+    g = np.asarray(goodputs, dtype=float)[order]
+    best = int(np.argmax(g))
+    mids = [(r[best] + r[k]) / 2 for k in (best - 1, best + 1) if 0 <= k < len(r)]
+    known = set(r.tolist())
+    return [float(m) for m in mids if not any(np.isclose(m, x) for x in known)]
 
 
 def median_over_seeds(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     numeric = [c for c in frame.columns if c not in keys and c != "seed"
-               and pd.api.types.is_numeric_dtype(frame[c])]
+               and pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])]
     return frame.groupby(list(keys), as_index=False)[numeric].median()
 
 

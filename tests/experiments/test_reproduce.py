@@ -8,7 +8,7 @@ import pytest
 from easerve.cli import main
 from easerve.experiments.report import md_table
 from easerve.experiments.setup import load_setup, paper_anchored_efficiency
-from easerve.experiments.studies import _binned_step
+from easerve.experiments.studies import _binned_step, refine_rates
 
 TABLES = ("goodput_sweep", "peak_goodput", "vllm_free_encoder", "fixed_batch", "burstiness",
           "rate_shift", "rate_shift_bins", "sm_ablation", "encoder_utilization",
@@ -50,20 +50,28 @@ def test_quick_run_shows_the_papers_directions(quick_run):
     assert util["easerve"] > util["dynamo"]
 
 
-def test_clip_length_whatif_scales_the_clips_and_their_slo(quick_run):
+def test_clip_length_whatif_sweeps_our_clips_beside_the_headline_mix(quick_run):
     clip = pd.read_csv(quick_run / "video_clip_length.csv")
-    assert set(clip["mix"]) == {"qwen-video x0.5", "qwen-video x1", "qwen-video-rmm16"}
+    assert set(clip["mix"]) == {"qwen-video x1", "qwen-video-rmm16"}
     assert set(clip["system"]) == {"dynamo", "vllm", "easerve"}
-    by_mix = clip.groupby("mix")[["scale", "mean_item_tokens", "moderate_ttft_slo_s"]].first()
-    half, head, rmm = (by_mix.loc[m] for m in ("qwen-video x0.5", "qwen-video x1", "qwen-video-rmm16"))
-    assert half["mean_item_tokens"] == pytest.approx(head["mean_item_tokens"] / 2, rel=0.01)
-    assert rmm["mean_item_tokens"] == 5760 and rmm["scale"] == pytest.approx(5760 / head["mean_item_tokens"])
-    assert half["moderate_ttft_slo_s"] < rmm["moderate_ttft_slo_s"] < head["moderate_ttft_slo_s"]
+    by_mix = clip.groupby("mix")[["mean_item_tokens", "moderate_ttft_slo_s"]].first()
+    ours, head = by_mix.loc["qwen-video x1"], by_mix.loc["qwen-video-rmm16"]
+    assert head["mean_item_tokens"] == 5760 and ours["mean_item_tokens"] == pytest.approx(7560)
+    assert head["moderate_ttft_slo_s"] < ours["moderate_ttft_slo_s"]
     peak = pd.read_csv(quick_run / "peak_goodput.csv")
     video = peak[(peak["modality"] == "video") & (peak["system"] == "vllm")]["goodput_rps"].item()
-    assert clip[(clip["mix"] == "qwen-video x1") & (clip["system"] == "vllm")]["goodput_rps"].item() == video
+    head_vllm = clip[(clip["mix"] == "qwen-video-rmm16") & (clip["system"] == "vllm")]
+    assert head_vllm["goodput_rps"].item() == video
     sweep = pd.read_csv(quick_run / "video_clip_length_sweep.csv")
-    assert set(sweep["label"]) == {"x0.5", "qwen-video-rmm16"}
+    assert set(sweep["label"]) == {"qwen-video x1"}
+
+
+def test_every_curve_is_refined_around_its_own_peak(quick_run):
+    sweep = pd.read_csv(quick_run / "goodput_sweep.csv")
+    for (_modality, _system), curve in sweep.groupby(["modality", "system"]):
+        grid = curve[~curve["refined"]].groupby("rate_hz")["goodput_moderate_rps"].median()
+        refined = sorted(set(curve[curve["refined"]]["rate_hz"]))
+        assert refined == refine_rates(grid.index.tolist(), grid.tolist())
 
 
 def test_with_item_scale_keeps_the_profile_and_checks_the_scale():
@@ -82,9 +90,10 @@ def test_with_mix_swaps_the_mix_of_the_same_modality_only():
     from easerve_core.workload import mix
 
     video = load_setup("video")
-    rmm = with_mix(video, mix("qwen-video-rmm16"))
-    assert rmm.mix.item_tokens == (5760,) and rmm.profile is video.profile
-    assert rmm.slos["moderate"].ttft_s < video.slos["moderate"].ttft_s
+    assert video.mix.item_tokens == (5760,)  # the headline: vLLM random-mm's 16-frame bucket
+    clips = with_mix(video, mix("qwen-video"))
+    assert clips.mix.item_tokens == (3600, 7200, 14400) and clips.profile is video.profile
+    assert clips.slos["moderate"].ttft_s > video.slos["moderate"].ttft_s
     with pytest.raises(ValueError, match="mix is audio"):
         with_mix(video, mix("ultravox-audio"))
 
