@@ -114,7 +114,7 @@ def clip_length_whatif(video: Setup, headline_peak: pd.DataFrame,
     the headline's own rows (labelled with its mix's name) are copied from its
     table.
     """
-    setups = {f"{name} x{k:g}": with_item_scale(with_mix(video, mixes.mix(name)), k)
+    setups = {f"{name} x{k:g}": with_item_scale(with_mix(video, mixes.mix(name), name), k)
               for name in plan.clip_mixes for k in plan.clip_scales}
     sweep = studies.goodput_sweep(setups, _Chooser(setups, plan).deployment_for(), plan.scale,
                                   systems=CLIP_SYSTEMS)

@@ -89,17 +89,19 @@ def with_item_scale(setup: Setup, scale: float) -> Setup:
     if not scale > 0:
         raise ValueError(f"scale must be > 0, got {scale!r}")
     return with_mix(setup, replace(setup.mix, item_tokens=tuple(max(1, round(t * scale))
-                                                                for t in setup.mix.item_tokens)))
+                                                                for t in setup.mix.item_tokens)),
+                    name=f"{setup.workload.mix_name} x{scale:g}")
 
 
-def with_mix(setup: Setup, mix: RequestMix) -> Setup:
-    """``setup`` with its workload drawing from ``mix``; SLO tiers and SM-share table recomputed.
+def with_mix(setup: Setup, mix: RequestMix, name: str = "custom") -> Setup:
+    """``setup`` with its workload drawing from ``mix`` (named ``name``); SLO tiers and
+    SM-share table recomputed.
 
     The mix must be of the setup's modality (the model's encoder is fixed).
     """
     if mix.modality is not setup.mix.modality:
         raise ValueError(f"mix is {mix.modality.value}, the setup serves {setup.mix.modality.value}")
-    workload = replace(setup.workload, mix=mix)
+    workload = replace(setup.workload, mix=mix, mix_name=name)
     slos = {tier: slo_for(tier, setup.profile, mix, setup.cluster) for tier in SLO_TIERS}
     return replace(setup, workload=workload, slos=slos,
                    sm_table=sm_share_table(setup.profile, items=_typical_items(workload)))

@@ -86,13 +86,15 @@ def test_with_item_scale_keeps_the_profile_and_checks_the_scale():
 
 
 def test_with_mix_swaps_the_mix_of_the_same_modality_only():
-    from easerve.experiments.setup import with_mix
+    from easerve.experiments.setup import with_item_scale, with_mix
     from easerve_core.workload import mix
 
     video = load_setup("video")
     assert video.mix.item_tokens == (5760,)  # the headline: vLLM random-mm's 16-frame bucket
-    clips = with_mix(video, mix("qwen-video"))
+    clips = with_mix(video, mix("qwen-video"), "qwen-video")
     assert clips.mix.item_tokens == (3600, 7200, 14400) and clips.profile is video.profile
+    assert clips.workload.mix_name == "qwen-video" and video.workload.mix_name == "qwen-video-rmm16"
+    assert with_item_scale(clips, 0.5).workload.mix_name == "qwen-video x0.5"
     assert clips.slos["moderate"].ttft_s > video.slos["moderate"].ttft_s
     with pytest.raises(ValueError, match="mix is audio"):
         with_mix(video, mix("ultravox-audio"))
