@@ -11,7 +11,8 @@ all prefill remote; ``vllm`` turns every GPU into aggregated LM instances).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -60,36 +61,28 @@ def goodput_sweep(setups: Mapping[str, Setup], deployment_for: DeploymentFor, sc
     rows: list[dict[str, Any]] = []
     for modality, setup in setups.items():
         for system in systems:
-            curve = _Curve(setup=setup, deployment_for=deployment_for, scale=scale,
-                           modality=modality, system=system)
-            curve.run(scale.rates_hz)
+            points = partial(_curve_points, setup, deployment_for, scale, modality=modality,
+                             system=system)
+            curve = points(scale.rates_hz)
             for _ in range(scale.refine_levels):
-                med = pd.DataFrame(curve.rows).groupby("rate_hz")[col].median()
-                curve.run(refine_rates(med.index.tolist(), med.tolist()), refined=True)
-            rows.extend(curve.rows)
+                med = pd.DataFrame(curve).groupby("rate_hz")[col].median()
+                curve += points(refine_rates(med.index.tolist(), med.tolist()), refined=True)
+            rows.extend(curve)
     return pd.DataFrame(rows)
 
 
-@dataclass(slots=True, kw_only=True)
-class _Curve:
-    """One system's goodput-vs-rate points on one modality, seed by seed."""
-
-    setup: Setup
-    deployment_for: DeploymentFor
-    scale: Scale
-    modality: str
-    system: str
-    rows: list[dict[str, Any]] = field(default_factory=list)
-
-    def run(self, rates: Sequence[float], refined: bool = False) -> None:
-        for rate in rates:
-            dep = self.deployment_for(self.modality, self.system, rate)
-            for seed in range(self.scale.num_seeds):
-                result = run(self.setup, dep, rate_hz=rate, num_requests=self.scale.num_requests,
-                             seed=seed, preset=self.system)
-                self.rows.append(summary_row(result, self.setup, modality=self.modality,
-                                             system=self.system, rate_hz=rate, seed=seed,
-                                             refined=refined))
+def _curve_points(setup: Setup, deployment_for: DeploymentFor, scale: Scale, rates: Sequence[float],
+                  *, modality: str, system: str, refined: bool = False) -> list[dict[str, Any]]:
+    """One system's goodput-vs-rate rows at ``rates``, seed by seed."""
+    rows = []
+    for rate in rates:
+        dep = deployment_for(modality, system, rate)
+        for seed in range(scale.num_seeds):
+            result = run(setup, dep, rate_hz=rate, num_requests=scale.num_requests, seed=seed,
+                         preset=system)
+            rows.append(summary_row(result, setup, modality=modality, system=system, rate_hz=rate,
+                                    seed=seed, refined=refined))
+    return rows
 
 
 def refine_rates(rates: Sequence[float], goodputs: Sequence[float]) -> list[float]:
