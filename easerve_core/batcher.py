@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Generic, Protocol, TypeVar
 
-from easerve_core import _check
+from easerve_core import checks
 
 T = TypeVar("T")
 
@@ -111,11 +111,11 @@ class AdaptiveBatcher(Generic[T]):
         rate_hz: float | None = None,
         rate_window: int = 16,
     ) -> None:
-        self._max_batch = _check.integer("max_batch", max_batch, minimum=1)
-        self.gap_factor = _check.positive("gap_factor", gap_factor)
-        self.max_wait_s = _check.non_negative("max_wait_s", max_wait_s)
-        self.rate_hz = None if rate_hz is None else _check.positive("rate_hz", rate_hz)
-        self.rate_window = _check.integer("rate_window", rate_window, minimum=1)
+        self._max_batch = checks.integer("max_batch", max_batch, minimum=1)
+        self.gap_factor = checks.positive("gap_factor", gap_factor)
+        self.max_wait_s = checks.non_negative("max_wait_s", max_wait_s)
+        self.rate_hz = None if rate_hz is None else checks.positive("rate_hz", rate_hz)
+        self.rate_window = checks.integer("rate_window", rate_window, minimum=1)
         self._pending: _Pending[T] = _Pending()
         self._gaps: deque[float] = deque(maxlen=self.rate_window)
         self._gap_sum = 0.0
@@ -142,7 +142,7 @@ class AdaptiveBatcher(Generic[T]):
 
     def offer(self, item: T, now: float) -> Batch[T] | None:
         """Add an item arriving at ``now``; return the batch if it is now full."""
-        now = _check.non_negative("now", now)
+        now = checks.non_negative("now", now)
         self._observe_arrival(now)
         self._pending.add(item, now)
         if len(self._pending.items) >= self._max_batch:
@@ -192,8 +192,8 @@ class FixedBatcher(Generic[T]):
     """
 
     def __init__(self, max_batch: int, *, timeout_s: float) -> None:
-        self._max_batch = _check.integer("max_batch", max_batch, minimum=1)
-        self.timeout_s = _check.non_negative("timeout_s", timeout_s)
+        self._max_batch = checks.integer("max_batch", max_batch, minimum=1)
+        self.timeout_s = checks.non_negative("timeout_s", timeout_s)
         self._pending: _Pending[T] = _Pending()
 
     @property
@@ -204,7 +204,7 @@ class FixedBatcher(Generic[T]):
         return len(self._pending.items)
 
     def offer(self, item: T, now: float) -> Batch[T] | None:
-        now = _check.non_negative("now", now)
+        now = checks.non_negative("now", now)
         self._pending.add(item, now)
         if len(self._pending.items) >= self._max_batch:
             return self._pending.close(DispatchReason.SIZE, now)

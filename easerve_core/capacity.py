@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from easerve_core import _check
+from easerve_core import checks
 from easerve_core.profile import StageProfile
 
 
@@ -31,11 +31,11 @@ class RequestShape:
     mm_tokens_per_item: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        _check.integer("prompt_tokens", self.prompt_tokens, minimum=0)
-        _check.integer("output_tokens", self.output_tokens, minimum=1)
+        checks.integer("prompt_tokens", self.prompt_tokens, minimum=0)
+        checks.integer("output_tokens", self.output_tokens, minimum=1)
         items = tuple(self.mm_tokens_per_item)
         for i, tokens in enumerate(items):
-            _check.integer(f"mm_tokens_per_item[{i}]", tokens, minimum=1)
+            checks.integer(f"mm_tokens_per_item[{i}]", tokens, minimum=1)
         object.__setattr__(self, "mm_tokens_per_item", items)
         if self.seq_len < 1:
             raise ValueError("a request needs prompt_tokens or mm_tokens_per_item")
@@ -58,7 +58,7 @@ class RequestShape:
 def encode_rps(profile: StageProfile, shape: RequestShape, *, batch_size: int,
                sm_share: float = 1.0) -> float:
     """Requests/s an encode worker sustains dispatching full batches of ``batch_size``."""
-    batch_size = _check.integer("batch_size", batch_size, minimum=1)
+    batch_size = checks.integer("batch_size", batch_size, minimum=1)
     if not shape.mm_tokens_per_item:
         return math.inf
     items = list(shape.mm_tokens_per_item) * batch_size
@@ -68,23 +68,23 @@ def encode_rps(profile: StageProfile, shape: RequestShape, *, batch_size: int,
 def prefill_rps(profile: StageProfile, shape: RequestShape, *, batch_size: int = 1,
                 sm_share: float = 1.0) -> float:
     """Requests/s a prefill worker sustains, ``batch_size`` sequences per forward."""
-    batch_size = _check.integer("batch_size", batch_size, minimum=1)
+    batch_size = checks.integer("batch_size", batch_size, minimum=1)
     return batch_size / profile.prefill_s([shape.seq_len] * batch_size, sm_share)
 
 
 def max_decode_batch(shape: RequestShape, kv_capacity_tokens: int | None, *,
                      max_num_seqs: int) -> int:
     """Sequences that fit at once: bound by the KV cache (if known) and ``max_num_seqs``."""
-    max_num_seqs = _check.integer("max_num_seqs", max_num_seqs, minimum=1)
+    max_num_seqs = checks.integer("max_num_seqs", max_num_seqs, minimum=1)
     if kv_capacity_tokens is None:
         return max_num_seqs
-    kv = _check.integer("kv_capacity_tokens", kv_capacity_tokens, minimum=0)
+    kv = checks.integer("kv_capacity_tokens", kv_capacity_tokens, minimum=0)
     return min(max_num_seqs, kv // shape.tokens_per_seq)
 
 
 def decode_rps(profile: StageProfile, shape: RequestShape, *, batch_size: int) -> float:
     """Requests/s a decode worker sustains with ``batch_size`` sequences in flight (0 if none fit)."""
-    batch_size = _check.integer("batch_size", batch_size, minimum=0)
+    batch_size = checks.integer("batch_size", batch_size, minimum=0)
     if batch_size == 0:
         return 0.0
     steps = shape.output_tokens - 1
@@ -137,5 +137,5 @@ def stage_capacity(
 
 def pool_rps(per_worker_rps: float, num_workers: int) -> float:
     """Capacity of ``num_workers`` identical workers behind one queue."""
-    return _check.integer("num_workers", num_workers, minimum=0) * per_worker_rps
+    return checks.integer("num_workers", num_workers, minimum=0) * per_worker_rps
 

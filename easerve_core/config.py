@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from easerve_core import _check
-from easerve_core._io import read_toml
+from easerve_core import checks
 from easerve_core.deployment import Cluster, Deployment
+from easerve_core.files import read_toml
 from easerve_core.slo import DEFAULT_TIER, SLO_TIERS
 from easerve_core.workload import WorkloadSpec
 
@@ -110,7 +110,7 @@ class ExperimentConfig:
         slo = _table(data, "slo")
         if set(slo) - {"tier"}:
             raise ValueError(f"unknown slo field(s): {', '.join(sorted(set(slo) - {'tier'}))}")
-        tier = _check.one_of("slo.tier", slo.get("tier", DEFAULT_TIER), SLO_TIERS)
+        tier = checks.one_of("slo.tier", slo.get("tier", DEFAULT_TIER), SLO_TIERS)
         profile = _table(data, "profile")
         if set(profile) - {"path"}:
             raise ValueError(f"unknown profile field(s): {', '.join(sorted(set(profile) - {'path'}))}")
@@ -124,7 +124,7 @@ class ExperimentConfig:
             workload=workload,
             workload_table=workload_table,
             slo_tier=tier,
-            seed=_check.integer("seed", data.get("seed", 0), minimum=0),
+            seed=checks.integer("seed", data.get("seed", 0), minimum=0),
             profile_path=profile_path,
             engine={k: _table(data, k) for k in ("sim", "live") if k in data},
         )

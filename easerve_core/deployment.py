@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from easerve_core import _check
+from easerve_core import checks
 
 
 class Architecture(StrEnum):
@@ -35,7 +35,7 @@ class SMSharing(StrEnum):
 
 
 def _enum(cls: type[StrEnum], name: str, value: object) -> Any:
-    _check.one_of(name, str(value), [m.value for m in cls])
+    checks.one_of(name, str(value), [m.value for m in cls])
     return cls(str(value))
 
 
@@ -61,10 +61,10 @@ class Cluster:
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, str) or not self.gpu:
             raise ValueError(f"gpu must be a non-empty name, got {self.gpu!r}")
-        _check.integer("num_gpus", self.num_gpus, minimum=1)
-        _check.positive("link_bytes_per_s", self.link_bytes_per_s)
-        _check.non_negative("link_latency_s", self.link_latency_s)
-        _check.integer("num_links", self.num_links, minimum=1)
+        checks.integer("num_gpus", self.num_gpus, minimum=1)
+        checks.positive("link_bytes_per_s", self.link_bytes_per_s)
+        checks.non_negative("link_latency_s", self.link_latency_s)
+        checks.integer("num_links", self.num_links, minimum=1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,8 +75,8 @@ class StageGroup:
     tp: int = 1
 
     def __post_init__(self) -> None:
-        _check.integer("num_workers", self.num_workers, minimum=0)
-        tp = _check.integer("tp", self.tp, minimum=1)
+        checks.integer("num_workers", self.num_workers, minimum=0)
+        tp = checks.integer("tp", self.tp, minimum=1)
         if tp & (tp - 1):
             raise ValueError(f"tp must be a power of two, got {tp!r}")
 
@@ -116,20 +116,20 @@ class Deployment:
         set_(self, "architecture", _enum(Architecture, "architecture", self.architecture))
         set_(self, "batching", _enum(BatchingMode, "batching", self.batching))
         set_(self, "sm_sharing", _enum(SMSharing, "sm_sharing", self.sm_sharing))
-        _check.integer("max_encode_batch", self.max_encode_batch, minimum=1)
-        _check.fraction("remote_fraction", self.remote_fraction)
-        _check.non_negative("batch_timeout_s", self.batch_timeout_s)
-        _check.positive("gap_factor", self.gap_factor)
-        _check.non_negative("max_wait_s", self.max_wait_s)
+        checks.integer("max_encode_batch", self.max_encode_batch, minimum=1)
+        checks.fraction("remote_fraction", self.remote_fraction)
+        checks.non_negative("batch_timeout_s", self.batch_timeout_s)
+        checks.positive("gap_factor", self.gap_factor)
+        checks.non_negative("max_wait_s", self.max_wait_s)
         if self.rate_hint_hz is not None:
-            _check.positive("rate_hint_hz", self.rate_hint_hz)
-        _check.fraction("static_encode_share", self.static_encode_share)
+            checks.positive("rate_hint_hz", self.rate_hint_hz)
+        checks.fraction("static_encode_share", self.static_encode_share)
         if not 0.0 < self.static_encode_share < 1.0:
             raise ValueError(
                 f"static_encode_share must be in (0, 1), got {self.static_encode_share!r}"
             )
-        _check.one_of("router", self.router, ("deficit", "random"))
-        _check.integer("max_num_decode_seqs", self.max_num_decode_seqs, minimum=1)
+        checks.one_of("router", self.router, ("deficit", "random"))
+        checks.integer("max_num_decode_seqs", self.max_num_decode_seqs, minimum=1)
         if self.decode.num_workers < 1:
             raise ValueError("decode.num_workers must be >= 1")
         if self.architecture is Architecture.AGGREGATED:

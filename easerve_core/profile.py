@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from easerve_core._io import read_json, write_text_atomic
+from easerve_core.files import read_json, write_text_atomic
 from easerve_core.sm_share import SMShareTable
 
 PROFILE_FORMAT = "easerve.profile"

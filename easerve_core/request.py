@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from easerve_core import _check
+from easerve_core import checks
 
 
 class Modality(StrEnum):
@@ -56,14 +56,14 @@ class Request:
     mm_tokens_per_item: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        _check.integer("request_id", self.request_id, minimum=0)
-        _check.non_negative("arrival_s", self.arrival_s)
+        checks.integer("request_id", self.request_id, minimum=0)
+        checks.non_negative("arrival_s", self.arrival_s)
         object.__setattr__(self, "modality", Modality.parse(self.modality))
-        _check.integer("prompt_tokens", self.prompt_tokens, minimum=0)
-        _check.integer("output_tokens", self.output_tokens, minimum=1)
+        checks.integer("prompt_tokens", self.prompt_tokens, minimum=0)
+        checks.integer("output_tokens", self.output_tokens, minimum=1)
         items = tuple(self.mm_tokens_per_item)
         for i, tokens in enumerate(items):
-            _check.integer(f"mm_tokens_per_item[{i}]", tokens, minimum=1)
+            checks.integer(f"mm_tokens_per_item[{i}]", tokens, minimum=1)
         if self.modality is Modality.TEXT and items:
             raise ValueError("mm_tokens_per_item must be empty for a text request")
         if self.modality is not Modality.TEXT and not items:

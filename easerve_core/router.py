@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from easerve_core import _check
+from easerve_core import checks
 
 
 class Route(StrEnum):
@@ -38,7 +38,7 @@ class DeficitRouter:
     __slots__ = ("_num_decisions", "_num_remote", "remote_fraction")
 
     def __init__(self, remote_fraction: float) -> None:
-        self.remote_fraction = _check.fraction("remote_fraction", remote_fraction)
+        self.remote_fraction = checks.fraction("remote_fraction", remote_fraction)
         self._num_decisions = 0
         self._num_remote = 0
 
@@ -75,7 +75,7 @@ class RandomRouter:
     __slots__ = ("_rng", "remote_fraction")
 
     def __init__(self, remote_fraction: float, rng: np.random.Generator) -> None:
-        self.remote_fraction = _check.fraction("remote_fraction", remote_fraction)
+        self.remote_fraction = checks.fraction("remote_fraction", remote_fraction)
         if not isinstance(rng, np.random.Generator):
             raise ValueError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
         self._rng = rng

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from easerve_core import _check
+from easerve_core import checks
 from easerve_core.request import Status, tpot_s, ttft_s
 
 
@@ -41,8 +41,8 @@ class SLOTier:
     tpot_scale: float
 
     def __post_init__(self) -> None:
-        _check.positive("ttft_scale", self.ttft_scale)
-        _check.positive("tpot_scale", self.tpot_scale)
+        checks.positive("ttft_scale", self.ttft_scale)
+        checks.positive("tpot_scale", self.tpot_scale)
 
 
 SLO_TIERS: Mapping[str, SLOTier] = {
@@ -54,7 +54,7 @@ DEFAULT_TIER = "moderate"
 
 
 def tier(name: str) -> SLOTier:
-    _check.one_of("slo tier", name, SLO_TIERS)
+    checks.one_of("slo tier", name, SLO_TIERS)
     return SLO_TIERS[name]
 
 
@@ -67,15 +67,15 @@ class SLO:
     tier: str = "custom"
 
     def __post_init__(self) -> None:
-        _check.positive("ttft_s", self.ttft_s)
-        _check.positive("tpot_s", self.tpot_s)
+        checks.positive("ttft_s", self.ttft_s)
+        checks.positive("tpot_s", self.tpot_s)
 
     @classmethod
     def from_tier(cls, name: str, *, unloaded_ttft_s: float, unloaded_tpot_s: float) -> SLO:
         t = tier(name)
         return cls(
-            ttft_s=t.ttft_scale * _check.positive("unloaded_ttft_s", unloaded_ttft_s),
-            tpot_s=t.tpot_scale * _check.positive("unloaded_tpot_s", unloaded_tpot_s),
+            ttft_s=t.ttft_scale * checks.positive("unloaded_ttft_s", unloaded_ttft_s),
+            tpot_s=t.tpot_scale * checks.positive("unloaded_tpot_s", unloaded_tpot_s),
             tier=name,
         )
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from easerve_core import _check
+from easerve_core import checks
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +32,8 @@ class SMShareTable:
             raise ValueError("shares must hold at least one batch size")
         clean: dict[int, float] = {}
         for size, share in sorted(self.shares.items()):
-            size = _check.integer("batch_size", size, minimum=1)
-            share = _check.finite(f"share[{size}]", share)
+            size = checks.integer("batch_size", size, minimum=1)
+            share = checks.finite(f"share[{size}]", share)
             if not 0.0 < share <= 1.0:
                 raise ValueError(f"share[{size}] must be in (0, 1], got {share!r}")
             clean[size] = share
@@ -47,7 +47,7 @@ class SMShareTable:
 
         Every batch size must have a measurement at share 1.0 (exclusive).
         """
-        tolerance = _check.non_negative("tolerance", tolerance)
+        tolerance = checks.non_negative("tolerance", tolerance)
         if not latency_s:
             raise ValueError("latency_s must not be empty")
         by_size: dict[int, dict[float, float]] = {}
@@ -56,11 +56,11 @@ class SMShareTable:
                 size, share = key
             except (TypeError, ValueError):
                 raise ValueError(f"latency_s keys must be (batch_size, share), got {key!r}") from None
-            size = _check.integer("batch_size", size, minimum=1)
-            share = _check.finite("share", share)
+            size = checks.integer("batch_size", size, minimum=1)
+            share = checks.finite("share", share)
             if not 0.0 < share <= 1.0:
                 raise ValueError(f"share must be in (0, 1], got {share!r}")
-            by_size.setdefault(size, {})[share] = _check.positive(
+            by_size.setdefault(size, {})[share] = checks.positive(
                 f"latency_s[{size}, {share}]", latency
             )
         shares: dict[int, float] = {}
@@ -78,7 +78,7 @@ class SMShareTable:
 
     def share_for(self, batch_size: int) -> float:
         """The share for ``batch_size``: the next larger profiled size's, capped at the largest."""
-        batch_size = _check.integer("batch_size", batch_size, minimum=1)
+        batch_size = checks.integer("batch_size", batch_size, minimum=1)
         sizes = self.batch_sizes
         i = bisect.bisect_left(sizes, batch_size)
         return self.shares[sizes[min(i, len(sizes) - 1)]]

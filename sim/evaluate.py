@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from easerve_core import _check
+from easerve_core import checks
 from easerve_core.deployment import Cluster, Deployment
 from easerve_core.profile import ParallelProfile, StageProfile
 from easerve_core.request import Request
@@ -78,10 +78,10 @@ def make_evaluator(
     A trace workload keeps its own requests (time-scaled to ``rate_hz``) and
     ignores ``num_samples``.
     """
-    num_samples = _check.integer("num_samples", num_samples, minimum=1)
+    num_samples = checks.integer("num_samples", num_samples, minimum=1)
     spec = workload_spec if rate_hz is None else workload_spec.with_rate(rate_hz)
     if spec.trace is None:
-        spec = replace(spec, num_requests=_check.integer("num_requests", num_requests, minimum=1))
+        spec = replace(spec, num_requests=checks.integer("num_requests", num_requests, minimum=1))
     requests = tuple(generate(spec, np.random.default_rng(seed)))
     more: tuple[tuple[Request, ...], ...] = ()
     if spec.trace is None:

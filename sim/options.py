@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from easerve_core import _check
+from easerve_core import checks
 
 DISPATCH_POLICIES = ("round-robin", "least-loaded")
 #: (stage, unit) of the stall model's per-stage ranges: ``stall_<stage>_<unit>_min`` / ``_max``
@@ -136,31 +136,31 @@ class SimOptions:
     warmup_decode_s: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
-        _check.one_of("sim.dispatch", self.dispatch, DISPATCH_POLICIES)
-        _check.integer("sim.prefill_max_batch_tokens", self.prefill_max_batch_tokens, minimum=1)
-        overhead = _check.fraction("sim.time_slice_overhead_frac", self.time_slice_overhead_frac)
+        checks.one_of("sim.dispatch", self.dispatch, DISPATCH_POLICIES)
+        checks.integer("sim.prefill_max_batch_tokens", self.prefill_max_batch_tokens, minimum=1)
+        overhead = checks.fraction("sim.time_slice_overhead_frac", self.time_slice_overhead_frac)
         if overhead >= 1.0:
             raise ValueError(f"sim.time_slice_overhead_frac must be < 1, got {overhead!r}")
         for name in ("num_host_cores", "host_background_cores", "dispatch_latency_s", "decode_join_s",
                      "decode_leave_s", "decode_join_more_s", "handoff_prefill_s", "handoff_decode_s",
                      "handoff_busy_s", "stall_s"):
-            _check.non_negative(f"sim.{name}", getattr(self, name))
+            checks.non_negative(f"sim.{name}", getattr(self, name))
         for stage, unit in STALL_COUNTERS:
-            low = _check.integer(f"sim.stall_{stage}_{unit}_min", getattr(self, f"stall_{stage}_{unit}_min"),
+            low = checks.integer(f"sim.stall_{stage}_{unit}_min", getattr(self, f"stall_{stage}_{unit}_min"),
                                  minimum=0)
-            high = _check.integer(f"sim.stall_{stage}_{unit}_max", getattr(self, f"stall_{stage}_{unit}_max"),
+            high = checks.integer(f"sim.stall_{stage}_{unit}_max", getattr(self, f"stall_{stage}_{unit}_max"),
                                   minimum=0)
             if high < low:
                 raise ValueError(f"sim.stall_{stage}_{unit}_max must be >= sim.stall_{stage}_{unit}_min, "
                                  f"got {high!r} < {low!r}")
         for stage, _ in STALL_COUNTERS:
-            _check.fraction(f"sim.stall_{stage}_frac", getattr(self, f"stall_{stage}_frac"))
+            checks.fraction(f"sim.stall_{stage}_frac", getattr(self, f"stall_{stage}_frac"))
         for name in SECONDS_LISTS:
             value = getattr(self, name)
             if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
                 raise ValueError(f"sim.{name} must be a list of seconds, got {value!r}")
-            object.__setattr__(self, name, tuple(_check.non_negative(f"sim.{name}", x) for x in value))
-        colocated = _check.fraction("sim.host_colocated_speed_frac", self.host_colocated_speed_frac)
+            object.__setattr__(self, name, tuple(checks.non_negative(f"sim.{name}", x) for x in value))
+        colocated = checks.fraction("sim.host_colocated_speed_frac", self.host_colocated_speed_frac)
         if colocated <= 0.0:
             raise ValueError(f"sim.host_colocated_speed_frac must be > 0, got {colocated!r}")
         for name in ("coalesce_waiting_batches", "encode_only", "record_utilization", "record_queues",

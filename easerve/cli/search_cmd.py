@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 from tqdm import tqdm
 
 import calibration
-from easerve_core import _check
+from easerve_core import checks
 from easerve_core.config import ExperimentConfig, load_experiment
 from easerve_core.has import (
     SAMPLERS,
@@ -73,14 +73,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _validate(args: argparse.Namespace) -> list[str]:
-    _check.positive("rate", args.rate)
-    _check.one_of("tier", args.tier, SLO_TIERS)
-    _check.integer("trials", args.trials, minimum=1)
-    _check.one_of("sampler", args.sampler, SAMPLERS)
-    _check.integer("workers", args.workers, minimum=1)
-    _check.integer("seed", args.seed, minimum=0)
-    _check.integer("top", args.top, minimum=1)
-    _check.integer("num-requests", args.num_requests, minimum=1)
+    checks.positive("rate", args.rate)
+    checks.one_of("tier", args.tier, SLO_TIERS)
+    checks.integer("trials", args.trials, minimum=1)
+    checks.one_of("sampler", args.sampler, SAMPLERS)
+    checks.integer("workers", args.workers, minimum=1)
+    checks.integer("seed", args.seed, minimum=0)
+    checks.integer("top", args.top, minimum=1)
+    checks.integer("num-requests", args.num_requests, minimum=1)
     return list(SAMPLERS) if args.compare else [args.sampler]
 
 

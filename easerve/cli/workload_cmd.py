@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from easerve_core import _check
-from easerve_core._io import read_toml
+from easerve_core import checks
+from easerve_core.files import read_toml
 from easerve_core.workload import WorkloadSpec, generate, write_trace
 
 
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     spec = WorkloadSpec.from_dict(table)
     if args.rate is not None:
         spec = spec.with_rate(args.rate)
-    seed = _check.integer("seed", args.seed if args.seed is not None else data.get("seed", 0), minimum=0)
+    seed = checks.integer("seed", args.seed if args.seed is not None else data.get("seed", 0), minimum=0)
     requests = generate(spec, np.random.default_rng(seed))
     write_trace(requests, args.out)
     span = requests[-1].arrival_s - requests[0].arrival_s if len(requests) > 1 else 0.0

@@ -16,7 +16,7 @@ import optuna
 import pandas as pd
 from optuna.trial import TrialState
 
-from easerve_core import _check
+from easerve_core import checks
 from easerve_core.deployment import Deployment
 
 TRIAL_COLUMNS = (
@@ -64,7 +64,7 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
 
 def top_k(frame: pd.DataFrame, k: int) -> pd.DataFrame:
     """The ``k`` best distinct deployments (ties: the earlier trial first)."""
-    _check.integer("top", k, minimum=1)
+    checks.integer("top", k, minimum=1)
     ordered = frame.sort_values(["goodput_rps", "trial"], ascending=[False, True], kind="stable")
     return ordered.drop_duplicates("key").head(k).reset_index(drop=True)
 

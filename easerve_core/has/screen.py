@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from easerve_core import _check, capacity
+from easerve_core import capacity, checks
 from easerve_core.capacity import RequestShape
 from easerve_core.deployment import Cluster
 from easerve_core.has.space import Allocation, MemoryNeed, enumerate_allocations
@@ -146,8 +146,8 @@ def screen(
     ``rate_hz * (1 + headroom_frac)``. Raises ``ValueError`` when none does,
     naming the best allocation's bottleneck stage and its capacity.
     """
-    rate_hz = _check.positive("rate_hz", rate_hz)
-    _check.non_negative("headroom_frac", headroom_frac)
+    rate_hz = checks.positive("rate_hz", rate_hz)
+    checks.non_negative("headroom_frac", headroom_frac)
     shape = typical_shape(mix)
     if allocations is None:
         allocations = enumerate_allocations(profile, cluster, need=memory_need(shape))

@@ -33,7 +33,7 @@ import optuna
 from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 from optuna.trial import FrozenTrial, Trial, TrialState
 
-from easerve_core import _check
+from easerve_core import checks
 from easerve_core.deployment import Deployment
 from easerve_core.has.space import SearchSpace, deployment_key
 from easerve_core.has.storage import normalize_url, open_storage, prepare_study
@@ -45,7 +45,7 @@ SAMPLERS = ("tpe", "random", "grid")
 
 def make_sampler(name: str, *, seed: int, tpe_startup_trials: int = 10) -> BaseSampler:
     """The sampler called ``name`` (the grid's points are enqueued; it samples nothing)."""
-    _check.one_of("sampler", name, SAMPLERS)
+    checks.one_of("sampler", name, SAMPLERS)
     if name == "tpe":
         return TPESampler(seed=seed, multivariate=True, constant_liar=True,
                           n_startup_trials=tpe_startup_trials)
@@ -80,15 +80,15 @@ class SearchSettings:
     join: bool = False
 
     def __post_init__(self) -> None:
-        _check.one_of("sampler", self.sampler, SAMPLERS)
-        _check.integer("trials", self.num_trials, minimum=1)
-        _check.integer("seed", self.seed, minimum=0)
+        checks.one_of("sampler", self.sampler, SAMPLERS)
+        checks.integer("trials", self.num_trials, minimum=1)
+        checks.integer("seed", self.seed, minimum=0)
         object.__setattr__(self, "storage", normalize_url(self.storage))
         if not isinstance(self.study_name, str) or not self.study_name:
             raise ValueError(f"study_name must be a non-empty string, got {self.study_name!r}")
-        _check.integer("workers", self.num_workers, minimum=1)
-        _check.integer("tpe_startup_trials", self.tpe_startup_trials, minimum=1)
-        _check.positive("poll_s", self.poll_s)
+        checks.integer("workers", self.num_workers, minimum=1)
+        checks.integer("tpe_startup_trials", self.tpe_startup_trials, minimum=1)
+        checks.positive("poll_s", self.poll_s)
 
 
 def short_key(deployment: Deployment) -> str:

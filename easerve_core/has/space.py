@@ -25,7 +25,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from easerve_core import _check
+from easerve_core import checks
 from easerve_core.deployment import Cluster, Deployment, SMSharing, StageGroup
 from easerve_core.profile import ParallelProfile, StageProfile
 
@@ -73,7 +73,7 @@ class Allocation:
 
     def clamp_s(self, s: float) -> float:
         lo, hi = self.s_bounds
-        return min(max(_check.fraction("remote_fraction", s), lo), hi)
+        return min(max(checks.fraction("remote_fraction", s), lo), hi)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,8 +84,8 @@ class MemoryNeed:
     decode_tokens: int
 
     def __post_init__(self) -> None:
-        _check.integer("prefill_tokens", self.prefill_tokens, minimum=1)
-        _check.integer("decode_tokens", self.decode_tokens, minimum=1)
+        checks.integer("prefill_tokens", self.prefill_tokens, minimum=1)
+        checks.integer("decode_tokens", self.decode_tokens, minimum=1)
 
 
 def _lm_tps_that_fit(
@@ -177,13 +177,13 @@ class SearchSpace:
         labels = [a.label for a in self.allocations]
         if len(set(labels)) != len(labels):
             raise ValueError("allocations must be distinct")
-        _check.integer("max_encode_batch", self.max_encode_batch, minimum=1)
+        checks.integer("max_encode_batch", self.max_encode_batch, minimum=1)
         for b in self.grid_batches:
-            _check.integer("grid_batches", b, minimum=1)
+            checks.integer("grid_batches", b, minimum=1)
             if b > self.max_encode_batch:
                 raise ValueError(f"grid_batches must be <= max_encode_batch, got {b!r}")
         for s in self.grid_remote_fractions:
-            _check.fraction("grid_remote_fractions", s)
+            checks.fraction("grid_remote_fractions", s)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -193,13 +193,13 @@ class SearchSpace:
         for a in self.allocations:
             if a.label == label:
                 return a
-        _check.one_of("allocation", label, self.labels)
+        checks.one_of("allocation", label, self.labels)
         raise AssertionError("unreachable")
 
     def deployment(self, label: str, batch: int, s: float) -> Deployment:
         """The deployment for allocation ``label``, B = ``batch`` and s clamped to what fits."""
         alloc = self.allocation(label)
-        _check.integer("max_encode_batch", batch, minimum=1)
+        checks.integer("max_encode_batch", batch, minimum=1)
         if batch > self.max_encode_batch:
             raise ValueError(f"max_encode_batch must be <= {self.max_encode_batch}, got {batch!r}")
         s_eff = alloc.clamp_s(s)

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from easerve_core import _check
+from easerve_core import checks
 
 
 class ArrivalProcess(Protocol):
@@ -45,14 +45,14 @@ class PoissonArrivals:
     rate_hz: float
 
     def __post_init__(self) -> None:
-        _check.positive("rate_hz", self.rate_hz)
+        checks.positive("rate_hz", self.rate_hz)
 
     @property
     def mean_rate_hz(self) -> float:
         return self.rate_hz
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        n = _check.integer("num_requests", n, minimum=0)
+        n = checks.integer("num_requests", n, minimum=0)
         return np.cumsum(_unit_gaps(n, 1.0, rng)) / self.rate_hz
 
 
@@ -62,8 +62,8 @@ class GammaArrivals:
     cv: float = 1.0
 
     def __post_init__(self) -> None:
-        _check.positive("rate_hz", self.rate_hz)
-        _check.positive("cv", self.cv)
+        checks.positive("rate_hz", self.rate_hz)
+        checks.positive("cv", self.cv)
 
     @property
     def burstiness(self) -> float:
@@ -75,7 +75,7 @@ class GammaArrivals:
         return self.rate_hz
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        n = _check.integer("num_requests", n, minimum=0)
+        n = checks.integer("num_requests", n, minimum=0)
         return np.cumsum(_unit_gaps(n, self.cv, rng)) / self.rate_hz
 
 
@@ -85,8 +85,8 @@ class RateSegment:
     rate_hz: float
 
     def __post_init__(self) -> None:
-        _check.positive("duration_s", self.duration_s)
-        _check.non_negative("rate_hz", self.rate_hz)
+        checks.positive("duration_s", self.duration_s)
+        checks.non_negative("rate_hz", self.rate_hz)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,7 +106,7 @@ class RateSchedule:
         if sum(s.rate_hz * s.duration_s for s in segs) <= 0:
             raise ValueError("schedule must have a positive rate in some segment")
         object.__setattr__(self, "segments", segs)
-        _check.positive("cv", self.cv)
+        checks.positive("cv", self.cv)
 
     @property
     def period_s(self) -> float:
@@ -125,7 +125,7 @@ class RateSchedule:
         return self.segments[-1].rate_hz
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        n = _check.integer("num_requests", n, minimum=0)
+        n = checks.integer("num_requests", n, minimum=0)
         # Cumulative intensity at segment boundaries over one period.
         durations = np.array([s.duration_s for s in self.segments])
         rates = np.array([s.rate_hz for s in self.segments])

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from easerve_core import _check
+from easerve_core import checks
 from easerve_core.request import Modality, Request
 
 
@@ -39,8 +39,8 @@ def _range(name: str, value: Sequence[int]) -> tuple[int, int]:
         lo, hi = value
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be [min, max], got {value!r}") from None
-    lo = _check.integer(f"{name}[0]", lo, minimum=0)
-    hi = _check.integer(f"{name}[1]", hi, minimum=0)
+    lo = checks.integer(f"{name}[0]", lo, minimum=0)
+    hi = checks.integer(f"{name}[1]", hi, minimum=0)
     if hi < lo:
         raise ValueError(f"{name} must be [min, max] with min <= max, got {value!r}")
     return lo, hi
@@ -70,7 +70,7 @@ class RequestMix:
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         set_(self, "modality", Modality.parse(self.modality))
-        tokens = tuple(_check.integer("item_tokens", t, minimum=1) for t in self.item_tokens)
+        tokens = tuple(checks.integer("item_tokens", t, minimum=1) for t in self.item_tokens)
         set_(self, "item_tokens", tokens)
         set_(self, "items_per_request", _range("items_per_request", self.items_per_request))
         set_(self, "prompt_tokens", _range("prompt_tokens", self.prompt_tokens))
@@ -85,7 +85,7 @@ class RequestMix:
                 raise ValueError(f"item_tokens must not be empty for a {self.modality} mix")
             if self.items_per_request[0] < 1:
                 raise ValueError(f"items_per_request must be >= 1, got {self.items_per_request!r}")
-        weights = tuple(_check.non_negative("item_weights", w) for w in self.item_weights)
+        weights = tuple(checks.non_negative("item_weights", w) for w in self.item_weights)
         if weights and len(weights) != len(tokens):
             raise ValueError(
                 f"item_weights must have one weight per item_tokens choice "
@@ -144,5 +144,5 @@ MIXES: Mapping[str, RequestMix] = {
 
 
 def mix(name: str) -> RequestMix:
-    _check.one_of("mix", name, MIXES)
+    checks.one_of("mix", name, MIXES)
     return MIXES[name]

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from easerve_core import _check
+from easerve_core import checks
 from easerve_core.request import Request
 from easerve_core.workload.arrivals import (
     ArrivalProcess,
@@ -54,7 +54,7 @@ class WorkloadSpec:
     trace: tuple[Request, ...] | None = None
 
     def __post_init__(self) -> None:
-        _check.integer("num_requests", self.num_requests, minimum=1)
+        checks.integer("num_requests", self.num_requests, minimum=1)
         if self.trace is None and self.arrivals is None:
             raise ValueError("a workload needs arrivals or a trace")
 
@@ -68,7 +68,7 @@ class WorkloadSpec:
 
     def with_rate(self, rate_hz: float) -> WorkloadSpec:
         """The same workload at another mean rate (a trace is time-scaled)."""
-        rate_hz = _check.positive("rate_hz", rate_hz)
+        rate_hz = checks.positive("rate_hz", rate_hz)
         if self.trace is not None:
             scale = self.mean_rate_hz / rate_hz
             scaled = tuple(replace(r, arrival_s=r.arrival_s * scale) for r in self.trace)
@@ -85,7 +85,7 @@ class WorkloadSpec:
         unknown = sorted(set(data) - _KEYS)
         if unknown:
             raise ValueError(f"unknown workload field(s): {', '.join(unknown)}")
-        kind = _check.one_of("workload.arrival", data.get("arrival", "poisson"), ARRIVALS)
+        kind = checks.one_of("workload.arrival", data.get("arrival", "poisson"), ARRIVALS)
         mix_name = str(data.get("mix", "llava-image"))
         base = mix(mix_name)
         overrides: dict[str, Any] = {k: _seq(f"workload.{k}", data[k]) for k in (
@@ -100,7 +100,7 @@ class WorkloadSpec:
             trace = tuple(read_trace(data["trace"]))
             return cls(mix=req_mix, arrivals=None, num_requests=len(trace), mix_name=mix_name,
                        trace=trace)
-        num = _check.integer("workload.num_requests", data.get("num_requests", 500), minimum=1)
+        num = checks.integer("workload.num_requests", data.get("num_requests", 500), minimum=1)
         cv = _cv(data)
         arrivals: ArrivalProcess
         if kind == "schedule":
@@ -115,7 +115,7 @@ class WorkloadSpec:
         else:
             if "rate_hz" not in data:
                 raise ValueError("workload.rate_hz is required")
-            rate = _check.positive("workload.rate_hz", data["rate_hz"])
+            rate = checks.positive("workload.rate_hz", data["rate_hz"])
             arrivals = (PoissonArrivals(rate_hz=rate) if kind == "poisson"
                         else GammaArrivals(rate_hz=rate, cv=cv))
         return cls(mix=req_mix, arrivals=arrivals, num_requests=num, mix_name=mix_name)
@@ -131,8 +131,8 @@ def _cv(data: Mapping[str, Any]) -> float:
     if "cv" in data and "burstiness" in data:
         raise ValueError("give workload.cv or workload.burstiness, not both")
     if "burstiness" in data:
-        return float(_check.positive("workload.burstiness", data["burstiness"]) ** -0.5)
-    return _check.positive("workload.cv", data.get("cv", 1.0))
+        return float(checks.positive("workload.burstiness", data["burstiness"]) ** -0.5)
+    return checks.positive("workload.cv", data.get("cv", 1.0))
 
 
 def generate(spec: WorkloadSpec, rng: np.random.Generator) -> list[Request]:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from easerve_core._io import write_text_atomic
+from easerve_core.files import write_text_atomic
 from easerve_core.request import Request
 
 TRACE_FIELDS = ("request_id", "arrival_s", "modality", "prompt_tokens", "output_tokens",

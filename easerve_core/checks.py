@@ -1,4 +1,4 @@
-"""Small validators shared by the core's constructors.
+"""Validators shared by every constructor and loader in easerve (public API).
 
 Every public constructor and loader in easerve rejects bad input with a
 ``ValueError`` that names the field and the value; these helpers keep those
