@@ -25,12 +25,10 @@ from easerve_core.profile import (
     load_profile_doc,
     profile_for_tp,
 )
-from easerve_core.sm_share import SMShareTable
+from easerve_core.sm_share import SHARE_LEVELS, TABLE_BATCH_SIZES, SMShareTable, derive_table
 
 #: The SM shares of the paper's five-level table.
-SM_SHARE_LEVELS: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8, 1.0)
-#: Encode batch sizes profiled for the table.
-TABLE_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16)
+SM_SHARE_LEVELS = SHARE_LEVELS
 
 
 def _load_analytic(doc: ProfileDoc) -> AnalyticProfile:
@@ -79,14 +77,7 @@ def sm_share_table(
     ``items`` are the LM tokens of the items of one request; a batch of B
     requests encodes B copies. A ParallelProfile is asked at TP 1.
     """
-    if not items:
-        raise ValueError("items must hold the LM tokens of at least one item")
-    if not batch_sizes:
-        raise ValueError("batch_sizes must not be empty")
-    stage = profile_for_tp(profile, 1)
-    grid = sorted({float(v) for v in levels} | {1.0})
-    latency = {(int(b), s): stage.encode_s(list(items) * int(b), s) for b in batch_sizes for s in grid}
-    return SMShareTable.from_measurements(latency, tolerance=tolerance)
+    return derive_table(profile_for_tp(profile, 1), items, batch_sizes, levels=levels, tolerance=tolerance)
 
 
 def cluster_for(gpu: str, num_gpus: int = 8) -> Cluster:

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from easerve_core import checks
+from easerve_core.router import ROUTERS
 
 
 class Architecture(StrEnum):
@@ -128,7 +129,7 @@ class Deployment:
             raise ValueError(
                 f"static_encode_share must be in (0, 1), got {self.static_encode_share!r}"
             )
-        checks.one_of("router", self.router, ("deficit", "random"))
+        checks.one_of("router", self.router, ROUTERS)
         checks.integer("max_num_decode_seqs", self.max_num_decode_seqs, minimum=1)
         if self.decode.num_workers < 1:
             raise ValueError("decode.num_workers must be >= 1")

@@ -9,6 +9,7 @@ n decisions ``|remote - s * n| <= 1/2`` (the contract asks for < 1). Unlike
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Protocol
 
@@ -84,4 +85,13 @@ class RandomRouter:
         return Route.REMOTE if self._rng.random() < self.remote_fraction else Route.LOCAL
 
 
-ROUTERS = {"deficit": DeficitRouter, "random": RandomRouter}
+#: builds a router from (remote_fraction, generator); a deterministic router ignores the generator
+RouterBuilder = Callable[[float, np.random.Generator], Router]
+
+
+def _deficit(remote_fraction: float, rng: np.random.Generator) -> Router:
+    return DeficitRouter(remote_fraction)
+
+
+#: router name (``Deployment.router``) -> builder: the one table of routers
+ROUTERS: Mapping[str, RouterBuilder] = {"deficit": _deficit, "random": RandomRouter}

@@ -4,17 +4,30 @@ EAServe profiles encode latency per batch size at a few SM shares and keeps,
 per batch size, the smallest share whose latency stays within
 ``(1 + tolerance)`` of the exclusive-GPU latency. The rest of the SMs go to
 local Prefill for the duration of that micro-batch.
+
+:func:`derive_table` is the one derivation every part uses (the simulator
+for a profile that carries no table, ``calibration`` when it writes a
+profile, the evaluation): encode latency of batches of B copies of a typical
+request's items, at the paper's five shares, asked of any object with
+``encode_s(items, sm_share)``.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from easerve_core import checks
+
+#: the SM shares EAServe profiles at start-up (the paper's five levels)
+SHARE_LEVELS: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8, 1.0)
+#: an encode batch keeps the smallest share within this of its exclusive latency
+SHARE_TOLERANCE_FRAC = 0.05
+#: the encode batch sizes a profile document's table is measured at
+TABLE_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +108,26 @@ class SMShareTable:
             return cls({int(k): float(v) for k, v in raw.items()})
         except (TypeError, ValueError) as exc:
             raise ValueError(f"sm_share_table.shares is malformed: {exc}") from None
+
+
+class EncodeLatency(Protocol):
+    """What :func:`derive_table` asks of a profile (a StageProfile at the encoder's TP)."""
+
+    def encode_s(self, mm_tokens_per_item: Sequence[int], sm_share: float = 1.0) -> float: ...
+
+
+def derive_table(encode: EncodeLatency, items: Sequence[int], batch_sizes: Sequence[int], *,
+                 levels: Sequence[float] = SHARE_LEVELS,
+                 tolerance: float = SHARE_TOLERANCE_FRAC) -> SMShareTable:
+    """The table for batches of ``batch_sizes`` requests, each of ``items`` (LM tokens per item).
+
+    A batch of B requests encodes B copies of ``items``; every size is asked
+    at each of ``levels`` and at 1.0 (exclusive).
+    """
+    if not items:
+        raise ValueError("items must hold the LM tokens of at least one item")
+    if not batch_sizes:
+        raise ValueError("batch_sizes must not be empty")
+    grid = sorted({float(v) for v in levels} | {1.0})
+    latency = {(int(b), s): encode.encode_s(list(items) * int(b), s) for b in batch_sizes for s in grid}
+    return SMShareTable.from_measurements(latency, tolerance=tolerance)

@@ -94,7 +94,7 @@ class Trial:
         for worker in self.workers:
             spec = WorkerSpec(me=worker, model=self.spec, weights_dir=str(folder),
                               options=self.options, deployment=dep, frontend_pid=os.getpid(),
-                              num_encode_workers=dep.encode.num_workers)
+                              seed=self.config.seed)
             proc = ctx.Process(target=run_worker, args=(spec, self._channels), daemon=True,
                                name=f"easerve-{worker[0]}-{worker[1]}")
             proc.start()

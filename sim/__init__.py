@@ -4,14 +4,13 @@ The policies are easerve_core's objects; this package is the mechanism:
 workers as SimPy processes (:mod:`sim.encode`, :mod:`sim.prefill`,
 :mod:`sim.decode`, :mod:`sim.aggregated`), SM sharing (:mod:`sim.sharing`),
 the interconnect (:mod:`sim.link`), and the entry point :func:`simulate`.
-Baselines are named presets (:mod:`sim.presets`). The model, its contention
+Baselines are named presets (:mod:`easerve_core.presets`). The model, its contention
 and tie-break rules, and what it leaves out: docs/simulator.md.
 Never imports torch, live or calibration: profiles are injected.
 """
 
 from sim.engine import simulate
 from sim.options import SimOptions
-from sim.presets import PRESETS, apply_preset
 from sim.result import SimResult
 
-__all__ = ["PRESETS", "SimOptions", "SimResult", "apply_preset", "simulate"]
+__all__ = ["SimOptions", "SimResult", "simulate"]

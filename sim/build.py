@@ -2,11 +2,11 @@
 
 GPUs are numbered in stage order: encode workers first (worker i holds GPUs
 ``i*tp .. i*tp+tp-1``), then remote Prefill, then Decode; an aggregated
-deployment numbers its instances the same way. Random routers get one child
-of the run's seed per encode worker, so one worker's draws never shift
-another's. With ``[sim] num_host_cores`` one :class:`~sim.host.HostCPU` is
-shared by every worker of a disaggregated deployment (the aggregated
-baseline has no host model). With ``[sim] stall_s`` each worker gets its
+deployment numbers its instances the same way. Batchers and routers come
+from :mod:`easerve_core.policies` (its seeding rule is the live executor's
+too). With ``[sim] num_host_cores`` one :class:`~sim.host.HostCPU` is shared
+by every worker of a disaggregated deployment (the aggregated baseline has
+no host model). With ``[sim] stall_s`` each worker gets its
 one-off pause from one :class:`~sim.stalls.StallPlan` of the run's seed,
 drawn in build order (encode workers, Prefill, Decode). With ``[sim]
 warmup_<lane>_s`` each worker gets its own :class:`~sim.warmup.Warmup` per lane.
@@ -16,30 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import simpy
 
-from easerve_core import (
-    AdaptiveBatcher,
-    BatchingMode,
-    DeficitRouter,
-    Deployment,
-    FixedBatcher,
-    ParallelProfile,
-    RandomRouter,
-    SMShareTable,
-    StageProfile,
-)
-from easerve_core.batcher import Batcher
+from easerve_core import Deployment, ParallelProfile, SMShareTable, StageProfile
+from easerve_core.policies import make_batcher, make_routers
 from easerve_core.profile import profile_for_tp
-from easerve_core.router import Router
 from sim.aggregated import AggregatedWorker
 from sim.decode import DecodeWorker
 from sim.encode import EncodeWorker
 from sim.feasibility import Capacities
 from sim.host import HostCPU
 from sim.options import SimOptions
-from sim.pipeline import Job, Pipeline
+from sim.pipeline import Pipeline
 from sim.prefill import PrefillWorker
 from sim.recorder import Recorder
 from sim.sharing import SharedGPU
@@ -51,24 +39,6 @@ from sim.warmup import make_warmup
 def _gpus(first: int, index: int, tp: int) -> tuple[int, ...]:
     start = first + index * tp
     return tuple(range(start, start + tp))
-
-
-def make_batcher(deployment: Deployment) -> Batcher[Job]:
-    b = deployment.max_encode_batch
-    if deployment.batching is BatchingMode.FIXED:
-        return FixedBatcher(b, timeout_s=deployment.batch_timeout_s)
-    rate = deployment.rate_hint_hz
-    per_worker = None if rate is None else rate / deployment.encode.num_workers
-    return AdaptiveBatcher(b, gap_factor=deployment.gap_factor, max_wait_s=deployment.max_wait_s,
-                           rate_hz=per_worker)
-
-
-def make_routers(deployment: Deployment, seed: int) -> list[Router]:
-    n, s = deployment.encode.num_workers, deployment.remote_fraction
-    if deployment.router == "deficit":
-        return [DeficitRouter(s) for _ in range(n)]
-    children = np.random.SeedSequence(seed).spawn(n)
-    return [RandomRouter(s, np.random.default_rng(child)) for child in children]
 
 
 def build_disaggregated(env: simpy.Environment, recorder: Recorder, pipe: Pipeline, *,

@@ -33,8 +33,9 @@ from easerve_core import (
     Status,
 )
 from easerve_core.profile import profile_for_tp
+from easerve_core.sm_share import derive_table
 from sim.build import build_aggregated, build_disaggregated
-from sim.feasibility import Capacities, check_memory, derive_sm_share_table, kv_capacities
+from sim.feasibility import Capacities, check_memory, kv_capacities
 from sim.link import Link
 from sim.options import SimOptions
 from sim.pipeline import Job, Pipeline, handoff_rng
@@ -89,7 +90,10 @@ def _sm_table(deployment: Deployment, profile: StageProfile | ParallelProfile,
     items = sorted(r.mm_tokens_per_item for r in requests if r.mm_tokens_per_item)
     typical = items[len(items) // 2] if items else ()
     size = max(1, deployment.max_encode_batch)
-    return derive_sm_share_table(profile, deployment.encode.tp, typical, size), "derived"
+    if not typical:
+        return SMShareTable({1: 1.0}), "derived"
+    encode = profile_for_tp(profile, deployment.encode.tp)
+    return derive_table(encode, typical, range(1, size + 1)), "derived"
 
 
 def _dispatcher(env: simpy.Environment, jobs: list[Job], workers: Sequence[Any],

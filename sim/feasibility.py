@@ -1,28 +1,18 @@
-"""Questions the simulator asks a profile before a run: memory and SM shares.
+"""Questions the simulator asks a profile before a run: memory.
 
 * :func:`check_memory` refuses a deployment whose weights do not fit its
   workers (``ValueError`` naming the stage's ``tp``), when the profile has a
   memory model (:class:`~easerve_core.ParallelProfile`).
 * :func:`kv_capacities` gives the KV tokens each kind of worker holds
   (None: unbounded, for profiles without memory).
-* :func:`derive_sm_share_table` builds the SM-share table the way EAServe
-  does at start-up (encode latency per batch size at five SM shares, the
-  smallest share within tolerance of exclusive) from the profile itself, for
-  profiles that carry no measured table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from easerve_core import Architecture, Deployment, ParallelProfile, SMShareTable, StageProfile
-from easerve_core.profile import kv_capacity_tokens, profile_for_tp
-
-#: the SM shares EAServe profiles at start-up (five levels, the paper's)
-DERIVED_SHARES = (0.2, 0.4, 0.6, 0.8, 1.0)
-#: an encode batch keeps the smallest share within this of exclusive latency
-SHARE_TOLERANCE_FRAC = 0.05
+from easerve_core import Architecture, Deployment, ParallelProfile, StageProfile
+from easerve_core.profile import kv_capacity_tokens
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,14 +55,3 @@ def kv_capacities(deployment: Deployment, profile: StageProfile | ParallelProfil
         remote_prefill=kv_capacity_tokens(profile, deployment.prefill.tp),
         local_prefill=kv_capacity_tokens(profile, deployment.encode.tp, with_encoder=True),
     )
-
-
-def derive_sm_share_table(profile: StageProfile | ParallelProfile, tp: int,
-                          item_tokens: Sequence[int], max_batch: int) -> SMShareTable:
-    """The SM-share table for batches of 1..``max_batch`` requests of ``item_tokens`` each."""
-    if not item_tokens:
-        return SMShareTable({1: 1.0})
-    encode = profile_for_tp(profile, tp)
-    latency = {(b, s): encode.encode_s(list(item_tokens) * b, s)
-               for b in range(1, max_batch + 1) for s in DERIVED_SHARES}
-    return SMShareTable.from_measurements(latency, tolerance=SHARE_TOLERANCE_FRAC)

@@ -25,10 +25,11 @@ from tqdm import tqdm
 from calibration import analytic_profile, cluster_for, load_profile
 from easerve_core import Architecture, Deployment
 from easerve_core.config import ExperimentConfig, load_experiment
+from easerve_core.presets import PRESETS, apply_preset
 from easerve_core.profile import load_profile_doc
 from easerve_core.reference import slo_for
 from easerve_core.workload import generate
-from sim import PRESETS, SimOptions, apply_preset, simulate
+from sim import SimOptions, simulate
 from sim.plots import latency_plot, utilization_plot
 
 #: runs shorter than this (wall seconds) never show the progress bar

@@ -20,10 +20,11 @@ from calibration import Efficiency, analytic_profile, cluster_for, sm_share_tabl
 from easerve.experiments.paper import MODALITIES
 from easerve_core import SLO, Cluster, Deployment, SMShareTable
 from easerve_core.config import load_experiment
+from easerve_core.presets import apply_preset
 from easerve_core.reference import slo_for
 from easerve_core.slo import SLO_TIERS
 from easerve_core.workload import GammaArrivals, RateSchedule, RequestMix, WorkloadSpec, generate
-from sim import SimOptions, apply_preset, simulate
+from sim import SimOptions, simulate
 from sim.result import SimResult
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

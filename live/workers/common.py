@@ -25,7 +25,8 @@ class WorkerSpec:
     options: LiveOptions
     deployment: Deployment
     frontend_pid: int
-    num_encode_workers: int = 1
+    #: the run's seed: the encode worker's router is built from it (easerve_core.policies)
+    seed: int = 0
 
 
 class WorkerContext:

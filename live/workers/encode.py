@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from easerve_core.batcher import AdaptiveBatcher, Batch, FixedBatcher
-from easerve_core.deployment import BatchingMode
+from easerve_core.batcher import Batch, Batcher
+from easerve_core.policies import make_batcher, make_router
 from easerve_core.request import Modality
-from easerve_core.router import ROUTERS, DeficitRouter, Route
+from easerve_core.router import Route, Router
 from live.device import model_device, sync, use_device
 from live.partition import make_partitioner
 from live.stages import encode_batch
@@ -38,17 +38,8 @@ class EncodeWorker:
         self.ctx = ctx
         dep = ctx.spec.deployment
         opts = ctx.spec.options
-        if dep.batching is BatchingMode.FIXED:
-            self.batcher: Any = FixedBatcher(dep.max_encode_batch, timeout_s=dep.batch_timeout_s)
-        else:
-            rate = None if dep.rate_hint_hz is None else dep.rate_hint_hz / ctx.spec.num_encode_workers
-            self.batcher = AdaptiveBatcher(dep.max_encode_batch, gap_factor=dep.gap_factor,
-                                           max_wait_s=dep.max_wait_s, rate_hz=rate)
-        if dep.router == "random":
-            rng = np.random.default_rng([ctx.spec.model.seed, ctx.index])
-            self.router: Any = ROUTERS["random"](dep.remote_fraction, rng)
-        else:
-            self.router = DeficitRouter(dep.remote_fraction)
+        self.batcher: Batcher[Job] = make_batcher(dep)
+        self.router: Router = make_router(dep, ctx.spec.seed, ctx.index)
         self.partitioner = make_partitioner(
             str(dep.sm_sharing), backend=opts.partition_backend, total_threads=opts.encode_threads,
             static_share=dep.static_encode_share, table=opts.share_table(),

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from easerve_core import Cluster, Deployment, Modality, Request, StageGroup
-from sim import SimOptions, apply_preset, simulate
+from easerve_core.presets import apply_preset
+from sim import SimOptions, simulate
 from tests.sim.conftest import AffineProfile, MemoryProfile
 
 

@@ -22,8 +22,9 @@ import numpy as np
 import pytest
 
 from easerve_core import Deployment, StageGroup
+from easerve_core.presets import apply_preset
 from easerve_core.workload import WorkloadSpec, generate
-from sim import apply_preset, simulate
+from sim import simulate
 
 calibration = pytest.importorskip("calibration")
 

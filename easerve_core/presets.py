@@ -1,7 +1,7 @@
 """Baselines as named presets: one table, one flag to compare them.
 
-Each preset maps ``(deployment, cluster)`` to the deployment it simulates
-(DESIGN.md §2):
+Each preset maps ``(deployment, cluster)`` to the deployment either engine
+runs (DESIGN.md §2); :func:`easerve_core.plan.resolve` applies it once:
 
 * ``easerve``: the deployment as given (adaptive batching, deficit router,
   its SM-sharing mode).
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from easerve_core import Architecture, BatchingMode, Cluster, Deployment, SMSharing, StageGroup
+from easerve_core.deployment import Architecture, BatchingMode, Cluster, Deployment, SMSharing, StageGroup
 
 #: encode batch of the fixed-batch baseline (the paper's "fixed batch = 8")
 FIXED_BATCH = 8

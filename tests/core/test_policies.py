@@ -1,0 +1,52 @@
+"""The policy factories: one batcher per batching mode, one router per encode worker, one seeding rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from easerve_core import AdaptiveBatcher, Deployment, FixedBatcher, StageGroup
+from easerve_core.policies import BATCHERS, make_batcher, make_router, make_routers
+from easerve_core.router import ROUTERS, DeficitRouter, RandomRouter, Route
+
+DEP = Deployment(encode=StageGroup(num_workers=3), prefill=StageGroup(num_workers=1),
+                 decode=StageGroup(num_workers=1), remote_fraction=0.5, rate_hint_hz=6.0)
+
+
+def test_every_batching_mode_has_a_factory():
+    assert set(BATCHERS) == {DEP.batching, DEP.with_(batching="fixed").batching}
+    adaptive = make_batcher(DEP)
+    assert isinstance(adaptive, AdaptiveBatcher)
+    assert adaptive.estimated_rate_hz() == pytest.approx(2.0)  # the hint split over 3 workers
+    fixed = make_batcher(DEP.with_(batching="fixed", batch_timeout_s=0.2))
+    assert isinstance(fixed, FixedBatcher)
+
+
+def test_one_router_per_worker_from_the_router_table():
+    routers = make_routers(DEP, seed=0)
+    assert len(routers) == 3 and all(isinstance(r, DeficitRouter) for r in routers)
+    randoms = make_routers(DEP.with_(router="random"), seed=0)
+    assert all(isinstance(r, RandomRouter) for r in randoms)
+
+
+def test_random_routers_follow_one_seeding_rule():
+    dep = DEP.with_(router="random")
+    children = np.random.SeedSequence(7).spawn(3)
+    for i, child in enumerate(children):
+        expected = RandomRouter(0.5, np.random.default_rng(child))
+        alone = make_router(dep, 7, i)  # what a live encode worker process builds
+        together = make_routers(dep, 7)[i]  # what the simulator builds
+        want = [expected.route() for _ in range(50)]
+        assert [alone.route() for _ in range(50)] == want
+        assert [together.route() for _ in range(50)] == want
+    first = [make_router(dep, 7, 0).route() for _ in range(50)]
+    assert first != [make_router(dep, 7, 1).route() for _ in range(50)]
+
+
+def test_router_names_come_from_the_table():
+    assert set(ROUTERS) == {"deficit", "random"}
+    with pytest.raises(ValueError, match=r"unknown router 'rr'; known: deficit, random"):
+        DEP.with_(router="rr")
+    with pytest.raises(ValueError, match="index"):
+        make_router(DEP, 0, 3)
+    assert make_router(DEP.with_(remote_fraction=1.0), 0, 0).route() is Route.REMOTE
