@@ -4,11 +4,11 @@ GPUs are numbered in stage order: encode workers first (worker i holds GPUs
 ``i*tp .. i*tp+tp-1``), then remote Prefill, then Decode; an aggregated
 deployment numbers its instances the same way. Batchers and routers come
 from :mod:`easerve_core.policies` (its seeding rule is the live executor's
-too). With ``[sim] num_host_cores`` one :class:`~sim.host.HostCPU` is shared
-by every worker of a disaggregated deployment (the aggregated baseline has
-no host model). With ``[sim] stall_s`` each worker gets its
-one-off pause from one :class:`~sim.stalls.StallPlan` of the run's seed,
-drawn in build order (encode workers, Prefill, Decode). With ``[sim]
+too). With ``[sim.host] num_host_cores`` one :class:`~sim.host.HostCPU` is
+shared by every worker of a disaggregated deployment (the aggregated baseline
+has no host model). With ``[sim.host] stall_s`` each worker gets its one-off
+pause from one :class:`~sim.stalls.StallPlan` of the run's seed, drawn in
+build order (encode workers, Prefill, Decode). With ``[sim.host]
 warmup_<lane>_s`` each worker gets its own :class:`~sim.warmup.Warmup` per lane.
 """
 
@@ -26,6 +26,7 @@ from sim.decode import DecodeWorker
 from sim.encode import EncodeWorker
 from sim.feasibility import Capacities
 from sim.host import HostCPU
+from sim.host_effects import HostEffects
 from sim.options import SimOptions
 from sim.pipeline import Pipeline
 from sim.prefill import PrefillWorker
@@ -49,9 +50,10 @@ def build_disaggregated(env: simpy.Environment, recorder: Recorder, pipe: Pipeli
     d = deployment
     enc_profile = profile_for_tp(profile, d.encode.tp)
     routers = make_routers(d, seed)
-    host = make_host(options)
-    colocated = None if host is None else options.host_colocated_speed_frac
-    stalls = make_stall_plan(options, seed)
+    effects = options.host
+    host = make_host(effects)
+    colocated = None if host is None else effects.colocated_speed_frac
+    stalls = make_stall_plan(effects, seed)
     encoders = []
     for i in range(d.encode.num_workers):
         gpu = SharedGPU(d.sm_sharing, table=table, static_encode_share=d.static_encode_share,
@@ -64,33 +66,33 @@ def build_disaggregated(env: simpy.Environment, recorder: Recorder, pipe: Pipeli
             encode_only=options.encode_only, coalesce=options.coalesce_waiting_batches,
             host=host, block_intake=options.encode_intake_blocking,
             stall=None if stalls is None else stalls.draw("encode"),
-            warmup=make_warmup(options, "encode"), prefill_warmup=make_warmup(options, "local_prefill")))
+            warmup=make_warmup(effects, "encode"), prefill_warmup=make_warmup(effects, "local_prefill")))
     first = d.encode.num_gpus
     pf_profile = profile_for_tp(profile, d.prefill.tp)
     pipe.prefill_workers = [
         PrefillWorker(env, i, _gpus(first, i, d.prefill.tp), recorder, pipe=pipe,
                       profile=pf_profile, prefill_max_batch_tokens=options.prefill_max_batch_tokens,
                       host=host, stall=None if stalls is None else stalls.draw("prefill"),
-                      warmup=make_warmup(options, "prefill"))
+                      warmup=make_warmup(effects, "prefill"))
         for i in range(d.prefill.num_workers)]
     first += d.prefill.num_gpus
     clock = StepClock(profile_for_tp(profile, d.decode.tp))
     pipe.decode_workers = [
         DecodeWorker(env, i, _gpus(first, i, d.decode.tp), recorder, pipe=pipe, clock=clock,
                      kv_capacity_tokens=caps.decode, max_num_seqs=d.max_num_decode_seqs, host=host,
-                     join_s=options.decode_join_s, leave_s=options.decode_leave_s,
-                     join_more_s=options.decode_join_more_s,
+                     join_s=effects.decode_join_s, leave_s=effects.decode_leave_s,
+                     join_more_s=effects.decode_join_more_s,
                      stall=None if stalls is None else stalls.draw("decode"),
-                     warmup=make_warmup(options, "decode"))
+                     warmup=make_warmup(effects, "decode"))
         for i in range(d.decode.num_workers)]
     return encoders
 
 
-def make_host(options: SimOptions) -> HostCPU | None:
+def make_host(effects: HostEffects) -> HostCPU | None:
     """The shared host CPU model, or None when ``num_host_cores`` is 0 (off)."""
-    if options.num_host_cores <= 0:
+    if not effects.shares_cores:
         return None
-    return HostCPU(options.num_host_cores, background_cores=options.host_background_cores)
+    return HostCPU(effects.num_host_cores, background_cores=effects.background_cores)
 
 
 def build_aggregated(env: simpy.Environment, recorder: Recorder, pipe: Pipeline, *,

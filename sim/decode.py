@@ -21,12 +21,12 @@ heap, so a change costs O(log n) however large the batch.
 With a :class:`~sim.host.HostCPU` (opt-in) a running segment is one busy
 thread on the host: its steps are exclusive seconds of work that drain at the
 host's factor, so its end moves whenever the factor does. With
-``join_s`` (``[sim] decode_join_s``, 0 by default) every request that joins
+``join_s`` (``[sim.host] decode_join_s``, 0 by default) every request that joins
 adds that much work at the head of the next segment (a real engine grows its
 batch's cache between steps, on the loop every running request waits for),
-``join_more_s`` (``[sim] decode_join_more_s``) more for every join beyond the
+``join_more_s`` (``[sim.host] decode_join_more_s``) more for every join beyond the
 first at one boundary,
-and with ``leave_s`` (``[sim] decode_leave_s``) every request that leaves
+and with ``leave_s`` (``[sim.host] decode_leave_s``) every request that leaves
 adds that much to the next segment of those that stay (a batch that runs
 empty drops it: the worker is idle).
 With a :class:`~sim.stalls.Stall` (opt-in) the worker's one-off pause is work

@@ -137,13 +137,14 @@ def simulate(deployment: Deployment, requests: Sequence[Request],
     caps = kv_capacities(deployment, profile)
     table, table_source = _sm_table(deployment, profile, ordered, sm_share_table)
     env = CountingEnvironment()
-    recorder = Recorder(num_gpus=cluster.num_gpus, utilization=options.record_utilization,
-                        queues=options.record_queues, trace=trace, progress=progress)
-    quantiles = (options.handoff_prefill_quantiles_s, options.handoff_decode_quantiles_s)
+    recorder = Recorder(num_gpus=cluster.num_gpus, utilization=options.record.utilization,
+                        queues=options.record.queues, trace=trace, progress=progress)
+    host = options.host
+    quantiles = (host.handoff_prefill_quantiles_s, host.handoff_decode_quantiles_s)
     pipe = Pipeline(link=Link(env, cluster), recorder=recorder,
                     encode_profile=profile_for_tp(profile, max(1, deployment.encode.tp)),
-                    handoff_prefill_s=options.handoff_prefill_s, handoff_decode_s=options.handoff_decode_s,
-                    handoff_busy_s=options.handoff_busy_s,
+                    handoff_prefill_s=host.handoff_prefill_s, handoff_decode_s=host.handoff_decode_s,
+                    handoff_busy_s=host.handoff_busy_s,
                     handoff_quantiles=quantiles, rng=handoff_rng(quantiles, seed))
     front: Sequence[Any]
     if deployment.architecture is Architecture.AGGREGATED:
@@ -160,7 +161,7 @@ def simulate(deployment: Deployment, requests: Sequence[Request],
             recorder.finished()
         else:
             admitted.append(job)
-    env.process(_dispatcher(env, admitted, front, options.dispatch, options.dispatch_latency_s))
+    env.process(_dispatcher(env, admitted, front, options.dispatch, host.dispatch_latency_s))
     env.run()
     unfinished = len(admitted) - pipe.num_finished
     if unfinished:

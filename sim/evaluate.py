@@ -24,7 +24,7 @@ from easerve_core.slo import SLO, goodput_rps
 from easerve_core.sm_share import SMShareTable
 from easerve_core.workload import WorkloadSpec, generate
 from sim.engine import simulate
-from sim.options import SimOptions
+from sim.options import NO_RECORDING, SimOptions
 
 #: requests simulated per trial unless told otherwise
 DEFAULT_NUM_REQUESTS = 250
@@ -41,7 +41,7 @@ class SimEvaluator:
     seed: int = 0
     sm_share_table: SMShareTable | None = None
     options: SimOptions = field(
-        default_factory=lambda: SimOptions(record_utilization=False, record_queues=False))
+        default_factory=lambda: SimOptions(record=NO_RECORDING))
     #: further request streams; the goodput is the mean over all of them
     more_requests: tuple[tuple[Request, ...], ...] = ()
 
@@ -88,6 +88,6 @@ def make_evaluator(
         more = tuple(tuple(generate(spec, np.random.default_rng(seed + k)))
                      for k in range(1, num_samples))
     opts = options or SimOptions()
-    opts = replace(opts, record_utilization=False, record_queues=False)
+    opts = replace(opts, record=NO_RECORDING)
     return SimEvaluator(profile=profile, requests=requests, cluster=cluster, slo=slo, seed=seed,
                         sm_share_table=sm_share_table, options=opts, more_requests=more)

@@ -4,7 +4,7 @@ On a GPU server each worker owns its GPUs and stages do not slow each other
 down. When the "GPUs" are CPU worker processes on one small host (the live
 executor on a development machine), they are not: every running stage is a
 busy thread, and the host's cores are shared between all of them. The model
-(docs/calibration.md, `[sim] num_host_cores`):
+(docs/calibration.md, `[sim.host] num_host_cores`):
 
 * each running stage (an encode batch, a local or remote Prefill batch, a
   decode segment) is one busy thread;

@@ -1,29 +1,59 @@
-"""Simulator knobs that are not part of a deployment: the ``[sim]`` config table.
+"""Simulator knobs that are not part of a deployment: the ``[sim]`` config table, in groups.
 
 A :class:`SimOptions` holds the mechanism choices the paper leaves open and
 the simulator has to pick (docs/simulator.md): how the front dispatcher picks
 an encode worker, how many tokens one prefill batch may hold, how much a
 time-sliced GPU loses to context switches, whether closed encode batches
-that wait for a busy encoder are merged, and whether to stop at Encode.
-Every knob carries its unit in its name; the defaults are documented there.
+that wait for a busy encoder are merged, whether to stop at Encode, and
+whether an encode worker takes requests while it encodes. Two named groups
+hold the rest: :class:`Recording` (what time series a run keeps, ``[sim.record]``)
+and :class:`~sim.host_effects.HostEffects` (what a real host adds,
+``[sim.host]``; the type the calibration loop fits). Every knob carries its
+unit in its name; the defaults are documented there.
+
+:func:`options_for` is the one place a plan's ``[sim]`` table becomes
+options (over a base, e.g. a calibrated profile's host effects).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
 
 from easerve_core import checks
+from sim.host_effects import SECONDS_LISTS, STALL_COUNTERS, WARMUP_LANES, HostEffects
+
+if TYPE_CHECKING:
+    from easerve_core.plan import RunPlan
+
+__all__ = ["DISPATCH_POLICIES", "SECONDS_LISTS", "STALL_COUNTERS", "WARMUP_LANES", "HostEffects",
+           "Recording", "SimOptions", "options_for"]
 
 DISPATCH_POLICIES = ("round-robin", "least-loaded")
-#: (stage, unit) of the stall model's per-stage ranges: ``stall_<stage>_<unit>_min`` / ``_max``
-STALL_COUNTERS = (("encode", "batches"), ("prefill", "batches"), ("decode", "steps"))
-#: lanes of the warm-up model (:mod:`sim.warmup`): ``warmup_<lane>_s``
-WARMUP_LANES = ("encode", "local_prefill", "prefill", "decode")
-#: the options that are lists of seconds (empty: that model is off)
-SECONDS_LISTS = (*(f"warmup_{lane}_s" for lane in WARMUP_LANES), "handoff_prefill_quantiles_s",
-                 "handoff_decode_quantiles_s")
+_FLAGS = ("coalesce_waiting_batches", "encode_only", "encode_intake_blocking")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recording:
+    """What a run keeps besides its records (``[sim.record]``).
+
+    Args:
+        utilization: the per-GPU busy-fraction time series.
+        queues: the per-stage queue-length time series.
+    """
+
+    utilization: bool = True
+    queues: bool = True
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if not isinstance(getattr(self, f.name), bool):
+                raise ValueError(f"sim.record.{f.name} must be true or false, got {getattr(self, f.name)!r}")
+
+
+#: a run that keeps no time series (HAS trials, sweeps)
+NO_RECORDING = Recording(utilization=False, queues=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,59 +75,13 @@ class SimOptions:
             (a batch is never split); False runs each closed batch as closed.
         encode_only: stop every request after Encode (pure-encode what-ifs and
             the queueing-theory check); records then have no prefill or decode.
-        record_utilization: keep the per-GPU busy-fraction time series.
-        record_queues: keep the per-stage queue-length time series.
-        num_host_cores: host CPU contention (sim.host, docs/calibration.md): the
-            cores that every running stage shares by processor sharing, for
-            worker processes on one CPU host; 0 (default) turns the model off.
-        host_background_cores: steady load on those cores besides the stages
-            (the live front end); only with ``num_host_cores``.
-        host_colocated_speed_frac: with ``num_host_cores``, the speed of each of an
-            encode worker's two lanes while both run (two threads of one
-            process: the interpreter lock and shared caches), measured by
-            ``easerve calibrate``; it replaces the time-slice formula there.
-        dispatch_latency_s: delay from a request's arrival to its offer at an
-            encode worker (the live front end's hand-off); 0 by default.
         encode_intake_blocking: an encode worker takes no request while it
             encodes (the live worker's one receive loop runs the batch):
             requests that reach it meanwhile are offered when the batch ends,
             one by one until a batch closes, and its batcher is not polled
             while it encodes. False by default.
-        decode_join_s: work a Decode worker adds to its next segment for every
-            request that joins its batch (growing the cache); 0 by default.
-        decode_leave_s: work a Decode worker adds to its next segment for every
-            request that leaves its batch while others stay; 0 by default.
-        decode_join_more_s: more work for every join beyond the first at one
-            step boundary (live: several at once cost more than their sum);
-            0 by default.
-        handoff_prefill_s, handoff_decode_s: delay of every hand-off to a
-            remote Prefill / a Decode worker beyond the link (the work around
-            the message at both ends, :mod:`sim.pipeline`); 0 by default.
-        handoff_busy_s: more delay of a hand-off whose sender started its next
-            batch before the message arrived (:mod:`sim.pipeline`); 0 by default.
-        handoff_prefill_quantiles_s, handoff_decode_quantiles_s: equally likely
-            values of that delay (the quantiles of measured ones); when given,
-            every hand-off draws one with the run's seed instead of using
-            ``handoff_prefill_s`` / ``handoff_decode_s``. Empty by default.
-        stall_s: a one-off pause of every worker process (:mod:`sim.stalls`: the
-            first full garbage collection after start), seconds of work added to
-            one of its batches; 0 (default) turns the stall model off.
-        stall_encode_batches_min, stall_encode_batches_max: with ``stall_s``, the
-            pause hits an encode worker's batch number k (its encode and local
-            Prefill batches counted together from 0), k drawn uniformly from
-            [min, max] with a generator derived from the run's seed.
-        stall_prefill_batches_min, stall_prefill_batches_max: the same for a
-            remote Prefill worker's batches.
-        stall_decode_steps_min, stall_decode_steps_max: the same for a Decode
-            worker's steps (the pause runs before step k).
-        stall_encode_frac, stall_prefill_frac, stall_decode_frac: with ``stall_s``,
-            the fraction of that stage's workers that pause at all (each worker
-            draws it, seeded, before its batch number); 1 (default): every one.
-        warmup_encode_s, warmup_local_prefill_s, warmup_prefill_s, warmup_decode_s:
-            a fresh worker's warm-up (:mod:`sim.warmup`): extra seconds of work of
-            its first batches of that lane, one value per batch from batch 0 (an
-            encode worker's encode and local Prefill batches, a remote Prefill
-            worker's batches, a Decode worker's steps); empty (default) is off.
+        record: what time series the run keeps (:class:`Recording`).
+        host: what a real host adds (:class:`~sim.host_effects.HostEffects`); off by default.
     """
 
     dispatch: str = "round-robin"
@@ -105,35 +89,9 @@ class SimOptions:
     time_slice_overhead_frac: float = 0.1
     coalesce_waiting_batches: bool = True
     encode_only: bool = False
-    record_utilization: bool = True
-    record_queues: bool = True
-    num_host_cores: float = 0.0
-    host_background_cores: float = 0.0
-    host_colocated_speed_frac: float = 1.0
-    dispatch_latency_s: float = 0.0
     encode_intake_blocking: bool = False
-    decode_join_s: float = 0.0
-    decode_leave_s: float = 0.0
-    decode_join_more_s: float = 0.0
-    handoff_prefill_s: float = 0.0
-    handoff_decode_s: float = 0.0
-    handoff_busy_s: float = 0.0
-    handoff_prefill_quantiles_s: tuple[float, ...] = ()
-    handoff_decode_quantiles_s: tuple[float, ...] = ()
-    stall_s: float = 0.0
-    stall_encode_batches_min: int = 0
-    stall_encode_batches_max: int = 0
-    stall_prefill_batches_min: int = 0
-    stall_prefill_batches_max: int = 0
-    stall_decode_steps_min: int = 0
-    stall_decode_steps_max: int = 0
-    stall_encode_frac: float = 1.0
-    stall_prefill_frac: float = 1.0
-    stall_decode_frac: float = 1.0
-    warmup_encode_s: tuple[float, ...] = ()
-    warmup_local_prefill_s: tuple[float, ...] = ()
-    warmup_prefill_s: tuple[float, ...] = ()
-    warmup_decode_s: tuple[float, ...] = ()
+    record: Recording = field(default_factory=Recording)
+    host: HostEffects = field(default_factory=HostEffects)
 
     def __post_init__(self) -> None:
         checks.one_of("sim.dispatch", self.dispatch, DISPATCH_POLICIES)
@@ -141,40 +99,50 @@ class SimOptions:
         overhead = checks.fraction("sim.time_slice_overhead_frac", self.time_slice_overhead_frac)
         if overhead >= 1.0:
             raise ValueError(f"sim.time_slice_overhead_frac must be < 1, got {overhead!r}")
-        for name in ("num_host_cores", "host_background_cores", "dispatch_latency_s", "decode_join_s",
-                     "decode_leave_s", "decode_join_more_s", "handoff_prefill_s", "handoff_decode_s",
-                     "handoff_busy_s", "stall_s"):
-            checks.non_negative(f"sim.{name}", getattr(self, name))
-        for stage, unit in STALL_COUNTERS:
-            low = checks.integer(f"sim.stall_{stage}_{unit}_min", getattr(self, f"stall_{stage}_{unit}_min"),
-                                 minimum=0)
-            high = checks.integer(f"sim.stall_{stage}_{unit}_max", getattr(self, f"stall_{stage}_{unit}_max"),
-                                  minimum=0)
-            if high < low:
-                raise ValueError(f"sim.stall_{stage}_{unit}_max must be >= sim.stall_{stage}_{unit}_min, "
-                                 f"got {high!r} < {low!r}")
-        for stage, _ in STALL_COUNTERS:
-            checks.fraction(f"sim.stall_{stage}_frac", getattr(self, f"stall_{stage}_frac"))
-        for name in SECONDS_LISTS:
-            value = getattr(self, name)
-            if isinstance(value, str | bytes) or not hasattr(value, "__iter__"):
-                raise ValueError(f"sim.{name} must be a list of seconds, got {value!r}")
-            object.__setattr__(self, name, tuple(checks.non_negative(f"sim.{name}", x) for x in value))
-        colocated = checks.fraction("sim.host_colocated_speed_frac", self.host_colocated_speed_frac)
-        if colocated <= 0.0:
-            raise ValueError(f"sim.host_colocated_speed_frac must be > 0, got {colocated!r}")
-        for name in ("coalesce_waiting_batches", "encode_only", "record_utilization", "record_queues",
-                     "encode_intake_blocking"):
+        for name in _FLAGS:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"sim.{name} must be true or false, got {getattr(self, name)!r}")
+        for name, kind in (("record", Recording), ("host", HostEffects)):
+            if not isinstance(getattr(self, name), kind):
+                raise ValueError(f"sim.{name} must be a {kind.__name__}, got {getattr(self, name)!r}")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SimOptions:
-        known = set(cls.__dataclass_fields__)
+    def from_dict(cls, data: Mapping[str, Any], *, base: SimOptions | None = None) -> SimOptions:
+        """Options from a ``[sim]`` table: its keys over ``base`` (default: the defaults).
+
+        The groups are sub-tables (``record = {...}``, ``host = {...}``) whose
+        keys replace the base group's one by one.
+        """
+        base = base or cls()
+        known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"unknown sim field(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        return cls(**dict(data))
+            hint = ""
+            if any(k in {f.name for f in fields(HostEffects)} or k.startswith("host_") for k in unknown):
+                hint = " (host effects live in [sim.host])"
+            raise ValueError(f"unknown sim field(s): {', '.join(unknown)}{hint}; "
+                             f"known: {', '.join(sorted(known))}")
+        changes: dict[str, Any] = {k: v for k, v in data.items() if k not in ("record", "host")}
+        for name, kind in (("record", Recording), ("host", HostEffects)):
+            if name not in data:
+                continue
+            table = data[name]
+            if not isinstance(table, Mapping):
+                raise ValueError(f"sim.{name} must be a table, got {table!r}")
+            group_known = {f.name for f in fields(kind)}
+            bad = sorted(set(table) - group_known)
+            if bad:
+                raise ValueError(f"unknown sim.{name} field(s): {', '.join(bad)}; "
+                                 f"known: {', '.join(sorted(group_known))}")
+            changes[name] = replace(getattr(base, name), **dict(table))
+        return replace(base, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["host"] = self.host.to_dict()
+        return out
+
+
+def options_for(plan: RunPlan, *, base: SimOptions | None = None) -> SimOptions:
+    """The simulator options of ``plan``: its ``[sim]`` table over ``base``."""
+    return SimOptions.from_dict(plan.engine.get("sim", {}), base=base)

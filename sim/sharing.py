@@ -17,7 +17,7 @@ modes (DESIGN.md §2, docs/simulator.md):
   speed (``SimOptions.time_slice_overhead_frac``).
 * ``none``: no local Prefill; Encode holds the GPU.
 
-With host contention on (``[sim] num_host_cores``, :mod:`sim.host`) the lanes
+With host contention on (``[sim.host] num_host_cores``, :mod:`sim.host`) the lanes
 are two threads of one worker process: each runs at the host's factor, times
 ``host_colocated_speed_frac`` while both run; the SM shares still pick the
 latency (a profile that cannot split one thread quantises them away) and

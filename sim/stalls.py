@@ -9,7 +9,7 @@ together). A full ``gc.collect()`` in a process holding the model takes
 collection after start (docs/calibration.md, "Stalls"). No stage model
 predicts it and it sets the P99 of TTFT and TPOT of a short run.
 
-The model (``[sim] stall_s`` and the per-stage ranges of :class:`SimOptions`):
+The model (``[sim.host] stall_s`` and the per-stage ranges of :class:`HostEffects`):
 each worker draws, at build time, the batch number ``k`` its pause hits,
 uniformly from its stage's ``[min, max]``, with a generator derived from the
 run's seed (one stream for the stall model, draws in build order: encode
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.options import SimOptions
+from sim.host_effects import HostEffects
 
 #: second entropy word of the stall model's generator (keeps its stream apart from the routers')
 STALL_STREAM = 0x57A11
@@ -58,7 +58,7 @@ class Stall:
 class StallPlan:
     """Draws each worker's :class:`Stall` from the options' ranges with the run's seed."""
 
-    def __init__(self, options: SimOptions, seed: int) -> None:
+    def __init__(self, options: HostEffects, seed: int) -> None:
         self.options = options
         self._rng = np.random.default_rng([int(seed), STALL_STREAM])
 
@@ -73,6 +73,6 @@ class StallPlan:
         return Stall(int(self._rng.integers(low, high + 1)), self.options.stall_s)
 
 
-def make_stall_plan(options: SimOptions, seed: int) -> StallPlan | None:
+def make_stall_plan(options: HostEffects, seed: int) -> StallPlan | None:
     """The run's stall plan, or None when ``stall_s`` is 0 (off)."""
     return StallPlan(options, seed) if options.stall_s > 0 else None

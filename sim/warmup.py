@@ -9,7 +9,7 @@ used, by ~9 ms (docs/calibration.md, "Warm-up"). The first calls of a new
 shape or a new thread build what a later call reuses (allocator pools, oneDNN
 primitives, per-thread state).
 
-The model (``[sim] warmup_<lane>_s``, lanes :data:`WARMUP_LANES`): a tuple of
+The model (``[sim.host] warmup_<lane>_s``, lanes :data:`WARMUP_LANES`): a tuple of
 seconds per lane, ``w[i]`` the extra work of the worker's batch ``i`` of that
 lane (from 0; a Decode worker's step ``i``); batches past the tuple's end pay
 nothing. The lanes: an encode worker's encode batches (``encode``) and its
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sim.options import WARMUP_LANES, SimOptions
+from sim.host_effects import WARMUP_LANES, HostEffects
 
 __all__ = ["WARMUP_LANES", "Warmup", "make_warmup"]
 
@@ -56,7 +56,7 @@ class Warmup:
         return self.extra_s[n] if n < len(self.extra_s) else 0.0
 
 
-def make_warmup(options: SimOptions, lane: str) -> Warmup | None:
+def make_warmup(options: HostEffects, lane: str) -> Warmup | None:
     """``lane``'s warm-up for one worker, or None when its tuple is empty (off)."""
     if lane not in WARMUP_LANES:
         raise ValueError(f"unknown warm-up lane {lane!r}; known: {', '.join(WARMUP_LANES)}")

@@ -107,7 +107,8 @@ def fit_handoffs(logs: Sequence[pd.DataFrame], records: Sequence[pd.DataFrame], 
     table = pd.concat([handoff_delays(log, rec) for log, rec in zip(logs, records, strict=True)],
                       ignore_index=True)
     per_token = {"prefill": embed_bytes_per_token, "decode": kv_bytes_per_token}
-    fixed = {"prefill": host.transfer_latency_s, "decode": host.transfer_latency_s + host.decode_join_s}
+    link = host.transfer_latency_s
+    fixed = {"prefill": link, "decode": link + host.effects.decode_join_s}
     out: dict[str, Any] = {}
     more: list[float] = []
     for direction in ("prefill", "decode"):

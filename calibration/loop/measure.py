@@ -44,6 +44,7 @@ from live.gpu.green import green_context_backend
 from live.partition import Backend, CpuThreadBackend
 from live.stages import DecodeBatch, KVState, encode_batch, prefill
 from live.zoo import ModelSpec, build_model
+from sim.host_effects import HostEffects
 
 #: bytes of one float32 element (CPU tensors in the live executor)
 _FLOAT_BYTES = 4
@@ -233,9 +234,10 @@ def _measure_host(model: Any, spec: ModelSpec, plan: CalibrationPlan, mid: int,
         sharing = hp.measure_contention(plan.contention_procs, duration_s=plan.device_sharing_duration_s,
                                         make_work=work)
         raw["device_sharing"] = sharing
-        host = HostModel(num_host_cores=hp.fit_cores(sharing), transfer_latency_s=latency,
-                         transfer_bytes_per_s=bandwidth, dispatch_latency_s=dispatch_s,
-                         decode_step_overhead_s=step, decode_join_s=join)
+        effects = HostEffects(num_host_cores=hp.fit_cores(sharing), dispatch_latency_s=dispatch_s,
+                              decode_join_s=join)
+        host = HostModel(effects=effects, transfer_latency_s=latency, transfer_bytes_per_s=bandwidth,
+                         decode_step_overhead_s=step)
         return host, raw
     progress("core contention")
     contention = hp.measure_contention(plan.contention_procs, duration_s=plan.contention_duration_s)
@@ -251,10 +253,10 @@ def _measure_host(model: Any, spec: ModelSpec, plan: CalibrationPlan, mid: int,
     # the pair also shared the cores: keep what is beyond two separate processes at once
     two = next(r["speed_frac"] for r in contention if r["procs"] == min(2, plan.contention_procs))
     colocated = min(1.0, coloc["speed_frac"] / two)
-    host = HostModel(num_host_cores=cores, colocated_speed_frac=colocated, transfer_latency_s=latency,
-                     transfer_bytes_per_s=bandwidth,
-                     dispatch_latency_s=dispatch_s, decode_step_overhead_s=step,
-                     decode_join_s=join)
+    effects = HostEffects(num_host_cores=cores, colocated_speed_frac=colocated, dispatch_latency_s=dispatch_s,
+                          decode_join_s=join)
+    host = HostModel(effects=effects, transfer_latency_s=latency, transfer_bytes_per_s=bandwidth,
+                     decode_step_overhead_s=step)
     raw.update(contention=contention, colocation=coloc,
                contention_median_speed=statistics.median(r["speed_frac"] for r in contention))
     return host, raw

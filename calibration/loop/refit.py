@@ -38,7 +38,7 @@ def exclusive_times(log: pd.DataFrame, host: HostModel | None) -> np.ndarray:
     """Per row, the exclusive seconds its batch would have taken alone (see the module docstring)."""
     start = log["start_s"].to_numpy(float)
     end = log["end_s"].to_numpy(float)
-    if host is None or host.num_host_cores <= 0:
+    if host is None or not host.effects.shares_cores:
         return end - start
     group = log["group"].astype(str).to_numpy()
     worker = log["worker"].to_numpy(int)
@@ -55,15 +55,15 @@ def exclusive_times(log: pd.DataFrame, host: HostModel | None) -> np.ndarray:
         active = {i for i in active if end[i] > t0}
         if not active:
             continue
-        demand = len(active) + host.background_cores
-        factor = min(1.0, host.num_host_cores / demand)
+        demand = len(active) + host.effects.background_cores
+        factor = min(1.0, host.effects.num_host_cores / demand)
         per_worker: dict[int, int] = {}
         for i in active:
             if enc_key[i] >= 0:
                 per_worker[int(enc_key[i])] = per_worker.get(int(enc_key[i]), 0) + 1
         for i in active:
             both = enc_key[i] >= 0 and per_worker[int(enc_key[i])] > 1
-            out[i] += (t1 - t0) * factor * (host.colocated_speed_frac if both else 1.0)
+            out[i] += (t1 - t0) * factor * (host.effects.colocated_speed_frac if both else 1.0)
     return out
 
 

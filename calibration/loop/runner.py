@@ -9,7 +9,7 @@ produce. Both are judged by one SLO, computed from the profile
 (:func:`easerve_core.reference.slo_for`).
 
 The simulator runs with the profile's host model switched on (``[sim]``
-options from :meth:`HostModel.sim_options`, the link from the measured
+options from :meth:`HostModel.sim_base`, the link from the measured
 transfers, the decode-loop overhead added to every step); a config's own
 ``[sim]`` table wins over those. The simulator is deterministic, so it runs
 once; the live side runs ``repeats`` times (weights saved once, shared).
@@ -65,7 +65,7 @@ def setup(config: ExperimentConfig, doc: ProfileDoc, *, host_cores: float | None
     profile = profile_from_doc(doc)
     host = host_of(doc.params)
     if host is not None and host_cores is not None:
-        host = replace(host, num_host_cores=host_cores)
+        host = host.with_effects(num_host_cores=host_cores)
     if host is not None and isinstance(profile, FittedProfile):
         profile = with_overheads(profile, host)
     link = host.cluster_overrides() if host is not None else {
@@ -74,11 +74,10 @@ def setup(config: ExperimentConfig, doc: ProfileDoc, *, host_cores: float | None
                     "num_gpus": int(config.cluster.get("num_gpus", _CPU_GPUS)), **link}
     cluster_data.update({k: v for k, v in config.cluster.items() if k.startswith("link") or k == "num_links"})
     cluster = Cluster(**cluster_data)
-    sim_table = dict(host.sim_options()) if host is not None else {}
-    sim_table.update(config.engine.get("sim", {}))
+    base = host.sim_base() if host is not None else SimOptions()
     slo = slo_for(config.slo_tier, profile, scaled_mix(config), cluster)
     return Setup(profile=profile, host=host, doc=doc, slo=slo, cluster=cluster,
-                 sim_options=SimOptions.from_dict(sim_table))
+                 sim_options=SimOptions.from_dict(config.engine.get("sim", {}), base=base))
 
 
 def scaled_mix(config: ExperimentConfig) -> RequestMix:

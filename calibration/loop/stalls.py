@@ -87,8 +87,8 @@ def fit_stalls(pauses: pd.DataFrame) -> dict[str, float]:
         seen = int((pauses["group"] == group).sum())
         out[f"stall_{group}_frac"] = len(idx) / seen if seen else 1.0
         idx = idx if len(idx) else every
-        out[f"stall_{group}_{unit}_min"] = float(idx.min())
-        out[f"stall_{group}_{unit}_max"] = float(idx.max())
+        out[f"stall_{group}_{unit}_min"] = int(idx.min())
+        out[f"stall_{group}_{unit}_max"] = int(idx.max())
     return out
 
 

@@ -42,7 +42,7 @@ from calibration.loop.samples import calibrated_doc, held_out_error, share_table
 from calibration.loop.stalls import find_pauses, fit_stalls, pause_summary
 from calibration.loop.warmup import fit_warmup, lane_excess, warmup_rows, warmup_summary
 from easerve_core.profile import ProfileDoc, load_profile_doc, save_profile_doc
-from sim.options import WARMUP_LANES
+from sim.host_effects import WARMUP_LANES
 
 DEVICES = ("cpu", "cuda")
 #: host-model fields the refit measures from the traces' batch changes and hand-offs
@@ -180,9 +180,11 @@ def _refit(args: argparse.Namespace) -> int:
                             "joins": joins, "handoffs": handoffs})
     if host is not None:
         # the refit decode steps exclude the loop's gaps: keep measuring those from the traces
-        params["host"] = {**host.to_dict(), "decode_step_overhead_s": params["measured"]["decode_step_gap_s"],
-                          **fit_stalls(pauses), **{f"warmup_{lane}_s": [] for lane in WARMUP_LANES}, **warmup,
-                          **{k: v for k, v in {**joins, **handoffs}.items() if k in TRACE_HOST_KEYS}}
+        traced = {k: v for k, v in {**joins, **handoffs}.items() if k in TRACE_HOST_KEYS}
+        lanes = {**{f"warmup_{lane}_s": () for lane in WARMUP_LANES}, **warmup}
+        refit = host.with_effects(**fit_stalls(pauses), **lanes, **traced)
+        step_gap = params["measured"]["decode_step_gap_s"]
+        params["host"] = replace(refit, decode_step_overhead_s=step_gap).to_dict()
     table = base.sm_share_table if base is not None else None
     doc = ProfileDoc(kind="fitted", model=spec.name, gpu=base.gpu if base else "cpu",
                      source=str(samples["source"]), created=_today(), params=params, sm_share_table=table,
@@ -217,7 +219,7 @@ def _fit_handoffs(runs: list[tuple[pd.DataFrame, dict, pd.DataFrame | None]], ho
     """
     if any(rec is None for _, _, rec in runs):
         return {"note": "a run lacks records.parquet: hand-off delays not fitted"}
-    base = replace(host or HostModel(), decode_join_s=float(joins.get("decode_join_s", 0.0)))
+    base = (host or HostModel()).with_effects(decode_join_s=float(joins.get("decode_join_s", 0.0)))
     return fit_handoffs([log for log, _, _ in runs], [rec for _, _, rec in runs if rec is not None], base,
                         **sizes)
 

@@ -247,7 +247,7 @@ def _write(args: argparse.Namespace, config: ExperimentConfig, slo: Any, results
     summary = {"config": str(args.config), "profile": str(args.profile), "repeats": repeats,
                "live": "new trials" if args.live_from is None else "recorded trials (--live-from)",
                "device": live_device(config),
-               "host_cores": {c.name: (c.host.num_host_cores if c.host else None) for c in results},
+               "host_cores": {c.name: (c.host.effects.num_host_cores if c.host else None) for c in results},
                "host_speed_hz": host_speed_hz,
                "slo": {"tier": slo.tier, "ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s},
                "deployments": {c.name: c.deployment.label() for c in results},

@@ -10,6 +10,7 @@ from calibration.fit import FittedProfile
 from calibration.loop.host import HostModel, fit_transfer, with_overheads
 from calibration.loop.refit import exclusive_times, samples_from_log, step_gap_s
 from calibration.loop.samples import held_out_error, share_table, to_samples
+from sim.host_effects import HostEffects
 
 TRUE = FittedProfile(
     encode={"fixed_s": 0.002, "per_item_s": 0.015, "per_token_s": 2e-5, "fill_tokens": 1.0},
@@ -67,13 +68,13 @@ def _log(rows):
 def test_exclusive_times_take_contention_out():
     log = _log([("prefill", 0, "prefill", 0.0, 2.0, 1, 50, 1.0),
                 ("decode", 0, "decode", 1.0, 2.0, 2, 200, 1.0)])
-    one_core = HostModel(num_host_cores=1.0)
+    one_core = HostModel(effects=HostEffects(num_host_cores=1.0))
     # 0-1 alone (1 s), 1-2 shared with decode (0.5 s each)
     assert exclusive_times(log, one_core).tolist() == pytest.approx([1.5, 0.5])
     assert exclusive_times(log, None).tolist() == pytest.approx([2.0, 1.0])
     coloc = _log([("encode", 0, "encode", 0.0, 1.0, 1, 40, 1.0),
                   ("prefill", 0, "encode", 0.0, 1.0, 1, 60, 1.0)])
-    host = HostModel(num_host_cores=4.0, colocated_speed_frac=0.5)
+    host = HostModel(effects=HostEffects(num_host_cores=4.0, colocated_speed_frac=0.5))
     assert exclusive_times(coloc, host).tolist() == pytest.approx([0.5, 0.5])
     samples = samples_from_log(coloc, host)
     assert samples["encode"][0]["mm_tokens_per_item"] == [40]
@@ -92,4 +93,4 @@ def test_transfer_fit_and_decode_overhead():
     prof = with_overheads(TRUE, HostModel(decode_step_overhead_s=0.0002))
     assert prof.decode_step_s(1, 10) == pytest.approx(TRUE.decode_step_s(1, 10) + 0.0002)
     with pytest.raises(ValueError, match="colocated_speed_frac"):
-        HostModel(colocated_speed_frac=0.0)
+        HostModel(effects=HostEffects(colocated_speed_frac=0.0))

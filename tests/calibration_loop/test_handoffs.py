@@ -8,6 +8,7 @@ import pytest
 from calibration.loop.handoffs import fit_handoffs, handoff_delays
 from calibration.loop.host import HostModel
 from sim import SimOptions, simulate
+from sim.host_effects import HostEffects
 from tests.calibration_loop.helpers import CLUSTER, Flat
 from tests.calibration_loop.test_host_model import _dep, _reqs
 
@@ -38,7 +39,7 @@ def test_delays_count_only_receivers_that_were_idle():
     assert delays["delay_s"].tolist() == pytest.approx([0.004, 0.003])
     # request 0's encode worker went on with request 1's batch 1 ms after sending: a busy sender
     assert delays["sender_busy"].tolist() == [True, False]
-    host = HostModel(transfer_latency_s=0.001, decode_join_s=0.0015)
+    host = HostModel(transfer_latency_s=0.001, effects=HostEffects(decode_join_s=0.0015))
     fitted = fit_handoffs([log], [records], host, embed_bytes_per_token=0, kv_bytes_per_token=0)
     assert fitted["handoff_decode_s"] == pytest.approx(0.0005)   # less the link and the join work
     assert fitted["handoff_prefill_s"] == 0.0                    # no calm sender to Prefill seen
@@ -50,7 +51,8 @@ def test_simulator_delays_each_hand_off():
     reqs = _reqs(1, out=3)
     base = simulate(_dep(), reqs, Flat(), cluster=CLUSTER).records
     late = simulate(_dep(), reqs, Flat(), cluster=CLUSTER,
-                    options=SimOptions(handoff_prefill_s=0.004, handoff_decode_s=0.002)).records
+                    options=SimOptions(host=HostEffects(handoff_prefill_s=0.004,
+                                       handoff_decode_s=0.002))).records
     assert late["prefill_start_s"][0] - base["prefill_start_s"][0] == pytest.approx(0.004)
     assert late["first_token_s"][0] - base["first_token_s"][0] == pytest.approx(0.004)
     assert late["finish_s"][0] - base["finish_s"][0] == pytest.approx(0.006)
@@ -59,10 +61,10 @@ def test_simulator_delays_each_hand_off():
 def test_busy_sender_delays_its_hand_off_more():
     # two requests in one encode batch: the Prefill worker goes on with the second at once
     reqs = _reqs(2, out=3)
-    opts = dict(handoff_decode_s=0.002, prefill_max_batch_tokens=1)  # one prefill at a time, as live
+    opts = SimOptions(host=HostEffects(handoff_decode_s=0.002), prefill_max_batch_tokens=1)  # as live
     dep = _dep(max_encode_batch=2)
-    calm = simulate(dep, reqs, Flat(), cluster=CLUSTER, options=SimOptions(**opts)).records
-    slow = SimOptions(**opts, handoff_busy_s=0.005)
+    calm = simulate(dep, reqs, Flat(), cluster=CLUSTER, options=opts).records
+    slow = SimOptions.from_dict({"host": {"handoff_busy_s": 0.005}}, base=opts)
     busy = simulate(dep, reqs, Flat(), cluster=CLUSTER, options=slow).records
     assert busy["first_token_s"].tolist() == pytest.approx(calm["first_token_s"].tolist())
     # the first request's KV left while its Prefill worker started the second: 5 ms later to Decode;
@@ -72,7 +74,7 @@ def test_busy_sender_delays_its_hand_off_more():
 
 def test_drawn_hand_offs_spread_and_repeat_with_the_seed():
     reqs = _reqs(40, gap=1.0, out=2)  # one at a time: each request's first token is its own hand-off
-    quantiles = SimOptions(handoff_prefill_quantiles_s=[0.001, 0.002, 0.004, 0.008])
+    quantiles = SimOptions(host=HostEffects(handoff_prefill_quantiles_s=[0.001, 0.002, 0.004, 0.008]))
     runs = [simulate(_dep(), reqs, Flat(), cluster=CLUSTER, options=quantiles, seed=seed).records
             for seed in (1, 1, 2)]
     base = simulate(_dep(), reqs, Flat(), cluster=CLUSTER).records

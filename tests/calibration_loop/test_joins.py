@@ -10,6 +10,7 @@ import pytest
 from calibration.loop.host import HostModel
 from calibration.loop.joins import boundaries, fit_joins, join_summary
 from sim import SimOptions, simulate
+from sim.host_effects import HostEffects
 from tests.calibration_loop.helpers import CLUSTER, Flat
 from tests.calibration_loop.test_host_model import _dep, _reqs
 
@@ -62,9 +63,11 @@ def test_joins_at_one_boundary_cost_more_than_their_sum():
 def test_simulator_charges_joins_beyond_the_first():
     reqs = _reqs(2, out=4)  # one encode batch of two, one prefill batch: both reach Decode together
     dep = _dep(max_encode_batch=2)
-    one = simulate(dep, reqs, Flat(), cluster=CLUSTER, options=SimOptions(decode_join_s=0.001)).records
+    one = simulate(dep, reqs, Flat(), cluster=CLUSTER,
+                   options=SimOptions(host=HostEffects(decode_join_s=0.001))).records
     more = simulate(dep, reqs, Flat(), cluster=CLUSTER,
-                    options=SimOptions(decode_join_s=0.001, decode_join_more_s=0.004)).records
+                    options=SimOptions(host=HostEffects(decode_join_s=0.001,
+                                       decode_join_more_s=0.004))).records
     assert one["first_token_s"][0] == one["first_token_s"][1]
     assert (more["finish_s"] - one["finish_s"]).tolist() == pytest.approx([0.004, 0.004])
 
@@ -74,7 +77,8 @@ def test_contention_is_taken_out_of_the_gaps():
     # another process's batch covers the whole trace: on one core each of the two runs at half speed
     busy = pd.DataFrame([{"stage": "prefill", "worker": 1, "group": "prefill", "start_s": 0.0, "end_s": 1.0,
                           "batch_size": 1, "tokens": 10, "sm_share": 1.0}])
-    table = boundaries(pd.concat([log, busy], ignore_index=True), rec, HostModel(num_host_cores=1.0))
+    table = boundaries(pd.concat([log, busy], ignore_index=True), rec,
+                       HostModel(effects=HostEffects(num_host_cores=1.0)))
     assert table["exclusive_s"].to_numpy() == pytest.approx(table["gap_s"].to_numpy() / 2)
 
 
@@ -91,7 +95,7 @@ def test_leave_cost_delays_those_who_stay_not_the_leaver():
     reqs = [short_req, dataclasses.replace(long_req, output_tokens=10)]
     base = simulate(_dep(max_encode_batch=2), reqs, Flat(), cluster=CLUSTER).records
     left = simulate(_dep(max_encode_batch=2), reqs, Flat(), cluster=CLUSTER,
-                    options=SimOptions(decode_leave_s=0.003)).records
+                    options=SimOptions(host=HostEffects(decode_leave_s=0.003))).records
     assert left["finish_s"][0] == pytest.approx(base["finish_s"][0])
     assert base["finish_s"][1] > base["finish_s"][0]  # both decode together, then one goes on alone
     assert left["finish_s"][1] - base["finish_s"][1] == pytest.approx(0.003)
@@ -100,5 +104,6 @@ def test_leave_cost_delays_those_who_stay_not_the_leaver():
 def test_leave_cost_is_dropped_when_the_batch_runs_empty():
     reqs = _reqs(2, gap=1.0, out=3)
     base = simulate(_dep(), reqs, Flat(), cluster=CLUSTER).records
-    left = simulate(_dep(), reqs, Flat(), cluster=CLUSTER, options=SimOptions(decode_leave_s=0.003)).records
+    left = simulate(_dep(), reqs, Flat(), cluster=CLUSTER,
+                    options=SimOptions(host=HostEffects(decode_leave_s=0.003))).records
     assert left["finish_s"].tolist() == pytest.approx(base["finish_s"].tolist())

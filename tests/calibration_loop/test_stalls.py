@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,6 +14,7 @@ from calibration.loop.refit import samples_from_log
 from calibration.loop.stalls import find_pauses, fit_stalls, pause_summary
 from easerve_core import Deployment, Modality, Request
 from sim import SimOptions, simulate
+from sim.host_effects import HostEffects
 from sim.stalls import Stall, make_stall_plan
 from tests.calibration_loop.helpers import CLUSTER, Flat, stage_point
 
@@ -26,14 +29,15 @@ def _reqs(n, gap, out=3):
 
 
 def _stalls(stall_s=0.5, enc=(0, 0), pre=(0, 0), dec=(0, 0), **kw):
-    return SimOptions(stall_s=stall_s, stall_encode_batches_min=enc[0], stall_encode_batches_max=enc[1],
-                      stall_prefill_batches_min=pre[0], stall_prefill_batches_max=pre[1],
-                      stall_decode_steps_min=dec[0], stall_decode_steps_max=dec[1], **kw)
+    return SimOptions(host=HostEffects(
+        stall_s=stall_s, stall_encode_batches_min=enc[0], stall_encode_batches_max=enc[1],
+        stall_prefill_batches_min=pre[0], stall_prefill_batches_max=pre[1],
+        stall_decode_steps_min=dec[0], stall_decode_steps_max=dec[1], **kw))
 
 
 def test_off_by_default_and_without_stall_s():
-    assert SimOptions().stall_s == 0.0
-    assert make_stall_plan(SimOptions(), seed=0) is None
+    assert SimOptions().host.stall_s == 0.0
+    assert make_stall_plan(HostEffects(), seed=0) is None
     reqs = _reqs(20, 0.03)
     plain = simulate(DEP, reqs, Flat(), cluster=CLUSTER, seed=0).records
     ranges_only = simulate(DEP, reqs, Flat(), cluster=CLUSTER, seed=0,
@@ -63,22 +67,28 @@ def test_same_seed_same_records_other_seed_other_records():
 
 
 def test_stall_options_are_checked():
-    with pytest.raises(ValueError, match=r"sim\.stall_decode_steps_max"):
+    with pytest.raises(ValueError, match=r"host\.stall_decode_steps_max"):
         _stalls(dec=(5, 4))
-    with pytest.raises(ValueError, match=r"sim\.stall_s"):
-        SimOptions(stall_s=-1.0)
+    with pytest.raises(ValueError, match=r"host\.stall_s"):
+        SimOptions(host=HostEffects(stall_s=-1.0))
     with pytest.raises(ValueError, match=r"host\.stall_prefill_batches_max"):
-        HostModel(stall_s=0.2, stall_prefill_batches_min=3.0, stall_prefill_batches_max=2.0)
+        HostModel(effects=HostEffects(stall_s=0.2, stall_prefill_batches_min=3.0,
+                  stall_prefill_batches_max=2.0))
     stall = Stall(2, 0.3)
     assert [stall.next_batch_s() for _ in range(4)] == [0.0, 0.0, 0.3, 0.0]
 
 
-def test_host_model_switches_the_stall_knobs_on_only_with_stall_s():
-    assert not any(k.startswith("stall") for k in HostModel(num_host_cores=2.0).sim_options())
-    host = HostModel(num_host_cores=2.0, stall_s=0.25, stall_encode_batches_min=33.0,
-                     stall_encode_batches_max=56.0, stall_decode_steps_min=51.0, stall_decode_steps_max=54.0)
-    opts = SimOptions.from_dict(host.sim_options())
-    assert opts.stall_s == 0.25 and opts.stall_encode_batches_max == 56 and opts.stall_decode_steps_min == 51
+def test_a_profiles_host_model_reaches_the_simulator_as_one_type():
+    assert make_stall_plan(HostModel(effects=HostEffects(num_host_cores=2.0)).sim_base().host, seed=0) is None
+    stored = {"num_host_cores": 2.0, "stall_s": 0.25, "stall_encode_batches_min": 33.0,
+              "stall_encode_batches_max": 56.0, "stall_decode_steps_min": 51.0,
+                  "stall_decode_steps_max": 54.0}
+    host = HostModel.from_dict(stored)  # a profile file's params.host (whole-number floats)
+    opts = host.sim_base()
+    assert opts.host is host.effects
+    assert opts.host.stall_s == 0.25 and opts.host.stall_encode_batches_max == 56
+    assert opts.host.stall_decode_steps_min == 51 and isinstance(opts.host.stall_decode_steps_min, int)
+    assert HostModel.from_dict(host.to_dict()) == host
 
 
 # -- fitting the stall model from traces -------------------------------------------------
@@ -148,11 +158,11 @@ def test_stall_frac_one_is_the_old_model_and_zero_switches_a_stage_off():
     options = _stalls(stall_s=0.2, enc=(0, 30), pre=(0, 30), dec=(0, 60), num_host_cores=2.0)
     reqs = _reqs(40, 0.05, out=6)
     every = simulate(DEP, reqs, Flat(), cluster=CLUSTER, seed=0, options=options).records
-    explicit = simulate(DEP, reqs, Flat(), cluster=CLUSTER, seed=0, options=SimOptions(**{
-        **options.to_dict(), "stall_encode_frac": 1.0, "stall_prefill_frac": 1.0,
-        "stall_decode_frac": 1.0})).records
+    explicit = simulate(DEP, reqs, Flat(), cluster=CLUSTER, seed=0, options=SimOptions.from_dict(
+        {"host": {"stall_encode_frac": 1.0, "stall_prefill_frac": 1.0, "stall_decode_frac": 1.0}},
+        base=options)).records
     pd.testing.assert_frame_equal(every, explicit)
-    plan = make_stall_plan(SimOptions(**{**options.to_dict(), "stall_decode_frac": 0.0}), seed=0)
+    plan = make_stall_plan(replace(options.host, stall_decode_frac=0.0), seed=0)
     assert plan.draw("encode") is not None and plan.draw("decode") is None
     # far apart requests: with the encode and prefill pauses off, only the decode pause remains
     off = _stalls(enc=(1, 1), pre=(2, 2), dec=(5, 5), stall_encode_frac=0.0, stall_prefill_frac=0.0)
@@ -163,15 +173,15 @@ def test_stall_frac_one_is_the_old_model_and_zero_switches_a_stage_off():
 
 def test_stall_frac_draws_are_seeded_and_near_the_fraction():
     options = _stalls(stall_s=0.2, enc=(3, 9), stall_encode_frac=0.4)
-    plans = [make_stall_plan(options, seed=0) for _ in range(2)]
+    plans = [make_stall_plan(options.host, seed=0) for _ in range(2)]
     draws = [[plan.draw("encode") for _ in range(400)] for plan in plans]
     assert [d is None for d in draws[0]] == [d is None for d in draws[1]]
     assert [d.at for d in draws[0] if d] == [d.at for d in draws[1] if d]
     assert sum(d is not None for d in draws[0]) / 400 == pytest.approx(0.4, abs=0.06)
-    with pytest.raises(ValueError, match=r"sim\.stall_decode_frac"):
-        SimOptions(stall_decode_frac=1.5)
+    with pytest.raises(ValueError, match=r"host\.stall_decode_frac"):
+        SimOptions(host=HostEffects(stall_decode_frac=1.5))
     with pytest.raises(ValueError, match=r"host\.stall_encode_frac"):
-        HostModel(stall_encode_frac=2.0)
+        HostModel(effects=HostEffects(stall_encode_frac=2.0))
 
 
 def test_fit_gives_each_stage_the_fraction_that_paused():
@@ -183,5 +193,5 @@ def test_fit_gives_each_stage_the_fraction_that_paused():
     assert fit["stall_encode_frac"] == 0.5 and fit["stall_decode_frac"] == 0.0
     assert fit["stall_prefill_frac"] == 1.0  # no prefill process in the traces: the old rule
     assert (fit["stall_encode_batches_min"], fit["stall_encode_batches_max"]) == (35, 40)
-    opts = SimOptions.from_dict(HostModel(num_host_cores=2.0, **fit).sim_options())
-    assert opts.stall_decode_frac == 0.0 and opts.stall_encode_frac == 0.5
+    effects = HostModel(effects=HostEffects(num_host_cores=2.0, **fit)).sim_base().host
+    assert effects.stall_decode_frac == 0.0 and effects.stall_encode_frac == 0.5

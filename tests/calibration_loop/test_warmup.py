@@ -10,6 +10,7 @@ from calibration.loop.host import HostModel
 from calibration.loop.warmup import fit_warmup, lane_excess, lane_of, warmup_rows, warmup_summary
 from easerve_core import Deployment
 from sim import SimOptions, simulate
+from sim.host_effects import HostEffects
 from sim.warmup import WARMUP_LANES, Warmup, make_warmup
 from tests.calibration_loop.helpers import CLUSTER, Flat, stage_point
 from tests.calibration_loop.test_stalls import DEP, TRUE, _reqs
@@ -18,14 +19,15 @@ OFF = {"warmup_encode_s": (), "warmup_local_prefill_s": (), "warmup_prefill_s": 
 
 
 def _warm(enc=(), local=(), pre=(), dec=(), **kw):
-    return SimOptions(warmup_encode_s=enc, warmup_local_prefill_s=local, warmup_prefill_s=pre,
-                      warmup_decode_s=dec, **kw)
+    return SimOptions(host=HostEffects(warmup_encode_s=enc, warmup_local_prefill_s=local,
+                      warmup_prefill_s=pre,
+                                       warmup_decode_s=dec, **kw))
 
 
 def test_off_by_default():
     options = SimOptions()
-    assert all(getattr(options, k) == () for k in OFF)
-    assert all(make_warmup(options, lane) is None for lane in WARMUP_LANES)
+    assert all(getattr(options.host, k) == () for k in OFF)
+    assert all(make_warmup(options.host, lane) is None for lane in WARMUP_LANES)
     reqs = _reqs(20, 0.03)
     plain = simulate(DEP, reqs, Flat(), cluster=CLUSTER, seed=0).records
     empty = simulate(DEP, reqs, Flat(), cluster=CLUSTER, seed=0, options=_warm()).records
@@ -45,7 +47,7 @@ def test_first_batches_of_each_lane_pay_exactly_their_warmup(host_cores):
     assert decode == pytest.approx([0.07, 0.06, 0.02, 0.02])
     # switched off, the same requests run at the profile's latencies: the model is what made the difference
     off = simulate(DEP, _reqs(4, 2.0), Flat(), cluster=CLUSTER, seed=0,
-                   options=SimOptions(num_host_cores=host_cores)).records
+                   options=SimOptions(host=HostEffects(num_host_cores=host_cores))).records
     assert (off["encode_end_s"] - off["encode_start_s"]).to_numpy() == pytest.approx([0.1] * 4)
 
 
@@ -65,8 +67,8 @@ def test_same_options_same_records_and_decode_segments_stay_exact():
     reqs = _reqs(40, 0.02, out=6)
     a, b = (simulate(DEP, reqs, Flat(), cluster=CLUSTER, seed=3, options=options) for _ in range(2))
     pd.testing.assert_frame_equal(a.records, b.records)
-    off = simulate(DEP, reqs, Flat(), cluster=CLUSTER, seed=3, options=SimOptions(**{
-        **options.to_dict(), **OFF})).records
+    off = simulate(DEP, reqs, Flat(), cluster=CLUSTER, seed=3, options=SimOptions.from_dict(
+        {"host": OFF}, base=options)).records
     assert not a.records.equals(off)
     assert a.records["finish_s"].iloc[0] > off["finish_s"].iloc[0]
 
@@ -77,24 +79,26 @@ def test_warmup_counts_and_options_are_checked():
     assert not w.pending()
     with pytest.raises(ValueError, match="extra_s"):
         Warmup([])
-    with pytest.raises(ValueError, match=r"sim\.warmup_decode_s"):
+    with pytest.raises(ValueError, match=r"host\.warmup_decode_s"):
         _warm(dec=(0.1, -0.1))
-    with pytest.raises(ValueError, match=r"sim\.warmup_encode_s"):
-        SimOptions(warmup_encode_s=0.1)
+    with pytest.raises(ValueError, match=r"host\.warmup_encode_s"):
+        SimOptions(host=HostEffects(warmup_encode_s=0.1))
     with pytest.raises(ValueError, match=r"host\.warmup_prefill_s"):
-        HostModel(warmup_prefill_s=[float("nan")])
+        HostModel(effects=HostEffects(warmup_prefill_s=[float("nan")]))
     with pytest.raises(ValueError, match="unknown warm-up lane"):
-        make_warmup(SimOptions(), "vision")
+        make_warmup(HostEffects(), "vision")
     # lists from TOML or JSON become tuples
-    assert SimOptions.from_dict({"warmup_decode_s": [0.004, 0.001]}).warmup_decode_s == (0.004, 0.001)
+    table = {"host": {"warmup_decode_s": [0.004, 0.001]}}
+    assert SimOptions.from_dict(table).host.warmup_decode_s == (0.004, 0.001)
 
 
 def test_host_model_switches_a_lane_on_only_when_it_has_a_warmup():
-    assert not any(k.startswith("warmup") for k in HostModel(num_host_cores=2.0).sim_options())
-    host = HostModel(num_host_cores=2.0, warmup_decode_s=[0.004, 0.0007])
-    table = host.sim_options()
-    assert [k for k in table if k.startswith("warmup")] == ["warmup_decode_s"]
-    assert SimOptions.from_dict(table).warmup_decode_s == (0.004, 0.0007)
+    effects = HostModel(effects=HostEffects(num_host_cores=2.0)).sim_base().host
+    assert all(make_warmup(effects, lane) is None for lane in WARMUP_LANES)
+    host = HostModel(effects=HostEffects(num_host_cores=2.0, warmup_decode_s=[0.004, 0.0007]))
+    effects = host.sim_base().host
+    assert [lane for lane in WARMUP_LANES if make_warmup(effects, lane)] == ["decode"]
+    assert effects.warmup_decode_s == (0.004, 0.0007)
     assert HostModel.from_dict(host.to_dict()) == host
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 
 from easerve_core import Cluster, Deployment, Modality, Request, StageGroup
@@ -107,3 +109,27 @@ def test_presets_map_the_deployment(epd: Deployment, cluster: Cluster) -> None:
     with pytest.raises(ValueError, match=r"prefill\.num_workers"):
         apply_preset("dynamo", epd.with_(prefill=StageGroup(num_workers=0), remote_fraction=0.0),
                      cluster)
+
+
+def test_options_come_in_groups_read_from_sub_tables() -> None:
+    options = SimOptions.from_dict({"dispatch": "least-loaded", "record": {"queues": False},
+                                    "host": {"num_host_cores": 2, "warmup_decode_s": [0.1]}})
+    assert options.dispatch == "least-loaded"
+    assert (options.record.utilization, options.record.queues) == (True, False)
+    assert options.host.num_host_cores == 2.0 and options.host.warmup_decode_s == (0.1,)
+    assert len(fields(SimOptions)) <= 10
+    over = SimOptions.from_dict({"host": {"stall_s": 0.2}}, base=options)
+    assert over.host.num_host_cores == 2.0 and over.host.stall_s == 0.2  # a group merges key by key
+    assert SimOptions.from_dict(options.to_dict()) == options  # the resolved table reads back
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ({"num_host_cores": 2}, r"unknown sim field\(s\): num_host_cores \(host effects live in \[sim.host\]\)"),
+    ({"host": {"cores": 2}}, r"unknown sim.host field\(s\): cores; known: .*num_host_cores"),
+    ({"host": 2}, r"sim.host must be a table"),
+    ({"record": {"utilization": "yes"}}, r"sim.record.utilization must be true or false"),
+    ({"host": {"stall_s": -1}}, r"host.stall_s must be >= 0"),
+])
+def test_bad_groups_name_the_field(table: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        SimOptions.from_dict(table)

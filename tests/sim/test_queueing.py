@@ -14,6 +14,7 @@ import pytest
 from easerve_core import Cluster, Deployment, StageGroup
 from easerve_core.workload import WorkloadSpec, generate
 from sim import SimOptions, simulate
+from sim.options import Recording
 from tests.sim.conftest import AffineProfile
 
 ENCODE_S = 0.01
@@ -30,7 +31,7 @@ def test_md1_mean_wait_matches_pollaczek_khinchine(rho: float) -> None:
     spec = WorkloadSpec.from_dict({"mix": "ultravox-audio", "rate_hz": rho / ENCODE_S,
                                    "num_requests": NUM_REQUESTS})
     requests = generate(spec, np.random.default_rng(2026))
-    options = SimOptions(encode_only=True, record_utilization=False, record_queues=False)
+    options = SimOptions(encode_only=True, record=Recording(utilization=False, queues=False))
     result = simulate(dep, requests, profile, cluster=Cluster(gpu="test-gpu"), options=options)
     records = result.records
     wait = (records["encode_start_s"] - records["arrival_s"]).mean()
