@@ -22,10 +22,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from calibration import analytic_profile, cluster_for  # noqa: E402
+from calibration.plans import plan_for  # noqa: E402
 from easerve_core.config import load_experiment  # noqa: E402
 from easerve_core.workload import generate  # noqa: E402
-from sim import SimOptions, simulate  # noqa: E402
+from sim import simulate  # noqa: E402
 
 CONFIG = ROOT / "configs" / "llava34b_rtx6000ada.toml"
 OUTPUT_LENGTHS = (128, 1024)
@@ -40,12 +40,10 @@ def run(num_requests: int, rate_hz: float | None, output_tokens: int) -> dict[st
     mix = replace(spec.mix, output_tokens=(output_tokens, output_tokens))
     spec = replace(spec, mix=mix, num_requests=num_requests)
     requests = generate(spec, np.random.default_rng(config.seed))
-    profile = analytic_profile(config.model, config.cluster["gpu"])
-    cluster = config.build_cluster(cluster_for(config.cluster["gpu"], config.cluster["num_gpus"]))
-    options = SimOptions.from_dict(config.engine.get("sim", {}))
+    resolved = plan_for(config, requests=requests)
+    profile, options = resolved.sim_profile(), resolved.sim_options()
     start = time.perf_counter()
-    result = simulate(config.deployment, requests, profile, cluster=cluster, seed=config.seed,
-                      options=options)
+    result = simulate(resolved.plan, profile, options=options)
     wall = time.perf_counter() - start
     summary = result.summary()
     return {"wall_s": wall, "req_per_s": num_requests / wall,

@@ -10,6 +10,7 @@ gpu = "rtx6000ada"
 num_gpus = 8                 # link_* keys override the GPU spec's defaults
 [profile]
 path = "profile.json"        # optional; default: the analytic profile
+sm_share_table = { "1" = 0.5, "4" = 1.0 }   # optional; wins over the profile's own table
 [deployment]
 preset = "easerve"           # optional named preset the engine resolves
 encode = { num_workers = 2, tp = 1 }
@@ -44,10 +45,12 @@ from easerve_core import checks
 from easerve_core.deployment import Cluster, Deployment
 from easerve_core.files import read_toml
 from easerve_core.slo import DEFAULT_TIER, SLO_TIERS
+from easerve_core.sm_share import SMShareTable
 from easerve_core.workload import WorkloadSpec
 
 _TOP = {"seed", "model", "cluster", "profile", "deployment", "workload", "slo", "sim", "live"}
 _CLUSTER_KEYS = {"gpu", "num_gpus", "link_bytes_per_s", "link_latency_s", "num_links"}
+_PROFILE_KEYS = {"path", "sm_share_table"}
 
 
 def _table(data: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -71,6 +74,7 @@ class ExperimentConfig:
     slo_tier: str = DEFAULT_TIER
     seed: int = 0
     profile_path: Path | None = None
+    sm_share_table: SMShareTable | None = None
     engine: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     source: Path | None = None
 
@@ -112,9 +116,10 @@ class ExperimentConfig:
             raise ValueError(f"unknown slo field(s): {', '.join(sorted(set(slo) - {'tier'}))}")
         tier = checks.one_of("slo.tier", slo.get("tier", DEFAULT_TIER), SLO_TIERS)
         profile = _table(data, "profile")
-        if set(profile) - {"path"}:
-            raise ValueError(f"unknown profile field(s): {', '.join(sorted(set(profile) - {'path'}))}")
+        if set(profile) - _PROFILE_KEYS:
+            raise ValueError(f"unknown profile field(s): {', '.join(sorted(set(profile) - _PROFILE_KEYS))}")
         profile_path = (base / str(profile["path"])).resolve() if "path" in profile else None
+        table = _share_table(profile["sm_share_table"]) if "sm_share_table" in profile else None
         return cls(
             model=str(model["name"]),
             model_size=str(model.get("size", "full")),
@@ -126,6 +131,7 @@ class ExperimentConfig:
             slo_tier=tier,
             seed=checks.integer("seed", data.get("seed", 0), minimum=0),
             profile_path=profile_path,
+            sm_share_table=table,
             engine={k: _table(data, k) for k in ("sim", "live") if k in data},
         )
 
@@ -142,10 +148,25 @@ class ExperimentConfig:
             "workload": dict(self.workload_table),
             "slo": {"tier": self.slo_tier},
         }
+        profile: dict[str, Any] = {}
         if self.profile_path is not None:
-            out["profile"] = {"path": str(self.profile_path)}
+            profile["path"] = str(self.profile_path)
+        if self.sm_share_table is not None:
+            profile["sm_share_table"] = self.sm_share_table.to_dict()["shares"]
+        if profile:
+            out["profile"] = profile
         out.update({k: dict(v) for k, v in self.engine.items()})
         return out
+
+
+def _share_table(raw: Any) -> SMShareTable:
+    """``[profile] sm_share_table``: encode share per batch size, ``{"1" = 0.5, ...}``."""
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"profile.sm_share_table must be a table of batch size -> share, got {raw!r}")
+    try:
+        return SMShareTable.from_dict({"shares": dict(raw)})
+    except ValueError as exc:
+        raise ValueError(f"profile.sm_share_table: {exc}") from None
 
 
 def load_experiment(path: str | Path) -> ExperimentConfig:

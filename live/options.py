@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
-
-from easerve_core.sm_share import SMShareTable
 
 DEVICES = ("cpu", "cuda")
 START_METHODS = ("forkserver", "spawn")
@@ -28,8 +26,6 @@ class LiveOptions:
         encode_threads: threads an encode worker's partitioner divides between
             Encode and local Prefill.
         partition_backend: ``cpu-threads`` (or ``green-context`` on a CUDA device, live/gpu).
-        sm_share_table: encode share per batch size for ``dynamic`` sharing
-            (``{"1": 0.25, ...}``); default: live.partition.DEFAULT_SHARE_TABLE.
         init_std: weight-init scale of the random model (0.5 makes positions matter).
         model_seed: seed of the random weights.
         weights_dir: where the weights are saved once and loaded by every
@@ -49,7 +45,6 @@ class LiveOptions:
     num_threads: int = 1
     encode_threads: int = 2
     partition_backend: str = "cpu-threads"
-    sm_share_table: Mapping[str, float] = field(default_factory=dict)
     init_std: float = 0.02
     model_seed: int = 0
     weights_dir: str = ""
@@ -77,15 +72,6 @@ class LiveOptions:
             if isinstance(value, bool) or not isinstance(value, int | float) or not (
                     math.isfinite(value) and value > 0):
                 raise ValueError(f"live.{name} must be a number > 0, got {value!r}")
-        self.share_table()  # validates
-
-    def share_table(self) -> SMShareTable | None:
-        if not self.sm_share_table:
-            return None
-        try:
-            return SMShareTable.from_dict({"shares": dict(self.sm_share_table)})
-        except ValueError as exc:
-            raise ValueError(f"live.sm_share_table: {exc}") from None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> LiveOptions:
@@ -93,12 +79,12 @@ class LiveOptions:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
+            hint = " (the SM-share table is the plan's: [profile] sm_share_table)" if (
+                "sm_share_table" in unknown) else ""
             raise ValueError(
-                f"unknown live field(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+                f"unknown live field(s): {', '.join(unknown)}{hint}; known: {', '.join(sorted(known))}"
             )
         return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["sm_share_table"] = dict(self.sm_share_table)
-        return out
+        return asdict(self)

@@ -176,10 +176,6 @@ PARTITIONERS: Mapping[str, type] = {
     "none": ExclusivePartitioner,
 }
 
-#: encode share per batch size when a config gives no table (shares grow with B)
-DEFAULT_SHARE_TABLE = SMShareTable({1: 0.25, 2: 0.5, 4: 0.75, 8: 1.0})
-
-
 def make_partitioner(
     mode: str,
     *,
@@ -197,5 +193,7 @@ def make_partitioner(
     if mode == "static":
         return StaticPartitioner(impl, encode_share=static_share)
     if mode == "dynamic":
-        return DynamicPartitioner(impl, table=table or DEFAULT_SHARE_TABLE)
+        if table is None:
+            raise ValueError("sm_sharing 'dynamic' needs an SM-share table (the plan's)")
+        return DynamicPartitioner(impl, table=table)
     return PARTITIONERS[mode](impl)

@@ -1,6 +1,8 @@
-"""One live trial: start the workers, play the workload in real time, collect a result.
+"""One live trial: start the workers, play a plan's requests in real time, collect a result.
 
-:class:`Trial` is the front end. ``start()`` saves the random weights once,
+:class:`Trial` is the front end; it runs one :class:`easerve_core.plan.RunPlan`
+(its deployment, requests, seed and SM-share table), the same plan the
+simulator runs. ``start()`` saves the random weights once,
 starts one process per worker (encode, remote prefill, decode) and waits
 until each has loaded and warmed up. ``run()`` is the open-loop load
 generator (a thread that issues every request at its arrival time, whatever
@@ -20,18 +22,17 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import replace
 from itertools import cycle
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch.multiprocessing as tmp
 
-from easerve_core.config import ExperimentConfig, load_experiment
+from easerve_core.plan import RunPlan
 from easerve_core.request import Modality, Request, Status
 from easerve_core.result import RunResult
-from easerve_core.workload import generate
 from live.families.base import MMInput
 from live.ledger import Ledger, utilization
 from live.options import LiveOptions
@@ -45,20 +46,22 @@ _MAX_TEXT_ID = 32000  # and below every full-size model's special tokens
 
 
 class Trial:
-    """The live front end (see the module docstring). Use as a context manager."""
+    """The live front end (see the module docstring). Use as a context manager.
 
-    def __init__(self, config: ExperimentConfig, *, requests: Sequence[Request] | None = None,
+    ``options`` default to the plan's ``[live]`` table; ``inputs`` replace the
+    generated multimodal input of the requests they name (tests of malformed input).
+    """
+
+    def __init__(self, plan: RunPlan, options: LiveOptions | None = None, *,
                  inputs: Mapping[int, MMInput | None] | None = None) -> None:
-        self.config = config
-        self.options = LiveOptions.from_dict(config.engine.get("live"))
-        self.spec = ModelSpec(name=config.model, size=config.model_size,
+        self.plan = plan
+        self.options = options or LiveOptions.from_dict(plan.engine("live"))
+        self.spec = ModelSpec(name=plan.model, size=plan.model_size,
                               init_std=self.options.init_std, seed=self.options.model_seed)
-        dep = config.deployment
+        dep = plan.deployment
         if dep.architecture.value != "disaggregated":
             raise ValueError("the live executor runs disaggregated deployments only")
-        self.requests = sorted(requests if requests is not None else
-                               generate(config.workload, np.random.default_rng(config.seed)),
-                               key=lambda r: (r.arrival_s, r.request_id))
+        self.requests = list(plan.requests)
         self.overrides = dict(inputs or {})
         self.workers: list[WorkerId] = (
             [("encode", i) for i in range(dep.encode.num_workers)]
@@ -90,11 +93,10 @@ class Trial:
         if self.options.start_method == "forkserver":
             ctx.set_forkserver_preload(["live.workers"])
         self._channels = Channels.build(ctx, list(self.workers))
-        dep = self.config.deployment
         for worker in self.workers:
             spec = WorkerSpec(me=worker, model=self.spec, weights_dir=str(folder),
-                              options=self.options, deployment=dep, frontend_pid=os.getpid(),
-                              seed=self.config.seed)
+                              options=self.options, deployment=self.plan.deployment,
+                              sm_table=self.plan.sm_table, frontend_pid=os.getpid(), seed=self.plan.seed)
             proc = ctx.Process(target=run_worker, args=(spec, self._channels), daemon=True,
                                name=f"easerve-{worker[0]}-{worker[1]}")
             proc.start()
@@ -152,7 +154,7 @@ class Trial:
         vocab_hi = min(cfg.text_config.vocab_size, _MAX_TEXT_ID) - _SPECIAL_HEADROOM
         jobs = []
         for req in self.requests:
-            rng = np.random.default_rng([self.config.seed, req.request_id])
+            rng = np.random.default_rng([self.plan.seed, req.request_id])
             body = rng.integers(4, vocab_hi, max(0, req.prompt_tokens - 1)).tolist()
             text = [1, *body][: req.prompt_tokens]
             if req.request_id in self.overrides:
@@ -182,8 +184,23 @@ class Trial:
                                        prefill_worker=-1 if placed["prefill"] is None else placed["prefill"],
                                        decode_worker=placed["decode"]))
 
+    def model_requests(self) -> list[Request]:
+        """The requests with the LM tokens the model really gets (items scaled, the family's geometry).
+
+        What the simulator must be given to mirror this trial (calibration.loop.runner).
+        """
+        model_config = self.spec.config()
+        out = []
+        for job in self.build_jobs():
+            req = job.request
+            if job.mm is not None:
+                counts = tuple(self.spec.family.validate(model_config, job.mm))
+                req = replace(req, mm_tokens_per_item=counts)
+            out.append(req)
+        return out
+
     def _group_sizes(self) -> dict[str, int]:
-        dep = self.config.deployment
+        dep = self.plan.deployment
         return {"encode": dep.encode.num_workers, "prefill": dep.prefill.num_workers,
                 "decode": dep.decode.num_workers}
 
@@ -228,12 +245,11 @@ class Trial:
                 why = "interrupted" if self.interrupted else "trial stopped before the request finished"
                 self.ledger.fail_open(why)
             stage_log = self.ledger.stage_log()
-            config = self.config.to_dict()
-            config["live"] = self.options.to_dict()
+            config = {**self.plan.config, "live": self.options.to_dict()}
             return RunResult(
                 records=self.ledger.records_frame(), stage_log=stage_log,
                 utilization=utilization(stage_log, self.workers), config=config, engine="live",
-                meta={"interrupted": self.interrupted, "wall_s": self._wall_s,
+                meta={**self.plan.describe(), "interrupted": self.interrupted, "wall_s": self._wall_s,
                       "workers": [f"{g}-{i}" for g, i in self.workers]},
             )
 
@@ -247,10 +263,8 @@ class Trial:
             self._tempdir = None
 
 
-def run_trial(config: ExperimentConfig | str | Path) -> RunResult:
-    """Run one live trial from a config (or a TOML path) and return its result."""
-    if not isinstance(config, ExperimentConfig):
-        config = load_experiment(config)
-    with Trial(config) as trial:
+def run_trial(plan: RunPlan, options: LiveOptions | None = None) -> RunResult:
+    """Run one live trial of ``plan`` (``options``: default its ``[live]`` table) and return its result."""
+    with Trial(plan, options) as trial:
         trial.start()
         return trial.run()

@@ -3,14 +3,37 @@
 The policies are easerve_core's objects; this package is the mechanism:
 workers as SimPy processes (:mod:`sim.encode`, :mod:`sim.prefill`,
 :mod:`sim.decode`, :mod:`sim.aggregated`), SM sharing (:mod:`sim.sharing`),
-the interconnect (:mod:`sim.link`), and the entry point :func:`simulate`.
-Baselines are named presets (:mod:`easerve_core.presets`). The model, its contention
-and tie-break rules, and what it leaves out: docs/simulator.md.
+the interconnect (:mod:`sim.link`), and the entry point :func:`simulate`,
+which runs one :class:`easerve_core.plan.RunPlan`. Baselines are named
+presets (:mod:`easerve_core.presets`). The model, its contention and
+tie-break rules, and what it leaves out: docs/simulator.md.
 Never imports torch, live or calibration: profiles are injected.
+
+The options (:mod:`sim.options`, :mod:`sim.host_effects`) import without
+SimPy, so the calibration loop and the live command can build them; the
+engine (:func:`simulate`, :class:`SimResult`) loads on first use.
 """
 
-from sim.engine import simulate
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from sim.options import SimOptions
-from sim.result import SimResult
+
+if TYPE_CHECKING:
+    from sim.engine import simulate
+    from sim.result import SimResult
 
 __all__ = ["SimOptions", "SimResult", "simulate"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "simulate":
+        from sim.engine import simulate
+
+        return simulate
+    if name == "SimResult":
+        from sim.result import SimResult
+
+        return SimResult
+    raise AttributeError(f"module 'sim' has no attribute {name!r}")

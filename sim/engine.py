@@ -1,4 +1,4 @@
-"""``simulate``: run one deployment on one request stream and collect the result.
+"""``simulate``: run one plan (a deployment on a request stream) and collect the result.
 
 The model (docs/simulator.md): a front dispatcher hands each request, at its
 arrival time, to an encode worker (round-robin or least-loaded; for the
@@ -22,22 +22,13 @@ from typing import Any
 
 import simpy
 
-from easerve_core import (
-    Architecture,
-    Cluster,
-    Deployment,
-    ParallelProfile,
-    Request,
-    SMShareTable,
-    StageProfile,
-    Status,
-)
+from easerve_core import Architecture, Deployment, ParallelProfile, StageProfile, Status
+from easerve_core.plan import RunPlan, cluster_dict
 from easerve_core.profile import profile_for_tp
-from easerve_core.sm_share import derive_table
 from sim.build import build_aggregated, build_disaggregated
 from sim.feasibility import Capacities, check_memory, kv_capacities
 from sim.link import Link
-from sim.options import SimOptions
+from sim.options import SimOptions, options_for
 from sim.pipeline import Job, Pipeline, handoff_rng
 from sim.recorder import Recorder
 from sim.result import SimResult, collect
@@ -53,13 +44,6 @@ class CountingEnvironment(simpy.Environment):
     def step(self) -> None:
         self.num_events += 1
         super().step()
-
-
-def _sorted_requests(requests: Sequence[Request]) -> list[Request]:
-    ids = [r.request_id for r in requests]
-    if len(set(ids)) != len(ids):
-        raise ValueError("requests: request_id values must be unique")
-    return sorted(requests, key=lambda r: (r.arrival_s, r.request_id))
 
 
 def _rejection(job: Job, caps: Capacities, deployment: Deployment) -> str:
@@ -80,22 +64,6 @@ def _rejection(job: Job, caps: Capacities, deployment: Deployment) -> str:
     return ""
 
 
-def _sm_table(deployment: Deployment, profile: StageProfile | ParallelProfile,
-              requests: Sequence[Request], given: SMShareTable | None) -> tuple[SMShareTable, str]:
-    if given is not None:
-        return given, "given"
-    own = getattr(profile, "sm_share_table", None)
-    if isinstance(own, SMShareTable):
-        return own, "profile"
-    items = sorted(r.mm_tokens_per_item for r in requests if r.mm_tokens_per_item)
-    typical = items[len(items) // 2] if items else ()
-    size = max(1, deployment.max_encode_batch)
-    if not typical:
-        return SMShareTable({1: 1.0}), "derived"
-    encode = profile_for_tp(profile, deployment.encode.tp)
-    return derive_table(encode, typical, range(1, size + 1)), "derived"
-
-
 def _dispatcher(env: simpy.Environment, jobs: list[Job], workers: Sequence[Any],
                 policy: str, delay_s: float = 0.0) -> Generator[simpy.Event, object, None]:
     n = len(workers)
@@ -111,31 +79,24 @@ def _load(worker: Any) -> tuple[int, int]:
     return (worker.load, worker.index)
 
 
-def simulate(deployment: Deployment, requests: Sequence[Request],
-             profile: StageProfile | ParallelProfile, *, cluster: Cluster, seed: int = 0,
-             options: SimOptions | None = None, sm_share_table: SMShareTable | None = None,
+def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options: SimOptions | None = None,
              trace: list[tuple[Any, ...]] | None = None,
              progress: Callable[[int], None] | None = None) -> SimResult:
-    """Simulate ``deployment`` serving ``requests`` (see the module docstring).
+    """Simulate ``plan`` (see the module docstring).
 
     Args:
-        deployment: the deployment (apply a preset first for a baseline).
-        requests: the request stream; any order, unique ids.
+        plan: the resolved run (:mod:`easerve_core.plan`): deployment with its
+            preset applied, cluster, requests, SM-share table, seed.
         profile: any :class:`StageProfile`, or a :class:`ParallelProfile` for TP and memory.
-        cluster: the cluster; the deployment must fit it.
-        seed: seeds the random policies (``router = "random"``).
-        options: simulator knobs (:class:`SimOptions`).
-        sm_share_table: the SM-share table for ``dynamic`` sharing and for encode
-            occupancy; default: the profile's own, else derived from the profile.
+        options: simulator knobs; default: the plan's ``[sim]`` table
+            (:func:`sim.options.options_for`).
         trace: if a list, receives ``(time_s, what, worker, request_ids)`` tuples.
         progress: called with 1 each time a request finishes.
     """
-    options = options or SimOptions()
-    deployment.check_fits(cluster)
+    options = options or options_for(plan)
+    deployment, cluster, seed = plan.deployment, plan.cluster, plan.seed
     check_memory(deployment, profile)
-    ordered = _sorted_requests(requests)
     caps = kv_capacities(deployment, profile)
-    table, table_source = _sm_table(deployment, profile, ordered, sm_share_table)
     env = CountingEnvironment()
     recorder = Recorder(num_gpus=cluster.num_gpus, utilization=options.record.utilization,
                         queues=options.record.queues, trace=trace, progress=progress)
@@ -152,8 +113,8 @@ def simulate(deployment: Deployment, requests: Sequence[Request],
                                  caps=caps, options=options)
     else:
         front = build_disaggregated(env, recorder, pipe, deployment=deployment, profile=profile,
-                                    table=table, caps=caps, options=options, seed=seed)
-    jobs, admitted = [Job(r) for r in ordered], []
+                                    table=plan.sm_table, caps=caps, options=options, seed=seed)
+    jobs, admitted = [Job(r) for r in plan.requests], []
     for job in jobs:
         why = _rejection(job, caps, deployment)
         if why:
@@ -168,24 +129,16 @@ def simulate(deployment: Deployment, requests: Sequence[Request],
         raise RuntimeError(f"simulation ended with {unfinished} request(s) unfinished (a bug)")
     end_s = max((j.rec.finish_s for j in admitted if not math.isnan(j.rec.finish_s)), default=0.0)
     meta = {
+        **plan.describe(),
         "num_events": env.num_events,
         "events_per_request": env.num_events / max(1, len(jobs)),
-        "deployment": deployment.label(),
-        "sm_share_table": table.to_dict(),
-        "sm_share_table_source": table_source,
         "link_transfers": pipe.link.num_transfers,
         "link_bytes": pipe.link.bytes_moved,
         "queues": recorder.queue_summary(end_s),
-        "seed": seed,
     }
-    config = {"deployment": deployment.to_dict(), "cluster": _cluster_dict(cluster),
-              "sim": options.to_dict(), "seed": seed}
+    config = {**plan.config, "deployment": {**deployment.to_dict(), "preset": plan.preset},
+              "cluster": cluster_dict(cluster), "sim": options.to_dict(), "seed": seed}
     return collect(jobs, recorder, config=config, meta=meta)
-
-
-def _cluster_dict(cluster: Cluster) -> dict[str, Any]:
-    return {k: getattr(cluster, k) for k in ("gpu", "num_gpus", "link_bytes_per_s",
-                                             "link_latency_s", "num_links")}
 
 
 __all__ = ["CountingEnvironment", "simulate"]

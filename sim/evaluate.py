@@ -17,12 +17,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from easerve_core import checks
-from easerve_core.deployment import Cluster, Deployment
+from easerve_core.deployment import Deployment
+from easerve_core.plan import RunPlan, replan
 from easerve_core.profile import ParallelProfile, StageProfile
 from easerve_core.request import Request
-from easerve_core.slo import SLO, goodput_rps
-from easerve_core.sm_share import SMShareTable
-from easerve_core.workload import WorkloadSpec, generate
+from easerve_core.slo import goodput_rps
+from easerve_core.workload import generate
 from sim.engine import simulate
 from sim.options import NO_RECORDING, SimOptions
 
@@ -34,60 +34,50 @@ DEFAULT_NUM_REQUESTS = 250
 class SimEvaluator:
     """Simulate one deployment on fixed requests; return its goodput (req/s)."""
 
+    plan: RunPlan
     profile: StageProfile | ParallelProfile
-    requests: tuple[Request, ...]
-    cluster: Cluster
-    slo: SLO
-    seed: int = 0
-    sm_share_table: SMShareTable | None = None
-    options: SimOptions = field(
-        default_factory=lambda: SimOptions(record=NO_RECORDING))
+    options: SimOptions = field(default_factory=lambda: SimOptions(record=NO_RECORDING))
     #: further request streams; the goodput is the mean over all of them
     more_requests: tuple[tuple[Request, ...], ...] = ()
 
     def __post_init__(self) -> None:
-        if not self.requests:
+        if not self.plan.requests:
             raise ValueError("requests must not be empty")
+        if self.plan.slo is None:
+            raise ValueError("the plan has no SLO to judge goodput by")
 
     def __call__(self, deployment: Deployment) -> float:
-        streams = (self.requests, *self.more_requests)
+        assert self.plan.slo is not None
+        streams = (self.plan.requests, *self.more_requests)
         total = 0.0
         for requests in streams:
-            result = simulate(deployment, list(requests), self.profile, cluster=self.cluster,
-                              seed=self.seed, sm_share_table=self.sm_share_table,
-                              options=self.options)
-            total += goodput_rps(result.records, self.slo)
+            trial = replan(self.plan, self.profile, deployment=deployment, requests=requests)
+            result = simulate(trial, self.profile, options=self.options)
+            total += goodput_rps(result.records, self.plan.slo)
         return total / len(streams)
 
 
-def make_evaluator(
-    profile: StageProfile | ParallelProfile,
-    workload_spec: WorkloadSpec,
-    cluster: Cluster,
-    slo: SLO,
-    seed: int = 0,
-    *,
-    rate_hz: float | None = None,
-    num_requests: int = DEFAULT_NUM_REQUESTS,
-    sm_share_table: SMShareTable | None = None,
-    options: SimOptions | None = None,
-    num_samples: int = 1,
-) -> SimEvaluator:
-    """An evaluator for ``workload_spec`` (at ``rate_hz`` if given), ``num_requests`` long.
+def make_evaluator(plan: RunPlan, profile: StageProfile | ParallelProfile, *, rate_hz: float | None = None,
+                   num_requests: int = DEFAULT_NUM_REQUESTS, options: SimOptions | None = None,
+                   num_samples: int = 1) -> SimEvaluator:
+    """An evaluator for the plan's workload (at ``rate_hz`` if given), ``num_requests`` long.
 
-    A trace workload keeps its own requests (time-scaled to ``rate_hz``) and
-    ignores ``num_samples``.
+    The streams are drawn with the plan's seed (``seed``, ``seed + 1``, ...);
+    the plan's SLO judges them. A trace workload keeps its own requests
+    (time-scaled to ``rate_hz``) and ignores ``num_samples``.
     """
+    if plan.workload is None:
+        raise ValueError("the plan has no workload to draw request streams from")
     num_samples = checks.integer("num_samples", num_samples, minimum=1)
-    spec = workload_spec if rate_hz is None else workload_spec.with_rate(rate_hz)
+    spec = plan.workload if rate_hz is None else plan.workload.with_rate(rate_hz)
     if spec.trace is None:
         spec = replace(spec, num_requests=checks.integer("num_requests", num_requests, minimum=1))
+    seed = plan.seed
     requests = tuple(generate(spec, np.random.default_rng(seed)))
     more: tuple[tuple[Request, ...], ...] = ()
     if spec.trace is None:
         more = tuple(tuple(generate(spec, np.random.default_rng(seed + k)))
                      for k in range(1, num_samples))
-    opts = options or SimOptions()
-    opts = replace(opts, record=NO_RECORDING)
-    return SimEvaluator(profile=profile, requests=requests, cluster=cluster, slo=slo, seed=seed,
-                        sm_share_table=sm_share_table, options=opts, more_requests=more)
+    opts = replace(options or SimOptions(), record=NO_RECORDING)
+    base = replace(replan(plan, profile, requests=requests), workload=spec)
+    return SimEvaluator(plan=base, profile=profile, options=opts, more_requests=more)

@@ -145,4 +145,4 @@ class SimOptions:
 
 def options_for(plan: RunPlan, *, base: SimOptions | None = None) -> SimOptions:
     """The simulator options of ``plan``: its ``[sim]`` table over ``base``."""
-    return SimOptions.from_dict(plan.engine.get("sim", {}), base=base)
+    return SimOptions.from_dict(plan.engine("sim"), base=base)

@@ -1,18 +1,21 @@
 """Run one deployment and workload in both engines: the simulator and the live executor.
 
 The one module of ``calibration`` that drives both engines (DESIGN.md §7:
-simulate -> run the same configuration live -> compare). Both sides get the
-same request stream: the workload drawn from the config's seed; the live
-side scales item sizes by ``[live] mm_token_scale`` and builds inputs the
-family accepts, and the simulator is given exactly the LM tokens those inputs
-produce. Both are judged by one SLO, computed from the profile
-(:func:`easerve_core.reference.slo_for`).
+simulate -> run the same configuration live -> compare), from one plan
+(:func:`calibration.plans.plan_for`). Both sides get the same request
+stream: the workload drawn from the config's seed; the live side scales item
+sizes by ``[live] mm_token_scale`` and builds inputs the family accepts, and
+the simulator is given exactly the LM tokens those inputs produce
+(:meth:`live.trial.Trial.model_requests`). Both are judged by one SLO,
+computed from the profile (:func:`easerve_core.reference.slo_for`) for the
+scaled mix.
 
-The simulator runs with the profile's host model switched on (``[sim]``
-options from :meth:`HostModel.sim_base`, the link from the measured
-transfers, the decode-loop overhead added to every step); a config's own
-``[sim]`` table wins over those. The simulator is deterministic, so it runs
-once; the live side runs ``repeats`` times (weights saved once, shared).
+The simulator runs with the profile's host model switched on (its
+``[sim.host]`` effects and the live mechanisms, :meth:`HostModel.sim_base`;
+the link from the measured transfers; the decode-loop overhead added to
+every step); a config's own ``[sim]`` table wins over those. The simulator
+is deterministic, so it runs once; the live side runs ``repeats`` times
+(weights saved once, shared).
 """
 
 from __future__ import annotations
@@ -21,94 +24,45 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-
-from calibration.fit import FittedProfile
-from calibration.loop.host import HostModel, host_of, with_overheads
-from calibration.registry import profile_from_doc
+from calibration.loop.host import HostModel
+from calibration.plans import Resolved, plan_for
 from easerve_core.config import ExperimentConfig
-from easerve_core.deployment import Cluster, Deployment
+from easerve_core.deployment import Deployment
+from easerve_core.plan import RunPlan, replan
 from easerve_core.profile import ProfileDoc
 from easerve_core.reference import slo_for
 from easerve_core.request import Request
 from easerve_core.result import RunResult
-from easerve_core.slo import SLO
-from easerve_core.workload import generate
 from easerve_core.workload.mixes import RequestMix
+from live.options import LiveOptions
 from live.trial import Trial, run_trial
-from sim import SimOptions, simulate
-
-#: the cluster the CPU host stands for: one "GPU" per worker process
-_CPU_GPUS = 64
+from sim import simulate
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Setup:
-    """What both sides of a comparison share."""
-
-    profile: Any
-    host: HostModel | None
-    doc: ProfileDoc
-    slo: SLO
-    cluster: Cluster
-    sim_options: SimOptions
-
-
-def setup(config: ExperimentConfig, doc: ProfileDoc, *, host_cores: float | None = None) -> Setup:
-    """The profile (with its overheads), host model, SLO, cluster and simulator options.
+def setup(config: ExperimentConfig, doc: ProfileDoc, *, host_cores: float | None = None) -> Resolved:
+    """The config's plan on ``doc``'s profile, judged by the SLO of the mix the live model gets.
 
     ``host_cores`` replaces the profile's ``num_host_cores`` (the host's free
     cores re-measured just before the runs: other tenants come and go).
     """
-    profile = profile_from_doc(doc)
-    host = host_of(doc.params)
-    if host is not None and host_cores is not None:
-        host = host.with_effects(num_host_cores=host_cores)
-    if host is not None and isinstance(profile, FittedProfile):
-        profile = with_overheads(profile, host)
-    link = host.cluster_overrides() if host is not None else {
-        "link_latency_s": 0.0, "link_bytes_per_s": 1e12, "num_links": 1}
-    cluster_data = {"gpu": str(config.cluster.get("gpu", doc.gpu)),
-                    "num_gpus": int(config.cluster.get("num_gpus", _CPU_GPUS)), **link}
-    cluster_data.update({k: v for k, v in config.cluster.items() if k.startswith("link") or k == "num_links"})
-    cluster = Cluster(**cluster_data)
-    base = host.sim_base() if host is not None else SimOptions()
-    slo = slo_for(config.slo_tier, profile, scaled_mix(config), cluster)
-    return Setup(profile=profile, host=host, doc=doc, slo=slo, cluster=cluster,
-                 sim_options=SimOptions.from_dict(config.engine.get("sim", {}), base=base))
+    resolved = plan_for(config, doc=doc, host_cores=host_cores)
+    plan = resolved.plan
+    slo = slo_for(plan.slo.tier if plan.slo else config.slo_tier, resolved.sim_profile(), scaled_mix(config),
+                  plan.cluster)
+    return replace(resolved, plan=replace(plan, slo=slo))
 
 
 def scaled_mix(config: ExperimentConfig) -> RequestMix:
     """The workload's mix with item sizes scaled as the live side scales them (for the SLO)."""
     mix = config.workload.mix
-    scale = float(config.engine.get("live", {}).get("mm_token_scale", 1.0))
+    scale = LiveOptions.from_dict(config.engine.get("live")).mm_token_scale
     return replace(mix, item_tokens=tuple(max(1, round(t * scale)) for t in mix.item_tokens))
 
 
-def requests_for(config: ExperimentConfig) -> tuple[list[Request], list[Request]]:
-    """(live requests, the same requests with the LM tokens the live model really gets)."""
-    requests = generate(config.workload, np.random.default_rng(config.seed))
-    trial = Trial(config, requests=requests)
-    model_config = trial.spec.config()
-    sim_side = []
-    for job in trial.build_jobs():
-        req = job.request
-        if job.mm is not None:
-            counts = tuple(trial.spec.family.validate(model_config, job.mm))
-            req = replace(req, mm_tokens_per_item=counts)
-        sim_side.append(req)
-    return list(trial.requests), sim_side
-
-
-def with_deployment(config: ExperimentConfig, deployment: Deployment, *,
-                    weights_dir: str | None = None) -> ExperimentConfig:
-    """``config`` with another deployment (and the live weights folder, when given)."""
-    engine = {k: dict(v) for k, v in config.engine.items()}
-    if weights_dir is not None:
-        engine["live"] = {**engine.get("live", {}), "weights_dir": weights_dir}
-    return replace(config, deployment=deployment, engine=engine)
+def requests_for(plan: RunPlan) -> list[Request]:
+    """The plan's requests with the LM tokens the live model really gets (the simulator's stream)."""
+    return Trial(plan).model_requests()
 
 
 def _matching(runs: list[RunResult], requests: Sequence[Request], name: str) -> list[RunResult]:
@@ -121,15 +75,16 @@ def _matching(runs: list[RunResult], requests: Sequence[Request], name: str) -> 
     return runs
 
 
-def run_sim(config: ExperimentConfig, requests: Sequence[Request], s: Setup) -> RunResult:
-    result = simulate(config.deployment, requests, s.profile, cluster=s.cluster, seed=config.seed,
-                      options=s.sim_options, sm_share_table=s.doc.sm_share_table)
-    return result
+def run_sim(plan: RunPlan, requests: Sequence[Request], s: Resolved) -> RunResult:
+    """The simulator on ``plan`` with ``requests`` (the live model's token counts)."""
+    profile = s.sim_profile()
+    return simulate(replan(plan, profile, requests=requests), profile, options=s.sim_options())
 
 
-def run_live(config: ExperimentConfig, repeats: int) -> list[RunResult]:
-    """``repeats`` live trials of ``config`` (its ``[live] weights_dir`` should be set)."""
-    return [run_trial(config) for _ in range(repeats)]
+def run_live(plan: RunPlan, repeats: int, *, weights_dir: str) -> list[RunResult]:
+    """``repeats`` live trials of ``plan``, the weights saved once in ``weights_dir``."""
+    options = replace(LiveOptions.from_dict(plan.engine("live")), weights_dir=weights_dir)
+    return [run_trial(plan, options) for _ in range(repeats)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -141,7 +96,7 @@ class Comparison:
     host: HostModel | None = None
 
 
-def compare(config: ExperimentConfig, s: Setup, deployments: Sequence[tuple[str, Deployment]], *,
+def compare(config: ExperimentConfig, s: Resolved, deployments: Sequence[tuple[str, Deployment]], *,
             repeats: int, weights_dir: str | None = None,
             host_cores: Callable[[str], float] | None = None,
             recorded: Mapping[str, list[RunResult]] | None = None) -> list[Comparison]:
@@ -153,16 +108,16 @@ def compare(config: ExperimentConfig, s: Setup, deployments: Sequence[tuple[str,
     gives earlier live trials per deployment name instead of new ones (the
     simulator is judged against them; each must hold the config's requests).
     """
-    live_reqs, sim_reqs = requests_for(config)
-    del live_reqs  # the live trial draws the same stream from the same seed
+    assert s.doc is not None
+    sim_reqs = requests_for(s.plan)
     out = []
     with tempfile.TemporaryDirectory(prefix="easerve-validate-") as tmp:
         folder = weights_dir or str(Path(tmp) / "weights")
         for name, dep in deployments:
-            cfg = with_deployment(config, dep, weights_dir=folder)
-            dep.check_fits(s.cluster)
             here = s if host_cores is None else setup(config, s.doc, host_cores=host_cores(name))
-            live = run_live(cfg, repeats) if recorded is None else _matching(recorded[name], sim_reqs, name)
-            out.append(Comparison(name=name, deployment=dep, sim=run_sim(cfg, sim_reqs, here), live=live,
+            plan = replan(here.plan, here.profile, deployment=dep)
+            live = (run_live(plan, repeats, weights_dir=folder) if recorded is None
+                    else _matching(recorded[name], sim_reqs, name))
+            out.append(Comparison(name=name, deployment=dep, sim=run_sim(plan, sim_reqs, here), live=live,
                                   host=here.host))
     return out

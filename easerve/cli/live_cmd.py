@@ -14,6 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
+from calibration.plans import plan_for
 from easerve_core.config import load_experiment
 
 
@@ -30,12 +31,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_experiment(args.config)
+    plan = plan_for(load_experiment(args.config), need_profile=False).plan
     # Imported here, not at the top: torch and transformers take seconds to
     # import, and every other subcommand's start-up would pay for them.
     from live.trial import Trial
 
-    trial = Trial(config)
+    trial = Trial(plan)
     try:
         trial.start()
         result = trial.run()

@@ -28,7 +28,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from tqdm import tqdm
 
-import calibration
+from calibration.plans import plan_for
 from easerve_core import checks
 from easerve_core.config import ExperimentConfig, load_experiment
 from easerve_core.has import (
@@ -44,11 +44,8 @@ from easerve_core.has import (
     trials_frame,
     trials_to_reach,
 )
-from easerve_core.profile import ParallelProfile, StageProfile
-from easerve_core.reference import slo_for
 from easerve_core.slo import SLO_TIERS
 from sim.evaluate import DEFAULT_NUM_REQUESTS, SimEvaluator, make_evaluator
-from sim.options import SimOptions
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -84,12 +81,6 @@ def _validate(args: argparse.Namespace) -> list[str]:
     return list(SAMPLERS) if args.compare else [args.sampler]
 
 
-def _profile(config: ExperimentConfig) -> StageProfile | ParallelProfile:
-    if config.profile_path is not None:
-        return calibration.load_profile(config.profile_path)
-    return calibration.analytic_profile(config.model, str(config.cluster["gpu"]))
-
-
 def _study_name(config: ExperimentConfig, args: argparse.Namespace, sampler: str) -> str:
     """Same command -> same name (so a rerun resumes); another input -> another study."""
     ident = json.dumps([config.to_dict(), args.rate, args.tier, args.num_requests, sampler,
@@ -122,20 +113,19 @@ class Plan:
 
 def plan_search(config_path: str | Path, *, rate_hz: float, tier: str,
                 num_requests: int = DEFAULT_NUM_REQUESTS) -> Plan:
-    """Load the config, screen its cluster at ``rate_hz`` and build the sim evaluator."""
+    """Load the config, screen its cluster at ``rate_hz`` and build the sim evaluator.
+
+    The search space's base is the config's EAServe deployment (a
+    ``[deployment] preset`` other than ``easerve`` does not apply: HAS
+    searches EAServe's knobs), its batcher's rate hint at the target rate.
+    """
     config = load_experiment(config_path)
-    profile = _profile(config)
-    gpu = str(config.cluster["gpu"])
-    cluster = config.build_cluster(calibration.cluster_for(gpu, int(config.cluster.get("num_gpus", 8))))
-    slo = slo_for(tier, profile, config.workload.mix, cluster)
-    report = screen(profile, cluster, config.workload.mix, rate_hz=rate_hz, slo=slo)
-    base = config.deployment
-    if base.rate_hint_hz is not None:  # the batcher's rate is the search's target rate
-        base = base.with_(rate_hint_hz=rate_hz)
-    space = SearchSpace(allocations=report.survivor_allocations, base=base)
-    evaluator = make_evaluator(profile, config.workload, cluster, slo, config.seed,
-                               rate_hz=rate_hz, num_requests=num_requests,
-                               options=SimOptions.from_dict(config.engine.get("sim", {})))
+    resolved = plan_for(config, preset="easerve", rate_hz=rate_hz, tier=tier)
+    plan, profile = resolved.plan, resolved.sim_profile()
+    assert plan.slo is not None
+    report = screen(profile, plan.cluster, config.workload.mix, rate_hz=rate_hz, slo=plan.slo)
+    space = SearchSpace(allocations=report.survivor_allocations, base=plan.deployment)
+    evaluator = make_evaluator(plan, profile, num_requests=num_requests, options=resolved.sim_options())
     return Plan(config=config, report=report, space=space, evaluator=evaluator)
 
 

@@ -1,10 +1,11 @@
 """``easerve sim CONFIG.toml --out DIR``: simulate one deployment on one workload.
 
-Reads an experiment config (DESIGN.md, easerve_core.config), builds the
-profile (``[profile] path`` or the analytic profile of the model on the GPU),
-applies the preset (``--preset`` or ``[deployment] preset``; default
-``easerve``), draws the workload with the config's seed (``--rate`` rescales
-it), simulates, and writes into DIR: ``records.parquet``,
+Reads an experiment config (DESIGN.md, easerve_core.config) and resolves it
+into a plan (calibration.plans.plan_for): the profile (``[profile] path``, the
+analytic profile of the model on the GPU, or a live model's committed
+profile), the preset (``--preset`` or ``[deployment] preset``; default
+``easerve``), the workload drawn with the config's seed (``--rate`` rescales
+it, and the batcher's rate hint with it). Then it simulates and writes into DIR: ``records.parquet``,
 ``utilization.parquet``, ``stage_log.parquet``, ``queues.parquet``,
 ``summary.json`` (with the SLO of the config's tier), ``config.json`` (the
 resolved config) and ``latency.png`` / ``encoder_utilization.png``.
@@ -19,17 +20,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from tqdm import tqdm
 
-from calibration import analytic_profile, cluster_for, load_profile
+from calibration.plans import plan_for
 from easerve_core import Architecture, Deployment
-from easerve_core.config import ExperimentConfig, load_experiment
-from easerve_core.presets import PRESETS, apply_preset
-from easerve_core.profile import load_profile_doc
-from easerve_core.reference import slo_for
-from easerve_core.workload import generate
-from sim import SimOptions, simulate
+from easerve_core.config import load_experiment
+from easerve_core.presets import PRESETS
+from sim import simulate
 from sim.plots import latency_plot, utilization_plot
 
 #: runs shorter than this (wall seconds) never show the progress bar
@@ -48,57 +45,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(func=run)
 
 
-def _profile(config: ExperimentConfig) -> tuple[Any, Any]:
-    """The profile object and the SM-share table its file carries (None: derive)."""
-    gpu = str(config.cluster["gpu"])
-    if config.profile_path is None:
-        return analytic_profile(config.model, gpu), None
-    doc = load_profile_doc(config.profile_path)
-    if doc.model != config.model or doc.gpu != gpu:
-        raise ValueError(f"profile.path is for {doc.model} on {doc.gpu}, "
-                         f"but the config asks for {config.model} on {gpu}")
-    return load_profile(config.profile_path), doc.sm_share_table
-
-
 def run(args: argparse.Namespace) -> int:
-    config = load_experiment(args.config)
-    profile, table = _profile(config)
-    num_gpus = int(config.cluster.get("num_gpus", 8))
-    cluster = config.build_cluster(cluster_for(str(config.cluster["gpu"]), num_gpus))
-    preset = args.preset or config.deployment_preset or "easerve"
-    deployment = apply_preset(preset, config.deployment, cluster)
-    options = SimOptions.from_dict(config.engine.get("sim", {}))
-    spec = config.workload
-    if args.rate is not None:
-        if not math.isfinite(args.rate) or args.rate <= 0:
-            raise ValueError(f"--rate must be a positive number, got {args.rate!r}")
-        spec = spec.with_rate(args.rate)
-    requests = generate(spec, np.random.default_rng(config.seed))
-    slo = slo_for(config.slo_tier, profile, spec.mix, cluster)
-    with tqdm(total=len(requests), desc=f"sim {preset}", unit="req", delay=PROGRESS_DELAY_S,
+    resolved = plan_for(load_experiment(args.config), preset=args.preset, rate_hz=args.rate)
+    plan, profile = resolved.plan, resolved.sim_profile()
+    options = resolved.sim_options()
+    with tqdm(total=len(plan.requests), desc=f"sim {plan.preset}", unit="req", delay=PROGRESS_DELAY_S,
               leave=False) as bar:
-        result = simulate(deployment, requests, profile, cluster=cluster, seed=config.seed,
-                          options=options, sm_share_table=table, progress=bar.update)
-    resolved = _resolved(config, preset, deployment, options, args.rate)
-    result = replace(result, config=resolved, meta={**result.meta, "preset": preset})
-    out = result.write(args.out, slo=slo)
+        result = simulate(plan, profile, options=options, progress=bar.update)
+    result = replace(result, config={**plan.config, "sim": options.to_dict()})
+    out = result.write(args.out, slo=plan.slo)
     if not args.no_plots:
-        _plots(result, deployment, out, slo, title=f"{config.model} {preset} {deployment.label()}")
-    s = result.summary(slo)
-    print(f"{preset}: {s.num_ok}/{s.num_requests} ok, throughput {s.throughput_rps:.3f} req/s, "
-          f"goodput {s.goodput_rps:.3f} req/s ({slo.tier}), TTFT mean {s.ttft_mean_s:.3f} s, "
+        _plots(result, plan.deployment, out, plan.slo,
+               title=f"{plan.model} {plan.preset} {plan.deployment.label()}")
+    s = result.summary(plan.slo)
+    tier = plan.slo.tier if plan.slo is not None else "no SLO"
+    print(f"{plan.preset}: {s.num_ok}/{s.num_requests} ok, throughput {s.throughput_rps:.3f} req/s, "
+          f"goodput {s.goodput_rps:.3f} req/s ({tier}), TTFT mean {s.ttft_mean_s:.3f} s, "
           f"TPOT mean {s.tpot_mean_s * 1e3:.1f} ms -> {out}")
     return 0
-
-
-def _resolved(config: ExperimentConfig, preset: str, deployment: Deployment, options: SimOptions,
-              rate: float | None) -> dict[str, Any]:
-    out = config.to_dict()
-    out["deployment"] = {**deployment.to_dict(), "preset": preset}
-    out["sim"] = options.to_dict()
-    if rate is not None:
-        out["workload"] = {**out["workload"], "rate_hz": rate}
-    return out
 
 
 def _plots(result: Any, deployment: Deployment, out: Path, slo: Any, *, title: str) -> None:

@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         remeasure = recorded_cores(args.live_from, names)
     results = compare(config, s, deployments, repeats=args.repeats, host_cores=remeasure, recorded=recorded)
     speed = remeasure.speed_hz if isinstance(remeasure, _Remeasure) else {}
-    table = _write(args, config, s.slo, results, host_speed_hz=speed)
+    table = _write(args, config, s.plan.slo, results, host_speed_hz=speed)
     print(markdown_table(table[["deployment", "metric", "sim", "live", "rel_error"]]))
     return 0
 

@@ -30,6 +30,7 @@ from easerve_core.has import (
     screen,
     trials_frame,
 )
+from easerve_core.plan import replan
 from sim.evaluate import make_evaluator
 
 RATE_LADDER_HZ = (8.0, 6.0, 5.0, 4.0, 3.0, 2.5, 2.0, 1.5, 1.0, 0.75, 0.5, 0.25)
@@ -63,9 +64,9 @@ def _study(setup: Setup, space: SearchSpace, *, rate_hz: float, tier: str, sampl
            trials: int, seed: int, num_requests: int, storage: str,
            num_samples: int = 1) -> pd.DataFrame:
     """One study; ``seed`` seeds the sampler, the request streams are the same for every seed."""
-    evaluator = make_evaluator(setup.profile, setup.workload, setup.cluster, setup.slos[tier],
-                               HAS_SEED_OFFSET, rate_hz=rate_hz, num_requests=num_requests,
-                               sm_share_table=setup.sm_table, num_samples=num_samples)
+    plan = replan(setup.plan, seed=HAS_SEED_OFFSET, slo=setup.slos[tier])
+    evaluator = make_evaluator(plan, setup.profile, rate_hz=rate_hz, num_requests=num_requests,
+                               num_samples=num_samples)
     name = (f"{setup.modality}-{tier}-r{rate_hz:g}-{sampler}-seed{seed}-n{num_requests}"
             f"x{num_samples}-t{trials}")
     settings = SearchSettings(sampler=sampler, num_trials=trials, seed=seed, storage=storage,

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from easerve.experiments.reproduce import reproduce
-from easerve.experiments.setup import REPO_ROOT
+from easerve.resources import REPO_ROOT
 
 COMMITTED = REPO_ROOT / "docs" / "results"
 

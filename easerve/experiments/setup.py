@@ -11,41 +11,57 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from calibration import Efficiency, analytic_profile, cluster_for, sm_share_table
+from calibration import Efficiency, analytic_profile, sm_share_table
+from calibration.plans import plan_for
 from easerve.experiments.paper import MODALITIES
+from easerve.resources import config_path
 from easerve_core import SLO, Cluster, Deployment, SMShareTable
 from easerve_core.config import load_experiment
-from easerve_core.presets import apply_preset
+from easerve_core.plan import RunPlan, replan
 from easerve_core.reference import slo_for
 from easerve_core.slo import SLO_TIERS
 from easerve_core.workload import GammaArrivals, RateSchedule, RequestMix, WorkloadSpec, generate
 from sim import SimOptions, simulate
 from sim.result import SimResult
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Setup:
-    """One modality's model on its cluster, ready to simulate."""
+    """One modality's model on its cluster, ready to simulate: a plan, its profile and every tier's SLO."""
 
     modality: str
-    model: str
+    plan: RunPlan
     profile: Any
-    cluster: Cluster
-    workload: WorkloadSpec
-    deployment: Deployment
     slos: Mapping[str, SLO]
-    sm_table: SMShareTable
     efficiency: Efficiency = field(default_factory=Efficiency)
     #: the profile of the aggregated (vLLM-like) baseline: the encoder runs inside
     #: the LM engine's step, so it pays no disaggregated encode-call cost
     aggregated_profile: Any = None
+
+    @property
+    def model(self) -> str:
+        return self.plan.model
+
+    @property
+    def cluster(self) -> Cluster:
+        return self.plan.cluster
+
+    @property
+    def workload(self) -> WorkloadSpec:
+        assert self.plan.workload is not None
+        return self.plan.workload
+
+    @property
+    def deployment(self) -> Deployment:
+        return self.plan.deployment
+
+    @property
+    def sm_table(self) -> SMShareTable:
+        return self.plan.sm_table
 
     @property
     def mix(self) -> Any:
@@ -53,7 +69,7 @@ class Setup:
 
 
 def load_setup(modality: str, *, efficiency: Efficiency | None = None,
-               free_in_step_encoder: bool = False, config_root: Path = REPO_ROOT) -> Setup:
+               free_in_step_encoder: bool = False) -> Setup:
     """The setup of ``modality`` (``image``, ``video`` or ``audio``).
 
     ``free_in_step_encoder`` spares the aggregated (vLLM-like) baseline the
@@ -63,21 +79,19 @@ def load_setup(modality: str, *, efficiency: Efficiency | None = None,
     """
     if modality not in MODALITIES:
         raise ValueError(f"unknown modality {modality!r}; known: {', '.join(MODALITIES)}")
-    _model, _mix, config_path = MODALITIES[modality]
-    cfg = load_experiment(config_root / config_path)
+    _model, _mix, config_name = MODALITIES[modality]
+    cfg = load_experiment(config_path(config_name))
     eff = efficiency or Efficiency()
-    profile = analytic_profile(cfg.model, str(cfg.cluster["gpu"]), efficiency=eff)
-    cluster = cfg.build_cluster(cluster_for(str(cfg.cluster["gpu"]), int(cfg.cluster.get("num_gpus", 8))))
-    items = _typical_items(cfg.workload)
-    table = sm_share_table(profile, items=items)
-    slos = {tier: slo_for(tier, profile, cfg.workload.mix, cluster) for tier in SLO_TIERS}
+    gpu = str(cfg.cluster["gpu"])
+    profile = analytic_profile(cfg.model, gpu, efficiency=eff)
+    table = sm_share_table(profile, items=_typical_items(cfg.workload))
+    plan = plan_for(cfg, profile=profile, sm_table=table).plan
+    slos = {tier: slo_for(tier, profile, cfg.workload.mix, plan.cluster) for tier in SLO_TIERS}
     in_step = profile
     if free_in_step_encoder:
-        in_step = analytic_profile(cfg.model, str(cfg.cluster["gpu"]),
-                                   efficiency=replace(eff, encode_call_overhead_s=0.0))
-    return Setup(modality=modality, model=cfg.model, profile=profile, cluster=cluster,
-                 workload=cfg.workload, deployment=cfg.deployment, slos=slos, sm_table=table,
-                 efficiency=eff, aggregated_profile=in_step)
+        in_step = analytic_profile(cfg.model, gpu, efficiency=replace(eff, encode_call_overhead_s=0.0))
+    return Setup(modality=modality, plan=plan, profile=profile, slos=slos, efficiency=eff,
+                 aggregated_profile=in_step)
 
 
 def with_item_scale(setup: Setup, scale: float) -> Setup:
@@ -104,8 +118,13 @@ def with_mix(setup: Setup, mix: RequestMix, name: str = "custom") -> Setup:
         raise ValueError(f"mix is {mix.modality.value}, the setup serves {setup.mix.modality.value}")
     workload = replace(setup.workload, mix=mix, mix_name=name)
     slos = {tier: slo_for(tier, setup.profile, mix, setup.cluster) for tier in SLO_TIERS}
-    return replace(setup, workload=workload, slos=slos,
-                   sm_table=sm_share_table(setup.profile, items=_typical_items(workload)))
+    table = sm_share_table(setup.profile, items=_typical_items(workload))
+    plan = replace(setup.plan, workload=workload, sm_table=table, slo=slos[_tier(setup)])
+    return replace(setup, plan=plan, slos=slos)
+
+
+def _tier(setup: Setup) -> str:
+    return setup.plan.slo.tier if setup.plan.slo is not None else "moderate"
 
 
 def _typical_items(spec: WorkloadSpec) -> tuple[int, ...]:
@@ -132,17 +151,24 @@ def requests_for(setup: Setup, rate_hz: float, num_requests: int, seed: int,
     return generate(spec, np.random.default_rng(seed))
 
 
+def plan_of(setup: Setup, deployment: Deployment, *, rate_hz: float, num_requests: int, seed: int = 0,
+            preset: str = "easerve", arrivals: Arrivals = Arrivals()) -> RunPlan:
+    """The plan of ``deployment`` under ``preset`` at ``rate_hz``: EAServe's batcher is told the rate."""
+    if deployment.rate_hint_hz is not None or preset == "easerve":
+        deployment = deployment.with_(rate_hint_hz=rate_hz)
+    requests = requests_for(setup, rate_hz, num_requests, seed, arrivals)
+    return replan(setup.plan, setup.profile, deployment=deployment, preset=preset, requests=requests,
+                  seed=seed)
+
+
 def run(setup: Setup, deployment: Deployment, *, rate_hz: float, num_requests: int, seed: int = 0,
         preset: str = "easerve", arrivals: Arrivals = Arrivals(),
         options: SimOptions | None = None) -> SimResult:
     """Simulate ``deployment`` under ``preset`` at ``rate_hz``."""
-    dep = apply_preset(preset, deployment, setup.cluster)
-    if dep.rate_hint_hz is not None or preset == "easerve":
-        dep = dep.with_(rate_hint_hz=rate_hz)
-    requests = requests_for(setup, rate_hz, num_requests, seed, arrivals)
+    plan = plan_of(setup, deployment, rate_hz=rate_hz, num_requests=num_requests, seed=seed,
+                   preset=preset, arrivals=arrivals)
     profile = setup.aggregated_profile if preset == "vllm" else setup.profile
-    return simulate(dep, requests, profile, cluster=setup.cluster, seed=seed,
-                    options=options, sm_share_table=setup.sm_table)
+    return simulate(plan, profile, options=options or SimOptions())
 
 
 def summary_row(result: SimResult, setup: Setup, **labels: Any) -> dict[str, Any]:
@@ -177,7 +203,7 @@ def paper_anchored_efficiency(anchor_rps: float = ANCHOR_RPS) -> Efficiency:
     such in the report; every other figure is a prediction.
     """
     base = Efficiency()
-    model, mix, _cfg = MODALITIES["image"]
+    model, mix, _config = MODALITIES["image"]
     profile = analytic_profile(model, "rtx6000ada", efficiency=base)
     items = _typical_items(WorkloadSpec.from_dict({"mix": mix, "rate_hz": 1.0}))
     kernel_s = profile.for_tp(1).encode_s(list(items))

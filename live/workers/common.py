@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from easerve_core.deployment import Deployment
+from easerve_core.sm_share import SMShareTable
 from live.families.base import Family
 from live.options import LiveOptions
 from live.stages import prefill
@@ -24,6 +25,8 @@ class WorkerSpec:
     weights_dir: str
     options: LiveOptions
     deployment: Deployment
+    #: the plan's SM-share table (the dynamic partitioner's shares)
+    sm_table: SMShareTable
     frontend_pid: int
     #: the run's seed: the encode worker's router is built from it (easerve_core.policies)
     seed: int = 0

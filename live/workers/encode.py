@@ -42,7 +42,7 @@ class EncodeWorker:
         self.router: Router = make_router(dep, ctx.spec.seed, ctx.index)
         self.partitioner = make_partitioner(
             str(dep.sm_sharing), backend=opts.partition_backend, total_threads=opts.encode_threads,
-            static_share=dep.static_encode_share, table=opts.share_table(),
+            static_share=dep.static_encode_share, table=ctx.spec.sm_table,
         )
         self.local: queue.Queue[Any] = queue.Queue()
         self.device = model_device(ctx.model)

@@ -13,7 +13,7 @@ import pytest
 from calibration import load_profile
 from calibration.fit import FittedProfile
 from calibration.loop.fidelity import METRICS, TABLE_COLUMNS
-from calibration.loop.runner import _matching, requests_for
+from calibration.loop.runner import _matching, requests_for, setup
 from easerve.cli import main
 from easerve.cli.validate_cmd import recorded_live
 from easerve_core.config import load_experiment
@@ -167,7 +167,8 @@ def test_validate_against_recorded_live_trials(validated, profile_path, tmp_path
     other.write_text(config.read_text().replace("num_requests = 12", "num_requests = 10"))
     recorded = recorded_live([validated], ["b1-s1-none"])["b1-s1-none"]
     with pytest.raises(ValueError, match="other requests"):
-        _matching(recorded, requests_for(load_experiment(other))[1], "b1-s1-none")
+        plan = setup(load_experiment(other), load_profile_doc(profile_path)).plan
+        _matching(recorded, requests_for(plan), "b1-s1-none")
     assert main(["validate", str(config), "--profile", str(profile_path), "--out", str(tmp_path / "x"),
                  "--live-from", str(tmp_path), "--sweep", "b1-s1-none", "b2-s0.5-dynamic"]) == 2
 

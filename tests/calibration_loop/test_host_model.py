@@ -7,6 +7,7 @@ import math
 import pytest
 
 from easerve_core import Deployment, Modality, Request
+from easerve_core.plan import compose
 from sim import SimOptions, simulate
 from sim.host import HostCPU, Progress
 from sim.host_effects import HostEffects
@@ -50,8 +51,8 @@ def test_progress_rerates_remaining_work():
 
 def test_default_path_unchanged_by_host_keys_at_zero():
     reqs = _reqs(20, gap=0.03)
-    base = simulate(_dep(), reqs, Flat(), cluster=CLUSTER).records
-    off = simulate(_dep(), reqs, Flat(), cluster=CLUSTER,
+    base = simulate(compose(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat()).records
+    off = simulate(compose(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
                    options=SimOptions(host=HostEffects(num_host_cores=0.0, dispatch_latency_s=0.0))).records
     assert base.equals(off)
 
@@ -59,8 +60,8 @@ def test_default_path_unchanged_by_host_keys_at_zero():
 def test_one_core_stretches_overlapping_stages():
     # request 0 prefills (0.1..0.15) while request 1 encodes (0.1..0.2): on one core both halve
     reqs = _reqs(2, gap=0.1, out=1)
-    alone = simulate(_dep(), reqs, Flat(), cluster=CLUSTER).records
-    shared = simulate(_dep(), reqs, Flat(), cluster=CLUSTER,
+    alone = simulate(compose(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat()).records
+    shared = simulate(compose(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
                       options=SimOptions(host=HostEffects(num_host_cores=1.0))).records
     assert alone["first_token_s"].tolist() == pytest.approx([0.15, 0.25])
     # 0.1-0.2: both run at 1/2 -> prefill of 0 ends at 0.2; encode of 1 has 0.05 left alone -> 0.25
@@ -73,7 +74,7 @@ def test_colocated_lanes_slow_each_other():
     reqs = _reqs(2, gap=0.1, out=1)
     dep = _dep(remote_fraction=0.0, sm_sharing="time-slice", prefill={"num_workers": 0, "tp": 1})
     opts = SimOptions(host=HostEffects(num_host_cores=4.0, colocated_speed_frac=0.5))
-    rec = simulate(dep, reqs, Flat(), cluster=CLUSTER, options=opts).records
+    rec = simulate(compose(dep, reqs, cluster=CLUSTER, profile=Flat()), Flat(), options=opts).records
     # local prefill of 0 (0.1..) and encode of 1 (0.1..) share one process at half speed
     assert rec["first_token_s"][0] == pytest.approx(0.2)
     assert rec["encode_end_s"][1] == pytest.approx(0.25)
@@ -82,7 +83,8 @@ def test_colocated_lanes_slow_each_other():
 def test_dispatch_latency_and_blocked_intake():
     reqs = _reqs(3, gap=0.01, out=1)
     opts = SimOptions(encode_intake_blocking=True, host=HostEffects(dispatch_latency_s=0.02))
-    rec = simulate(_dep(max_encode_batch=4), reqs, Flat(), cluster=CLUSTER, options=opts).records
+    rec = simulate(compose(_dep(max_encode_batch=4), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
+                   options=opts).records
     assert rec["arrival_s"].tolist() == pytest.approx([0.0, 0.01, 0.02])
     assert rec["encode_start_s"].min() >= 0.02
     assert not math.isnan(rec["finish_s"].max())
@@ -90,8 +92,8 @@ def test_dispatch_latency_and_blocked_intake():
 
 def test_decode_join_cost_delays_the_next_segment():
     reqs = _reqs(1, out=3)
-    base = simulate(_dep(), reqs, Flat(), cluster=CLUSTER).records
-    joined = simulate(_dep(), reqs, Flat(), cluster=CLUSTER,
+    base = simulate(compose(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat()).records
+    joined = simulate(compose(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
                       options=SimOptions(host=HostEffects(decode_join_s=0.004))).records
     assert joined["finish_s"][0] - base["finish_s"][0] == pytest.approx(0.004)
     assert joined["first_token_s"][0] == base["first_token_s"][0]

@@ -8,13 +8,17 @@ from typing import Any
 
 import pytest
 
+from calibration.plans import plan_for
 from easerve_core.config import ExperimentConfig
+from easerve_core.plan import RunPlan
 
 FAMILY_MIX = {
     "llava-next": ("llava-image", 0.03),
     "qwen2.5-vl": ("qwen-image", 0.02),
     "qwen2-audio": ("ultravox-audio", 0.25),
 }
+#: the encode share per batch size of the tiny models (they have no profile to derive one from)
+SHARE_TABLE = {"1": 0.25, "2": 0.5, "4": 0.75, "8": 1.0}
 
 
 def live_config(model: str, *, num_requests: int = 8, rate_hz: float = 20.0,
@@ -33,8 +37,13 @@ def live_config(model: str, *, num_requests: int = 8, rate_hz: float = 20.0,
     opts.update(live or {})
     return ExperimentConfig.from_dict({
         "seed": 0, "model": {"name": model, "size": "tiny"}, "cluster": {"gpu": "cpu"},
-        "deployment": dep, "workload": wl, "live": opts,
+        "deployment": dep, "workload": wl, "live": opts, "profile": {"sm_share_table": SHARE_TABLE},
     })
+
+
+def live_plan(config: ExperimentConfig) -> RunPlan:
+    """The plan a live run of ``config`` executes (what ``easerve live`` resolves)."""
+    return plan_for(config, need_profile=False).plan
 
 
 def pid_alive(pid: int) -> bool:

@@ -16,9 +16,10 @@ import psutil
 import pytest
 import torch
 
+from easerve_core.plan import replan
 from live.families import MMInput
 from live.trial import Trial
-from tests.live.conftest import live_config, pid_alive
+from tests.live.conftest import live_config, live_plan, pid_alive
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +30,7 @@ def test_killed_worker_fails_its_requests_and_the_trial_goes_on(no_orphans):
                          workload={"output_tokens": [20, 40]},
                          live={"trial_timeout_s": 40.0})
     victim = ("decode", 1)
-    with Trial(config) as trial:
+    with Trial(live_plan(config)) as trial:
         trial.start()
         pids = trial.worker_pids()
         killer = threading.Timer(0.8, os.kill, args=(pids[victim], signal.SIGKILL))
@@ -50,8 +51,8 @@ def test_killed_worker_fails_its_requests_and_the_trial_goes_on(no_orphans):
 
 
 def test_malformed_inputs_are_rejected_and_the_rest_complete(no_orphans):
-    config = live_config("qwen2.5-vl", num_requests=12)
-    with Trial(config) as trial:
+    plan = live_plan(live_config("qwen2.5-vl", num_requests=12))
+    with Trial(plan) as trial:
         jobs = {j.request.request_id: j for j in trial.build_jobs()}
         good = jobs[3].mm
         overrides = {
@@ -62,7 +63,7 @@ def test_malformed_inputs_are_rejected_and_the_rest_complete(no_orphans):
         }
         requests = [dataclasses.replace(j.request, prompt_tokens=5000) if rid == 7 else j.request
                     for rid, j in jobs.items()]
-    with Trial(config, requests=requests, inputs=overrides) as trial:
+    with Trial(replan(plan, requests=requests), inputs=overrides) as trial:
         trial.start()
         rec = trial.run().records.set_index("request_id")
     assert set(rec.index[rec["status"] == "rejected"]) == {3, 5, 6, 7}

@@ -14,14 +14,14 @@ import torch
 
 from live.trial import Trial
 from live.zoo import build_model
-from tests.live.conftest import live_config
+from tests.live.conftest import live_config, live_plan
 
 
 @pytest.mark.parametrize("model", ["llava-next", "qwen2.5-vl", "qwen2-audio"])
 def test_split_equals_generate(model, no_orphans):
     config = live_config(model, num_requests=6, live={"init_std": 0.5},
                          deployment={"max_num_decode_seqs": 1, "remote_fraction": 0.5})
-    with Trial(config) as trial:
+    with Trial(live_plan(config)) as trial:
         trial.start()
         result = trial.run()
         jobs = {j.request.request_id: j for j in trial.build_jobs()}

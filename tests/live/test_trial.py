@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from calibration.plans import plan_for
 from easerve_core.config import load_experiment
 from easerve_core.request import RECORD_COLUMNS
 from easerve_core.result import STAGE_LOG_COLUMNS, UTILIZATION_COLUMNS
@@ -29,7 +30,10 @@ def _check_routes(records: pd.DataFrame, s: float) -> None:
 @pytest.mark.parametrize("name", ["tiny_llava_cpu", "tiny_qwen25vl_cpu", "tiny_qwen2audio_cpu"])
 def test_hundred_request_trial(name, no_orphans):
     config = load_experiment(CONFIGS / f"{name}.toml")
-    result = run_trial(config)
+    plan = plan_for(config, need_profile=False).plan
+    assert plan.sm_table_source == "config"  # the file's [profile] sm_share_table
+    result = run_trial(plan)
+    assert result.meta["sm_share_table"] == plan.sm_table.to_dict()
     rec = result.records
     assert list(rec.columns) == list(RECORD_COLUMNS)
     assert len(rec) == 100 and rec["request_id"].is_unique

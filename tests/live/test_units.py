@@ -26,9 +26,8 @@ def test_options_validate_and_name_the_field():
         LiveOptions.from_dict({"threads": 2})
     with pytest.raises(ValueError, match=r"live\.trial_timeout_s"):
         LiveOptions(trial_timeout_s=0)
-    with pytest.raises(ValueError, match=r"live\.sm_share_table"):
-        LiveOptions(sm_share_table={"1": 1.5})
-    assert LiveOptions(sm_share_table={"1": 0.5}).share_table().share_for(3) == 0.5
+    with pytest.raises(ValueError, match=r"the SM-share table is the plan's: \[profile\] sm_share_table"):
+        LiveOptions.from_dict({"sm_share_table": {"1": 0.5}})
 
 
 def test_ledger_follows_hand_offs_and_fails_what_a_dead_worker_held():
