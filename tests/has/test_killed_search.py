@@ -31,8 +31,8 @@ from easerve_core.has import open_storage
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "llava34b_rtx6000ada.toml"
-NUM_TRIALS = 40
-KILL_AFTER_COMPLETE = 4
+NUM_TRIALS = 24
+KILL_AFTER_COMPLETE = 3
 EXIT_WITHIN_S = 10.0
 START_WITHIN_S = 60.0
 RERUN_WITHIN_S = 120.0
