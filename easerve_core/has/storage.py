@@ -4,8 +4,8 @@
 
 * a plain file path (``study.db``): an SQLite file, the default;
 * any SQLAlchemy URL Optuna's ``RDBStorage`` takes (``sqlite:///x.db``,
-  ``postgresql://user@host/db``, ``mysql+pymysql://...``): many workers on
-  many machines share one database;
+  ``postgresql+psycopg://user@host/db`` with the ``postgres`` extra,
+  ``mysql+pymysql://...``): many workers on many machines share one database;
 * ``journal:PATH`` or a path ending in ``.journal`` / ``.log``: Optuna's
   ``JournalStorage`` on a file (NFS-friendly, no database server).
 
