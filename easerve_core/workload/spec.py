@@ -73,12 +73,8 @@ class WorkloadSpec:
             scale = self.mean_rate_hz / rate_hz
             scaled = tuple(replace(r, arrival_s=r.arrival_s * scale) for r in self.trace)
             return replace(self, trace=scaled)
-        arrivals = self.arrivals
-        if isinstance(arrivals, RateSchedule):
-            factor = rate_hz / arrivals.mean_rate_hz
-            segs = tuple(replace(s, rate_hz=s.rate_hz * factor) for s in arrivals.segments)
-            return replace(self, arrivals=replace(arrivals, segments=segs))
-        return replace(self, arrivals=replace(arrivals, rate_hz=rate_hz))  # type: ignore[type-var]
+        assert self.arrivals is not None
+        return replace(self, arrivals=self.arrivals.with_rate(rate_hz))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> WorkloadSpec:
