@@ -11,7 +11,10 @@ the table (docs/workloads.md):
 ``cv``             coefficient of variation of gaps (``gamma``, ``schedule``)
 ``burstiness``     alternatively vLLM's Gamma shape, ``1 / cv**2``
 ``schedule``       ``[[duration_s, rate_hz], ...]`` for ``schedule``
-``trace``          a CSV or JSONL file for ``trace``
+``trace``          a trace file for ``trace`` (``arrival`` may then be left out)
+``trace_format``   ``easerve`` (default: our CSV/JSONL by suffix) | ``azure`` |
+                   ``burstgpt`` | ``mooncake``; a public trace's requests draw
+                   their multimodal items from the mix (``replay``)
 ``prompt_tokens``, ``output_tokens``, ``items_per_request``: [min, max]
                    overrides of the preset's ranges
 ``item_tokens``, ``item_weights``: override the preset's per-item LM tokens
@@ -34,24 +37,26 @@ from easerve_core.workload.arrivals import (
     PoissonArrivals,
     RateSchedule,
 )
+from easerve_core.workload.formats import DEFAULT_TRACE_FORMAT, load_trace
 from easerve_core.workload.mixes import RequestMix, mix
-from easerve_core.workload.trace import read_trace
+from easerve_core.workload.replay import Trace
 
 ARRIVALS = ("poisson", "gamma", "schedule", "trace")
 _KEYS = {"mix", "num_requests", "arrival", "rate_hz", "cv", "burstiness", "schedule", "trace",
-         "prompt_tokens", "output_tokens", "items_per_request", "item_tokens",
+         "trace_format", "prompt_tokens", "output_tokens", "items_per_request", "item_tokens",
          "item_weights"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkloadSpec:
-    """A workload as data. ``trace`` requests, when set, replace mix and arrivals."""
+    """A workload as data. A ``trace``, when set, replaces the arrivals (and, when it
+    is recorded, the mix too)."""
 
     mix: RequestMix
     arrivals: ArrivalProcess | None
     num_requests: int
     mix_name: str = "custom"
-    trace: tuple[Request, ...] | None = None
+    trace: Trace | None = None
 
     def __post_init__(self) -> None:
         checks.integer("num_requests", self.num_requests, minimum=1)
@@ -61,8 +66,7 @@ class WorkloadSpec:
     @property
     def mean_rate_hz(self) -> float:
         if self.trace is not None:
-            span = self.trace[-1].arrival_s - self.trace[0].arrival_s
-            return (len(self.trace) - 1) / span if span > 0 else float(len(self.trace))
+            return self.trace.mean_rate_hz
         assert self.arrivals is not None
         return self.arrivals.mean_rate_hz
 
@@ -70,9 +74,7 @@ class WorkloadSpec:
         """The same workload at another mean rate (a trace is time-scaled)."""
         rate_hz = checks.positive("rate_hz", rate_hz)
         if self.trace is not None:
-            scale = self.mean_rate_hz / rate_hz
-            scaled = tuple(replace(r, arrival_s=r.arrival_s * scale) for r in self.trace)
-            return replace(self, trace=scaled)
+            return replace(self, trace=self.trace.scaled(self.trace.mean_rate_hz / rate_hz))
         assert self.arrivals is not None
         return replace(self, arrivals=self.arrivals.with_rate(rate_hz))
 
@@ -81,7 +83,7 @@ class WorkloadSpec:
         unknown = sorted(set(data) - _KEYS)
         if unknown:
             raise ValueError(f"unknown workload field(s): {', '.join(unknown)}")
-        kind = checks.one_of("workload.arrival", data.get("arrival", "poisson"), ARRIVALS)
+        kind = checks.one_of("workload.arrival", _arrival_kind(data), ARRIVALS)
         mix_name = str(data.get("mix", "llava-image"))
         base = mix(mix_name)
         overrides: dict[str, Any] = {k: _seq(f"workload.{k}", data[k]) for k in (
@@ -91,11 +93,9 @@ class WorkloadSpec:
             overrides["item_weights"] = ()
         req_mix = replace(base, **overrides) if overrides else base
         if kind == "trace":
-            if "trace" not in data:
-                raise ValueError("workload.trace must name a file when arrival is 'trace'")
-            trace = tuple(read_trace(data["trace"]))
-            return cls(mix=req_mix, arrivals=None, num_requests=len(trace), mix_name=mix_name,
-                       trace=trace)
+            trace = _trace(data)
+            return cls(mix=req_mix, arrivals=None, num_requests=trace.num_requests,
+                       mix_name=mix_name, trace=trace)
         num = checks.integer("workload.num_requests", data.get("num_requests", 500), minimum=1)
         cv = _cv(data)
         arrivals: ArrivalProcess
@@ -117,6 +117,23 @@ class WorkloadSpec:
         return cls(mix=req_mix, arrivals=arrivals, num_requests=num, mix_name=mix_name)
 
 
+def _arrival_kind(data: Mapping[str, Any]) -> Any:
+    """``arrival``; a ``trace`` file alone means ``trace``, and is refused beside another kind."""
+    kind = data.get("arrival", "trace" if "trace" in data else "poisson")
+    if kind != "trace":
+        for key in ("trace", "trace_format"):
+            if key in data:
+                raise ValueError(f"workload.{key} is only for arrival 'trace', got arrival {kind!r}")
+    return kind
+
+
+def _trace(data: Mapping[str, Any]) -> Trace:
+    if "trace" not in data:
+        raise ValueError("workload.trace must name a file when arrival is 'trace'")
+    fmt = data.get("trace_format", DEFAULT_TRACE_FORMAT)
+    return load_trace(data["trace"], fmt, field="workload.trace_format")
+
+
 def _seq(name: str, value: Any) -> tuple[Any, ...]:
     if not isinstance(value, list | tuple):
         raise ValueError(f"{name} must be a list, got {value!r}")
@@ -132,9 +149,12 @@ def _cv(data: Mapping[str, Any]) -> float:
 
 
 def generate(spec: WorkloadSpec, rng: np.random.Generator) -> list[Request]:
-    """The spec's requests, arrival-ordered, ids 0..n-1 (a trace keeps its own)."""
+    """The spec's requests, arrival-ordered, ids 0..n-1 (a recorded trace keeps its own).
+
+    A public trace draws its requests' multimodal items from the mix with ``rng``.
+    """
     if spec.trace is not None:
-        return list(spec.trace)
+        return spec.trace.draw(spec.mix, rng)
     assert spec.arrivals is not None
     times = spec.arrivals.sample(spec.num_requests, rng)
     return [spec.mix.draw(i, float(t), rng) for i, t in enumerate(times)]
