@@ -6,8 +6,10 @@ the table (docs/workloads.md):
 
 ``mix``            a preset name (``llava-image``, ``qwen-video``, ...)
 ``num_requests``   how many requests (ignored for a trace)
-``arrival``        ``poisson`` | ``gamma`` | ``schedule`` | ``trace``
-``rate_hz``        mean rate for ``poisson`` and ``gamma``
+``arrival``        ``poisson`` | ``gamma`` | ``schedule`` | ``trace`` | a shape
+                   (``sine`` | ``step`` | ``spike`` | ``drift``, see ``shapes``)
+``rate_hz``        mean rate for ``poisson`` and ``gamma`` (and ``sine``, the
+                   base rate of ``spike``)
 ``cv``             coefficient of variation of gaps (``gamma``, ``schedule``)
 ``burstiness``     alternatively vLLM's Gamma shape, ``1 / cv**2``
 ``schedule``       ``[[duration_s, rate_hz], ...]`` for ``schedule``
@@ -15,6 +17,10 @@ the table (docs/workloads.md):
 ``trace_format``   ``easerve`` (default: our CSV/JSONL by suffix) | ``azure`` |
                    ``burstgpt`` | ``mooncake``; a public trace's requests draw
                    their multimodal items from the mix (``replay``)
+shape fields       ``amplitude_frac``, ``period_s``, ``phase_frac`` (sine);
+                   ``rate_before_hz``, ``rate_after_hz``, ``at_s`` (step);
+                   ``spike_rate_hz``, ``start_s``, ``duration_s`` (spike);
+                   ``start_rate_hz``, ``end_rate_hz``, ``duration_s`` (drift)
 ``prompt_tokens``, ``output_tokens``, ``items_per_request``: [min, max]
                    overrides of the preset's ranges
 ``item_tokens``, ``item_weights``: override the preset's per-item LM tokens
@@ -40,11 +46,14 @@ from easerve_core.workload.arrivals import (
 from easerve_core.workload.formats import DEFAULT_TRACE_FORMAT, load_trace
 from easerve_core.workload.mixes import RequestMix, mix
 from easerve_core.workload.replay import Trace
+from easerve_core.workload.shapes import SHAPES, required_fields, shape_fields
 
-ARRIVALS = ("poisson", "gamma", "schedule", "trace")
-_KEYS = {"mix", "num_requests", "arrival", "rate_hz", "cv", "burstiness", "schedule", "trace",
-         "trace_format", "prompt_tokens", "output_tokens", "items_per_request", "item_tokens",
-         "item_weights"}
+ARRIVALS = ("poisson", "gamma", "schedule", "trace", *SHAPES)
+_CLASSIC_FIELDS = {"rate_hz", "cv", "burstiness", "schedule"}
+_SHAPE_FIELDS = {name for kind in SHAPES for name in shape_fields(kind)} - _CLASSIC_FIELDS
+_KEYS = {"mix", "num_requests", "arrival", "trace", "trace_format", "prompt_tokens",
+         "output_tokens", "items_per_request", "item_tokens", "item_weights",
+         *_CLASSIC_FIELDS, *_SHAPE_FIELDS}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,24 +106,47 @@ class WorkloadSpec:
             return cls(mix=req_mix, arrivals=None, num_requests=trace.num_requests,
                        mix_name=mix_name, trace=trace)
         num = checks.integer("workload.num_requests", data.get("num_requests", 500), minimum=1)
-        cv = _cv(data)
-        arrivals: ArrivalProcess
-        if kind == "schedule":
-            raw = data.get("schedule")
-            if not isinstance(raw, list | tuple) or not raw:
-                raise ValueError("workload.schedule must be [[duration_s, rate_hz], ...]")
-            try:
-                segs = tuple((float(d), float(r)) for d, r in raw)
-            except (TypeError, ValueError):
-                raise ValueError(f"workload.schedule is malformed: {raw!r}") from None
-            arrivals = RateSchedule(segments=segs, cv=cv)  # type: ignore[arg-type]
-        else:
-            if "rate_hz" not in data:
-                raise ValueError("workload.rate_hz is required")
-            rate = checks.positive("workload.rate_hz", data["rate_hz"])
-            arrivals = (PoissonArrivals(rate_hz=rate) if kind == "poisson"
-                        else GammaArrivals(rate_hz=rate, cv=cv))
-        return cls(mix=req_mix, arrivals=arrivals, num_requests=num, mix_name=mix_name)
+        return cls(mix=req_mix, arrivals=_arrivals(kind, data), num_requests=num, mix_name=mix_name)
+
+
+def _arrivals(kind: str, data: Mapping[str, Any]) -> ArrivalProcess:
+    _refuse_foreign_fields(kind, data)
+    if kind in SHAPES:
+        return _shape(kind, data)
+    cv = _cv(data)
+    if kind == "schedule":
+        raw = data.get("schedule")
+        if not isinstance(raw, list | tuple) or not raw:
+            raise ValueError("workload.schedule must be [[duration_s, rate_hz], ...]")
+        try:
+            segs = tuple((float(d), float(r)) for d, r in raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"workload.schedule is malformed: {raw!r}") from None
+        return RateSchedule(segments=segs, cv=cv)  # type: ignore[arg-type]
+    if "rate_hz" not in data:
+        raise ValueError("workload.rate_hz is required")
+    rate = checks.positive("workload.rate_hz", data["rate_hz"])
+    return PoissonArrivals(rate_hz=rate) if kind == "poisson" else GammaArrivals(rate_hz=rate, cv=cv)
+
+
+def _refuse_foreign_fields(kind: str, data: Mapping[str, Any]) -> None:
+    """A shape takes only its own fields; the older kinds take none of the shapes' own."""
+    own = set(shape_fields(kind)) if kind in SHAPES else _CLASSIC_FIELDS
+    pool = _CLASSIC_FIELDS | _SHAPE_FIELDS if kind in SHAPES else _SHAPE_FIELDS
+    foreign = sorted((set(data) & pool) - own)
+    if foreign:
+        raise ValueError(f"workload.{foreign[0]} is not a field of arrival {kind!r}"
+                         f" (its fields: {', '.join(sorted(own))})")
+
+
+def _shape(kind: str, data: Mapping[str, Any]) -> ArrivalProcess:
+    missing = [name for name in required_fields(kind) if name not in data]
+    if missing:
+        raise ValueError(f"workload.{missing[0]} is required for arrival {kind!r}")
+    try:
+        return SHAPES[kind](**{name: data[name] for name in shape_fields(kind) if name in data})
+    except ValueError as exc:  # the shape's messages start with the field's name
+        raise ValueError(f"workload.{exc}") from None
 
 
 def _arrival_kind(data: Mapping[str, Any]) -> Any:
