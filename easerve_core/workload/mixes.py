@@ -122,6 +122,18 @@ class RequestMix:
         return tuple(self.item_tokens[i] for i in picks)
 
 
+    def draw_item_lists(self, n: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
+        """``n`` requests' items at once: every count first, then every item (for long traces)."""
+        if self.modality is Modality.TEXT:
+            return [()] * n
+        lo, hi = self.items_per_request
+        counts = rng.integers(lo, hi + 1, size=n)
+        picks = rng.choice(len(self.item_tokens), size=int(counts.sum()), p=self._probs)
+        tokens = np.asarray(self.item_tokens)[picks].tolist()
+        ends = np.cumsum(counts).tolist()
+        return [tuple(tokens[end - k:end]) for end, k in zip(ends, counts.tolist(), strict=True)]
+
+
 def _audio_tokens(seconds: Sequence[float]) -> tuple[int, ...]:
     return tuple(int(np.ceil(6.25 * s)) for s in seconds)
 

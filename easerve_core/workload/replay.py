@@ -9,8 +9,9 @@ rescale). Two kinds (docs/workloads.md, "Trace files"):
   mix and the generator are not used.
 * :class:`TokenTrace`: a public LLM trace (Azure, BurstGPT, Mooncake) gives
   each request's arrival, LM input tokens and output tokens, and nothing
-  multimodal. The mapping rule: request ``i`` (in arrival order) draws its
-  multimodal items from the mix, in order, from the one generator; its text
+  multimodal. The mapping rule: each request (``0..n-1`` in arrival order)
+  takes multimodal items drawn from the mix with the one generator (every
+  request's item count first, then every item, in request order); its text
   prompt is the trace's input minus the items' LM tokens, at least 1; its
   output is the trace's output, at least 1. The trace's input is thus the
   LM's whole prefill whenever it exceeds the items; the mix's text ranges
@@ -107,9 +108,9 @@ class TokenTrace:
     def draw(self, mix: RequestMix, rng: np.random.Generator) -> list[Request]:
         """Requests ``0..n-1`` in arrival order, items from ``mix`` (the module's rule)."""
         out = []
-        rows = zip(self.arrival_s, self.input_tokens, self.output_tokens, strict=True)
-        for i, (arrival, input_tokens, output_tokens) in enumerate(rows):
-            items = mix.draw_items(rng)
+        items_of = mix.draw_item_lists(self.num_requests, rng)
+        rows = zip(self.arrival_s, self.input_tokens, self.output_tokens, items_of, strict=True)
+        for i, (arrival, input_tokens, output_tokens, items) in enumerate(rows):
             out.append(Request(
                 request_id=i,
                 arrival_s=arrival,

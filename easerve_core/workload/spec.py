@@ -102,6 +102,7 @@ class WorkloadSpec:
             overrides["item_weights"] = ()
         req_mix = replace(base, **overrides) if overrides else base
         if kind == "trace":
+            _refuse_foreign_fields(kind, data)
             trace = _trace(data)
             return cls(mix=req_mix, arrivals=None, num_requests=trace.num_requests,
                        mix_name=mix_name, trace=trace)

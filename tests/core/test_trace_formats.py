@@ -18,7 +18,7 @@ import pytest
 
 from easerve.cli import main
 from easerve_core.request import Modality
-from easerve_core.workload import MIXES, WorkloadSpec, generate, read_trace, write_trace
+from easerve_core.workload import MIXES, RequestMix, WorkloadSpec, generate, read_trace, write_trace
 from easerve_core.workload.formats import TRACE_FORMATS, load_trace
 from easerve_core.workload.importers import read_azure, read_burstgpt, read_mooncake
 
@@ -230,6 +230,7 @@ def test_missing_file(tmp_path):
         ({"arrival": "poisson", "rate_hz": 1.0, "trace": "t.csv"}, "workload.trace"),
         ({"rate_hz": 1.0, "trace_format": "azure"}, "workload.trace_format"),
         ({"arrival": "trace", "trace_format": "azure"}, "workload.trace"),
+        ({"trace": "t.csv", "period_s": 60.0}, "workload.period_s is not a field of arrival 'trace'"),
     ],
 )
 def test_bad_trace_tables(table, field):
@@ -296,3 +297,13 @@ def test_cli_unknown_format_is_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "trace_format" in err[0] and "mooncake" in err[0]
     assert not (tmp_path / "o.csv").exists()
+
+
+def test_item_lists_drawn_at_once_follow_the_mix():
+    image = RequestMix(modality="image", item_tokens=(10, 20, 30), item_weights=(0.0, 1.0, 1.0),
+                       items_per_request=(1, 3))
+    lists = image.draw_item_lists(3_000, np.random.default_rng(0))
+    assert {len(items) for items in lists} == {1, 2, 3}
+    assert {t for items in lists for t in items} == {20, 30}
+    assert lists == image.draw_item_lists(3_000, np.random.default_rng(0))
+    assert MIXES["text"].draw_item_lists(4, np.random.default_rng(0)) == [()] * 4
