@@ -2,7 +2,10 @@
 
 CONFIG is an experiment TOML (its ``[workload]`` table and ``seed`` are
 used) or a TOML holding only a ``[workload]`` table. The trace format
-follows the suffix of FILE (.csv or .jsonl; see docs/workloads.md).
+follows the suffix of FILE (.csv or .jsonl; see docs/workloads.md). A
+``trace`` in the table (with ``trace_format`` azure, burstgpt, mooncake or
+easerve) is converted into ours: a public trace's requests take their
+multimodal items from the table's mix, drawn with the seed.
 """
 
 from __future__ import annotations

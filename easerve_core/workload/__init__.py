@@ -1,4 +1,4 @@
-"""Workloads: arrival processes, request-size mixes, traces and specs.
+"""Workloads: arrival processes and shapes, request-size mixes, traces and specs.
 
 Everything random draws from an injected ``numpy.random.Generator``; the
 same seed gives the same requests. See docs/workloads.md.
@@ -11,21 +11,40 @@ from easerve_core.workload.arrivals import (
     RateSchedule,
     RateSegment,
 )
+from easerve_core.workload.formats import TRACE_FORMATS, load_trace
 from easerve_core.workload.mixes import MIXES, RequestMix, mix
+from easerve_core.workload.replay import RecordedTrace, TokenTrace, Trace
+from easerve_core.workload.shapes import (
+    SHAPES,
+    DriftArrivals,
+    SineArrivals,
+    SpikeArrivals,
+    StepArrivals,
+)
 from easerve_core.workload.spec import ARRIVALS, WorkloadSpec, generate
 from easerve_core.workload.trace import read_trace, write_trace
 
 __all__ = [
     "ARRIVALS",
     "MIXES",
+    "SHAPES",
+    "TRACE_FORMATS",
     "ArrivalProcess",
+    "DriftArrivals",
     "GammaArrivals",
     "PoissonArrivals",
     "RateSchedule",
     "RateSegment",
+    "RecordedTrace",
     "RequestMix",
+    "SineArrivals",
+    "SpikeArrivals",
+    "StepArrivals",
+    "TokenTrace",
+    "Trace",
     "WorkloadSpec",
     "generate",
+    "load_trace",
     "mix",
     "read_trace",
     "write_trace",

@@ -2,7 +2,9 @@
 
 Every process answers ``sample(n, rng) -> times``: ``n`` absolute arrival
 times in seconds, non-decreasing, starting after time zero. The same
-generator state gives the same times.
+generator state gives the same times. ``with_rate(rate_hz)`` is the same
+process at another mean rate: every rate scaled by one factor, every
+duration kept.
 
 * :class:`PoissonArrivals`: exponential gaps at ``rate_hz``.
 * :class:`GammaArrivals`: Gamma-distributed gaps with mean ``1/rate_hz`` and
@@ -17,7 +19,7 @@ generator state gives the same times.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -30,6 +32,8 @@ class ArrivalProcess(Protocol):
 
     @property
     def mean_rate_hz(self) -> float: ...
+
+    def with_rate(self, rate_hz: float) -> ArrivalProcess: ...
 
 
 def _unit_gaps(n: int, cv: float, rng: np.random.Generator) -> np.ndarray:
@@ -50,6 +54,9 @@ class PoissonArrivals:
     @property
     def mean_rate_hz(self) -> float:
         return self.rate_hz
+
+    def with_rate(self, rate_hz: float) -> PoissonArrivals:
+        return replace(self, rate_hz=rate_hz)
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         n = checks.integer("num_requests", n, minimum=0)
@@ -73,6 +80,9 @@ class GammaArrivals:
     @property
     def mean_rate_hz(self) -> float:
         return self.rate_hz
+
+    def with_rate(self, rate_hz: float) -> GammaArrivals:
+        return replace(self, rate_hz=rate_hz)
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         n = checks.integer("num_requests", n, minimum=0)
@@ -115,6 +125,11 @@ class RateSchedule:
     @property
     def mean_rate_hz(self) -> float:
         return sum(s.rate_hz * s.duration_s for s in self.segments) / self.period_s
+
+    def with_rate(self, rate_hz: float) -> RateSchedule:
+        factor = checks.positive("rate_hz", rate_hz) / self.mean_rate_hz
+        segs = tuple(replace(s, rate_hz=s.rate_hz * factor) for s in self.segments)
+        return replace(self, segments=segs)
 
     def rate_at(self, t: float) -> float:
         t = t % self.period_s

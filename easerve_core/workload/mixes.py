@@ -101,12 +101,7 @@ class RequestMix:
         """One request; draws in a fixed order so a seed fixes every size."""
         prompt = int(rng.integers(self.prompt_tokens[0], self.prompt_tokens[1] + 1))
         output = int(rng.integers(self.output_tokens[0], self.output_tokens[1] + 1))
-        items: tuple[int, ...] = ()
-        if self.modality is not Modality.TEXT:
-            lo, hi = self.items_per_request
-            k = int(rng.integers(lo, hi + 1))
-            picks = rng.choice(len(self.item_tokens), size=k, p=self._probs)
-            items = tuple(self.item_tokens[i] for i in picks)
+        items = self.draw_items(rng)
         return Request(
             request_id=request_id,
             arrival_s=float(arrival_s),
@@ -115,6 +110,28 @@ class RequestMix:
             output_tokens=output,
             mm_tokens_per_item=items,
         )
+
+
+    def draw_items(self, rng: np.random.Generator) -> tuple[int, ...]:
+        """One request's multimodal items (LM tokens each); a text mix draws nothing."""
+        if self.modality is Modality.TEXT:
+            return ()
+        lo, hi = self.items_per_request
+        k = int(rng.integers(lo, hi + 1))
+        picks = rng.choice(len(self.item_tokens), size=k, p=self._probs)
+        return tuple(self.item_tokens[i] for i in picks)
+
+
+    def draw_item_lists(self, n: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
+        """``n`` requests' items at once: every count first, then every item (for long traces)."""
+        if self.modality is Modality.TEXT:
+            return [()] * n
+        lo, hi = self.items_per_request
+        counts = rng.integers(lo, hi + 1, size=n)
+        picks = rng.choice(len(self.item_tokens), size=int(counts.sum()), p=self._probs)
+        tokens = np.asarray(self.item_tokens)[picks].tolist()
+        ends = np.cumsum(counts).tolist()
+        return [tuple(tokens[end - k:end]) for end, k in zip(ends, counts.tolist(), strict=True)]
 
 
 def _audio_tokens(seconds: Sequence[float]) -> tuple[int, ...]:

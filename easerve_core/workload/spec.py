@@ -6,12 +6,21 @@ the table (docs/workloads.md):
 
 ``mix``            a preset name (``llava-image``, ``qwen-video``, ...)
 ``num_requests``   how many requests (ignored for a trace)
-``arrival``        ``poisson`` | ``gamma`` | ``schedule`` | ``trace``
-``rate_hz``        mean rate for ``poisson`` and ``gamma``
+``arrival``        ``poisson`` | ``gamma`` | ``schedule`` | ``trace`` | a shape
+                   (``sine`` | ``step`` | ``spike`` | ``drift``, see ``shapes``)
+``rate_hz``        mean rate for ``poisson`` and ``gamma`` (and ``sine``, the
+                   base rate of ``spike``)
 ``cv``             coefficient of variation of gaps (``gamma``, ``schedule``)
 ``burstiness``     alternatively vLLM's Gamma shape, ``1 / cv**2``
 ``schedule``       ``[[duration_s, rate_hz], ...]`` for ``schedule``
-``trace``          a CSV or JSONL file for ``trace``
+``trace``          a trace file for ``trace`` (``arrival`` may then be left out)
+``trace_format``   ``easerve`` (default: our CSV/JSONL by suffix) | ``azure`` |
+                   ``burstgpt`` | ``mooncake``; a public trace's requests draw
+                   their multimodal items from the mix (``replay``)
+shape fields       ``amplitude_frac``, ``period_s``, ``phase_frac`` (sine);
+                   ``rate_before_hz``, ``rate_after_hz``, ``at_s`` (step);
+                   ``spike_rate_hz``, ``start_s``, ``duration_s`` (spike);
+                   ``start_rate_hz``, ``end_rate_hz``, ``duration_s`` (drift)
 ``prompt_tokens``, ``output_tokens``, ``items_per_request``: [min, max]
                    overrides of the preset's ranges
 ``item_tokens``, ``item_weights``: override the preset's per-item LM tokens
@@ -34,24 +43,29 @@ from easerve_core.workload.arrivals import (
     PoissonArrivals,
     RateSchedule,
 )
+from easerve_core.workload.formats import DEFAULT_TRACE_FORMAT, load_trace
 from easerve_core.workload.mixes import RequestMix, mix
-from easerve_core.workload.trace import read_trace
+from easerve_core.workload.replay import Trace
+from easerve_core.workload.shapes import SHAPES, required_fields, shape_fields
 
-ARRIVALS = ("poisson", "gamma", "schedule", "trace")
-_KEYS = {"mix", "num_requests", "arrival", "rate_hz", "cv", "burstiness", "schedule", "trace",
-         "prompt_tokens", "output_tokens", "items_per_request", "item_tokens",
-         "item_weights"}
+ARRIVALS = ("poisson", "gamma", "schedule", "trace", *SHAPES)
+_CLASSIC_FIELDS = {"rate_hz", "cv", "burstiness", "schedule"}
+_SHAPE_FIELDS = {name for kind in SHAPES for name in shape_fields(kind)} - _CLASSIC_FIELDS
+_KEYS = {"mix", "num_requests", "arrival", "trace", "trace_format", "prompt_tokens",
+         "output_tokens", "items_per_request", "item_tokens", "item_weights",
+         *_CLASSIC_FIELDS, *_SHAPE_FIELDS}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkloadSpec:
-    """A workload as data. ``trace`` requests, when set, replace mix and arrivals."""
+    """A workload as data. A ``trace``, when set, replaces the arrivals (and, when it
+    is recorded, the mix too)."""
 
     mix: RequestMix
     arrivals: ArrivalProcess | None
     num_requests: int
     mix_name: str = "custom"
-    trace: tuple[Request, ...] | None = None
+    trace: Trace | None = None
 
     def __post_init__(self) -> None:
         checks.integer("num_requests", self.num_requests, minimum=1)
@@ -61,8 +75,7 @@ class WorkloadSpec:
     @property
     def mean_rate_hz(self) -> float:
         if self.trace is not None:
-            span = self.trace[-1].arrival_s - self.trace[0].arrival_s
-            return (len(self.trace) - 1) / span if span > 0 else float(len(self.trace))
+            return self.trace.mean_rate_hz
         assert self.arrivals is not None
         return self.arrivals.mean_rate_hz
 
@@ -70,22 +83,16 @@ class WorkloadSpec:
         """The same workload at another mean rate (a trace is time-scaled)."""
         rate_hz = checks.positive("rate_hz", rate_hz)
         if self.trace is not None:
-            scale = self.mean_rate_hz / rate_hz
-            scaled = tuple(replace(r, arrival_s=r.arrival_s * scale) for r in self.trace)
-            return replace(self, trace=scaled)
-        arrivals = self.arrivals
-        if isinstance(arrivals, RateSchedule):
-            factor = rate_hz / arrivals.mean_rate_hz
-            segs = tuple(replace(s, rate_hz=s.rate_hz * factor) for s in arrivals.segments)
-            return replace(self, arrivals=replace(arrivals, segments=segs))
-        return replace(self, arrivals=replace(arrivals, rate_hz=rate_hz))  # type: ignore[type-var]
+            return replace(self, trace=self.trace.scaled(self.trace.mean_rate_hz / rate_hz))
+        assert self.arrivals is not None
+        return replace(self, arrivals=self.arrivals.with_rate(rate_hz))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> WorkloadSpec:
         unknown = sorted(set(data) - _KEYS)
         if unknown:
             raise ValueError(f"unknown workload field(s): {', '.join(unknown)}")
-        kind = checks.one_of("workload.arrival", data.get("arrival", "poisson"), ARRIVALS)
+        kind = checks.one_of("workload.arrival", _arrival_kind(data), ARRIVALS)
         mix_name = str(data.get("mix", "llava-image"))
         base = mix(mix_name)
         overrides: dict[str, Any] = {k: _seq(f"workload.{k}", data[k]) for k in (
@@ -95,30 +102,69 @@ class WorkloadSpec:
             overrides["item_weights"] = ()
         req_mix = replace(base, **overrides) if overrides else base
         if kind == "trace":
-            if "trace" not in data:
-                raise ValueError("workload.trace must name a file when arrival is 'trace'")
-            trace = tuple(read_trace(data["trace"]))
-            return cls(mix=req_mix, arrivals=None, num_requests=len(trace), mix_name=mix_name,
-                       trace=trace)
+            _refuse_foreign_fields(kind, data)
+            trace = _trace(data)
+            return cls(mix=req_mix, arrivals=None, num_requests=trace.num_requests,
+                       mix_name=mix_name, trace=trace)
         num = checks.integer("workload.num_requests", data.get("num_requests", 500), minimum=1)
-        cv = _cv(data)
-        arrivals: ArrivalProcess
-        if kind == "schedule":
-            raw = data.get("schedule")
-            if not isinstance(raw, list | tuple) or not raw:
-                raise ValueError("workload.schedule must be [[duration_s, rate_hz], ...]")
-            try:
-                segs = tuple((float(d), float(r)) for d, r in raw)
-            except (TypeError, ValueError):
-                raise ValueError(f"workload.schedule is malformed: {raw!r}") from None
-            arrivals = RateSchedule(segments=segs, cv=cv)  # type: ignore[arg-type]
-        else:
-            if "rate_hz" not in data:
-                raise ValueError("workload.rate_hz is required")
-            rate = checks.positive("workload.rate_hz", data["rate_hz"])
-            arrivals = (PoissonArrivals(rate_hz=rate) if kind == "poisson"
-                        else GammaArrivals(rate_hz=rate, cv=cv))
-        return cls(mix=req_mix, arrivals=arrivals, num_requests=num, mix_name=mix_name)
+        return cls(mix=req_mix, arrivals=_arrivals(kind, data), num_requests=num, mix_name=mix_name)
+
+
+def _arrivals(kind: str, data: Mapping[str, Any]) -> ArrivalProcess:
+    _refuse_foreign_fields(kind, data)
+    if kind in SHAPES:
+        return _shape(kind, data)
+    cv = _cv(data)
+    if kind == "schedule":
+        raw = data.get("schedule")
+        if not isinstance(raw, list | tuple) or not raw:
+            raise ValueError("workload.schedule must be [[duration_s, rate_hz], ...]")
+        try:
+            segs = tuple((float(d), float(r)) for d, r in raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"workload.schedule is malformed: {raw!r}") from None
+        return RateSchedule(segments=segs, cv=cv)  # type: ignore[arg-type]
+    if "rate_hz" not in data:
+        raise ValueError("workload.rate_hz is required")
+    rate = checks.positive("workload.rate_hz", data["rate_hz"])
+    return PoissonArrivals(rate_hz=rate) if kind == "poisson" else GammaArrivals(rate_hz=rate, cv=cv)
+
+
+def _refuse_foreign_fields(kind: str, data: Mapping[str, Any]) -> None:
+    """A shape takes only its own fields; the older kinds take none of the shapes' own."""
+    own = set(shape_fields(kind)) if kind in SHAPES else _CLASSIC_FIELDS
+    pool = _CLASSIC_FIELDS | _SHAPE_FIELDS if kind in SHAPES else _SHAPE_FIELDS
+    foreign = sorted((set(data) & pool) - own)
+    if foreign:
+        raise ValueError(f"workload.{foreign[0]} is not a field of arrival {kind!r}"
+                         f" (its fields: {', '.join(sorted(own))})")
+
+
+def _shape(kind: str, data: Mapping[str, Any]) -> ArrivalProcess:
+    missing = [name for name in required_fields(kind) if name not in data]
+    if missing:
+        raise ValueError(f"workload.{missing[0]} is required for arrival {kind!r}")
+    try:
+        return SHAPES[kind](**{name: data[name] for name in shape_fields(kind) if name in data})
+    except ValueError as exc:  # the shape's messages start with the field's name
+        raise ValueError(f"workload.{exc}") from None
+
+
+def _arrival_kind(data: Mapping[str, Any]) -> Any:
+    """``arrival``; a ``trace`` file alone means ``trace``, and is refused beside another kind."""
+    kind = data.get("arrival", "trace" if "trace" in data else "poisson")
+    if kind != "trace":
+        for key in ("trace", "trace_format"):
+            if key in data:
+                raise ValueError(f"workload.{key} is only for arrival 'trace', got arrival {kind!r}")
+    return kind
+
+
+def _trace(data: Mapping[str, Any]) -> Trace:
+    if "trace" not in data:
+        raise ValueError("workload.trace must name a file when arrival is 'trace'")
+    fmt = data.get("trace_format", DEFAULT_TRACE_FORMAT)
+    return load_trace(data["trace"], fmt, field="workload.trace_format")
 
 
 def _seq(name: str, value: Any) -> tuple[Any, ...]:
@@ -136,9 +182,12 @@ def _cv(data: Mapping[str, Any]) -> float:
 
 
 def generate(spec: WorkloadSpec, rng: np.random.Generator) -> list[Request]:
-    """The spec's requests, arrival-ordered, ids 0..n-1 (a trace keeps its own)."""
+    """The spec's requests, arrival-ordered, ids 0..n-1 (a recorded trace keeps its own).
+
+    A public trace draws its requests' multimodal items from the mix with ``rng``.
+    """
     if spec.trace is not None:
-        return list(spec.trace)
+        return spec.trace.draw(spec.mix, rng)
     assert spec.arrivals is not None
     times = spec.arrivals.sample(spec.num_requests, rng)
     return [spec.mix.draw(i, float(t), rng) for i, t in enumerate(times)]
