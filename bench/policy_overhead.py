@@ -18,13 +18,17 @@ import time
 
 import numpy as np
 
-from easerve_core.batcher import AdaptiveBatcher
-from easerve_core.router import DeficitRouter
+from easerve_core import Deployment, StageGroup
+from easerve_core.policies import make_batcher, make_router
+
+#: one encode worker's policies as both engines build them: adaptive B = 8, deficit router at s = 0.55
+DEPLOYMENT = Deployment(encode=StageGroup(num_workers=1), max_encode_batch=8, max_wait_s=1.0,
+                        remote_fraction=0.55)
 
 
 def one_repeat(arrivals: np.ndarray) -> float:
-    batcher: AdaptiveBatcher[int] = AdaptiveBatcher(8, max_wait_s=1.0)
-    router = DeficitRouter(0.55)
+    batcher = make_batcher(DEPLOYMENT)
+    router = make_router(DEPLOYMENT, 0, 0)
     times = arrivals.tolist()
     start = time.perf_counter()
     for i, now in enumerate(times):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from easerve_core.config import ExperimentConfig, load_experiment
+
 #: the example configs shipped with the package
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
 #: the folder holding the package: the repository root in a checkout
@@ -23,3 +25,21 @@ def config_path(name: str) -> Path:
         known = ", ".join(sorted(p.name for p in CONFIGS_DIR.glob("*.toml")))
         raise ValueError(f"no shipped config {name!r}; known: {known}")
     return path
+
+
+def find_config(path: str | Path) -> Path:
+    """``path`` if it exists; else the shipped example of that file name (``easerve sim NAME.toml``
+    works from any folder once the package is installed); else a one-line error listing them."""
+    given = Path(path)
+    if given.exists():
+        return given
+    name = given.name if given.suffix else f"{given.name}.toml"
+    if given.parent == Path(".") and (CONFIGS_DIR / name).is_file():
+        return CONFIGS_DIR / name
+    known = ", ".join(sorted(p.name for p in CONFIGS_DIR.glob("*.toml")))
+    raise ValueError(f"config file not found: {given} (shipped examples, by name: {known})")
+
+
+def load_config(path: str | Path) -> ExperimentConfig:
+    """:func:`easerve_core.config.load_experiment` on :func:`find_config`'s file."""
+    return load_experiment(find_config(path))

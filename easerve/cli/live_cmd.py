@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from calibration.plans import plan_for
-from easerve_core.config import load_experiment
+from easerve.resources import load_config
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    plan = plan_for(load_experiment(args.config), need_profile=False).plan
+    plan = plan_for(load_config(args.config), need_profile=False).plan
     # Imported here, not at the top: torch and transformers take seconds to
     # import, and every other subcommand's start-up would pay for them.
     from live.trial import Trial

@@ -29,8 +29,9 @@ from matplotlib.figure import Figure
 from tqdm import tqdm
 
 from calibration.plans import plan_for
+from easerve.resources import load_config
 from easerve_core import checks
-from easerve_core.config import ExperimentConfig, load_experiment
+from easerve_core.config import ExperimentConfig
 from easerve_core.has import (
     SAMPLERS,
     ScreenReport,
@@ -119,7 +120,7 @@ def plan_search(config_path: str | Path, *, rate_hz: float, tier: str,
     ``[deployment] preset`` other than ``easerve`` does not apply: HAS
     searches EAServe's knobs), its batcher's rate hint at the target rate.
     """
-    config = load_experiment(config_path)
+    config = load_config(config_path)
     resolved = plan_for(config, preset="easerve", rate_hz=rate_hz, tier=tier)
     plan, profile = resolved.plan, resolved.sim_profile()
     assert plan.slo is not None

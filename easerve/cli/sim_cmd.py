@@ -23,8 +23,8 @@ from typing import Any
 from tqdm import tqdm
 
 from calibration.plans import plan_for
+from easerve.resources import load_config
 from easerve_core import Architecture, Deployment
-from easerve_core.config import load_experiment
 from easerve_core.presets import PRESETS
 from sim import simulate
 from sim.plots import latency_plot, utilization_plot
@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    resolved = plan_for(load_experiment(args.config), preset=args.preset, rate_hz=args.rate)
+    resolved = plan_for(load_config(args.config), preset=args.preset, rate_hz=args.rate)
     plan, profile = resolved.plan, resolved.sim_profile()
     options = resolved.sim_options()
     with tqdm(total=len(plan.requests), desc=f"sim {plan.preset}", unit="req", delay=PROGRESS_DELAY_S,

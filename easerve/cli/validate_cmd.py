@@ -44,7 +44,8 @@ from calibration.loop.fidelity import (
     ranking,
     side_metrics,
 )
-from easerve_core.config import ExperimentConfig, load_experiment
+from easerve.resources import load_config
+from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Deployment, SMSharing, StageGroup
 from easerve_core.profile import load_profile_doc
 
@@ -103,7 +104,7 @@ def parse_spec(base: Deployment, spec: str) -> Deployment:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = with_device(load_experiment(args.config), args.device)
+    config = with_device(load_config(args.config), args.device)
     doc = load_profile_doc(args.profile)
     if args.repeats < 1:
         raise ValueError(f"--repeats must be >= 1, got {args.repeats}")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from easerve.resources import find_config
 from easerve_core import checks
 from easerve_core.files import read_toml
 from easerve_core.workload import WorkloadSpec, generate, write_trace
@@ -37,6 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     if args.out.suffix.lower() not in (".csv", ".jsonl"):
         raise ValueError(f"--out must end in .csv or .jsonl, got {args.out.name!r}")
+    args.config = find_config(args.config)
     data = read_toml(args.config, what="config")
     table = dict(data.get("workload", {}))
     if not table:

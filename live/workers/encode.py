@@ -1,8 +1,9 @@
 """The encode worker: micro-batcher, encoder, router, and local Prefill beside it.
 
-The main thread receives jobs, validates each (a malformed input is
-``rejected`` in its record and the trial goes on), offers it to the worker's
-own batcher, and polls the batcher at its deadline. A closed micro-batch runs
+The main thread runs :class:`~live.workers.intake.IntakeLoop`: it receives
+jobs, validates each (a malformed input is ``rejected`` in its record and the
+trial goes on), offers it to the worker's own batcher, and polls the batcher
+at its deadline. A closed micro-batch runs
 through the tower + projector under the partitioner's encode slot; then the
 router sends each request to local Prefill (a second thread in this process,
 under the partitioner's prefill slot) or to its remote prefill worker.
@@ -26,6 +27,7 @@ from live.partition import make_partitioner
 from live.stages import encode_batch
 from live.transport import Encoded, Job, clock
 from live.workers.common import WorkerContext, run_prefill
+from live.workers.intake import IntakeLoop
 
 #: LM tokens a family adds around each item (Qwen2.5-VL: vision start + end)
 _WRAPPER_TOKENS = {"qwen2.5-vl": 2}
@@ -69,20 +71,9 @@ class EncodeWorker:
 
     def _loop(self) -> None:
         ctx = self.ctx
-        while True:
-            ctx.outbox.reap()
-            deadline = self.batcher.next_deadline()
-            wait = ctx.poll_s if deadline is None else min(ctx.poll_s, max(0.0, deadline - clock()))
-            msg = ctx.get(wait)
-            if msg is None:
-                return
-            now = clock()
-            batch = None
-            if isinstance(msg, Job):
-                batch = self._admit(msg, now)
-            batch = batch or self.batcher.poll(clock())
-            if batch is not None:
-                self._run_batch(batch)
+        loop = IntakeLoop(self.batcher, clock=clock, poll_s=ctx.poll_s,
+                          is_request=lambda msg: isinstance(msg, Job))
+        loop.run(ctx.get, self._admit, self._run_batch, reap=ctx.outbox.reap)
 
     def _admit(self, job: Job, now: float) -> Batch[Job] | None:
         ctx = self.ctx
