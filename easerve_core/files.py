@@ -10,6 +10,7 @@ import json
 import os
 import tempfile
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,21 +32,42 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
 
 def read_json(path: str | os.PathLike[str], *, what: str) -> Any:
     """Parse the JSON file ``path``; ``what`` names it in the error ("profile", ...)."""
-    path = Path(path)
+    text = read_text(path, what=what)
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"{what} file not found: {path}") from None
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
 
 
 def read_toml(path: str | os.PathLike[str], *, what: str) -> dict[str, Any]:
     """Parse the TOML file ``path``; ``what`` names it in the error ("config", ...)."""
-    path = Path(path)
+    text = read_text(path, what=what)
     try:
-        return tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"{what} file not found: {path}") from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML ({exc})") from None
+
+
+def read_text(path: str | os.PathLike[str], *, what: str) -> str:
+    """The text of ``path`` (a byte-order mark dropped); a missing or non-text file is one error."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise ValueError(f"{what} file not found: {path}") from None
+    except (IsADirectoryError, UnicodeDecodeError):
+        raise ValueError(f"{path}: not a text {what} file") from None
+
+
+def jsonl_objects(path: str | os.PathLike[str], text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every non-blank line of the JSON Lines ``text`` read from ``path``."""
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            raise ValueError(f"{path}:{line_no}: not valid JSON") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"{path}:{line_no}: each line must be a JSON object")
+        yield line_no, obj

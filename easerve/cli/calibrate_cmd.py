@@ -41,6 +41,7 @@ from calibration.loop.refit import samples_from_runs, step_gap_s
 from calibration.loop.samples import calibrated_doc, held_out_error, share_table, spread_summary, to_samples
 from calibration.loop.stalls import find_pauses, fit_stalls, pause_summary
 from calibration.loop.warmup import fit_warmup, lane_excess, warmup_rows, warmup_summary
+from easerve.cli.common import add_out, command_parser
 from easerve_core.profile import ProfileDoc, load_profile_doc, save_profile_doc
 from sim.host_effects import WARMUP_LANES
 
@@ -54,13 +55,12 @@ CPU_SHARE_STEPS = 1
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("calibrate", help="profile the live stages (or refit from live runs) "
-                              "and write a fitted profile", description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_parser(subparsers, "calibrate", help="profile the live stages (or refit from live runs) "
+                       "and write a fitted profile", doc=__doc__, func=run)
     p.add_argument("--model", help="live model family or alias (qwen2-audio, llava-next, qwen2.5-vl)")
     p.add_argument("--size", default="small", help="tiny | small | full (default small)")
     p.add_argument("--device", default="cpu", help="cpu | cuda (default cpu)")
-    p.add_argument("--out", type=Path, required=True, help="profile JSON to write")
+    add_out(p, "profile JSON to write")
     p.add_argument("--reps", type=int, default=None, help="repeats per point (default: the plan's)")
     p.add_argument("--encode-threads", type=int, default=2,
                    help="CPU: threads the five share levels divide (default 2)")
@@ -69,7 +69,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="refit from the stage logs of these live run folders")
     p.add_argument("--profile", type=Path, default=None,
                    help="with --from-runs: the profile whose host model and table to use")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

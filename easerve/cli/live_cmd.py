@@ -12,22 +12,17 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from pathlib import Path
 
 from calibration.plans import plan_for
+from easerve.cli.common import add_config, add_out, command_parser
 from easerve.resources import load_config
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser(
-        "live",
-        help="run a config on real (random-weight) transformers models in worker processes",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("config", type=Path, help="experiment TOML file (see configs/tiny_*_cpu.toml)")
-    p.add_argument("--out", type=Path, required=True, help="folder to write the result into")
-    p.set_defaults(func=run)
+    p = command_parser(subparsers, "live", doc=__doc__, func=run,
+                       help="run a config on real (random-weight) transformers models in worker processes")
+    add_config(p, "experiment TOML file (see configs/tiny_*_cpu.toml)")
+    add_out(p, "folder to write the result into")
 
 
 def run(args: argparse.Namespace) -> int:

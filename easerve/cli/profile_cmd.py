@@ -28,6 +28,7 @@ from calibration import (
     profile_from_doc,
 )
 from calibration.specs import gpu_spec, model_spec
+from easerve.cli.common import add_out, command_parser
 from easerve_core import capacity
 from easerve_core.capacity import RequestShape
 from easerve_core.profile import ProfileDoc, load_profile_doc, profile_for_tp, save_profile_doc
@@ -36,19 +37,18 @@ ENCODE_BATCHES = (1, 8)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("profile", help="make, fit and inspect stage latency profiles",
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = command_parser(subparsers, "profile", help="make, fit and inspect stage latency profiles",
+                       doc=__doc__, func=None)
     sub = p.add_subparsers(dest="profile_command", metavar="ACTION", required=True)
     a = sub.add_parser("analytic", help="write the analytic roofline profile of a model on a GPU")
     a.add_argument("--model", required=True, help=f"one of: {', '.join(model_names())}")
     a.add_argument("--gpu", required=True, help=f"one of: {', '.join(gpu_names())}")
     a.add_argument("--tp", type=int, default=2, help="Prefill/Decode TP to report (default 2)")
-    a.add_argument("--out", type=Path, required=True, help="profile JSON to write")
+    add_out(a, "profile JSON to write")
     a.set_defaults(func=run_analytic)
     f = sub.add_parser("fit", help="fit a profile to measured samples")
     f.add_argument("samples", type=Path, help="samples JSON (format easerve.samples)")
-    f.add_argument("--out", type=Path, required=True, help="profile JSON to write")
+    add_out(f, "profile JSON to write")
     f.set_defaults(func=run_fit)
     s = sub.add_parser("show", help="print a profile's stage table")
     s.add_argument("file", type=Path, help="profile JSON")

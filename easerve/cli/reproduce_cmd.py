@@ -9,19 +9,17 @@ docs/results/.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from easerve.cli.common import add_out, command_parser
 from easerve.experiments.reproduce import reproduce
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("reproduce", help="run the paper's evaluation in the simulator",
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p = command_parser(subparsers, "reproduce", help="run the paper's evaluation in the simulator",
+                       doc=__doc__, func=run)
+    add_out(p, "output folder")
     p.add_argument("--quick", action="store_true", help="a small version (under 3 minutes)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

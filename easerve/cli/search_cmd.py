@@ -29,6 +29,7 @@ from matplotlib.figure import Figure
 from tqdm import tqdm
 
 from calibration.plans import plan_for
+from easerve.cli.common import add_config, add_out
 from easerve.resources import load_config
 from easerve_core import checks
 from easerve_core.config import ExperimentConfig
@@ -52,7 +53,7 @@ from sim.evaluate import DEFAULT_NUM_REQUESTS, SimEvaluator, make_evaluator
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("search", help="HAS: screen and search deployments on the simulator",
                               description=__doc__.split("\n\n")[0])
-    p.add_argument("config", help="experiment TOML (model, cluster, workload, deployment knobs)")
+    add_config(p, "experiment TOML (model, cluster, workload, deployment knobs)")
     p.add_argument("--rate", type=float, required=True, help="target arrival rate, req/s")
     p.add_argument("--tier", default="moderate", help=f"SLO tier: {', '.join(SLO_TIERS)}")
     p.add_argument("--trials", type=int, default=30, help="trials per sampler (not for grid)")
@@ -66,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--top", type=int, default=5, help="print the K best distinct deployments")
     p.add_argument("--num-requests", type=int, default=DEFAULT_NUM_REQUESTS,
                    help="requests simulated per trial")
-    p.add_argument("--out", required=True, help="output folder")
+    add_out(p, "output folder")
     p.set_defaults(func=run)
 
 

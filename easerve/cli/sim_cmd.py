@@ -23,6 +23,7 @@ from typing import Any
 from tqdm import tqdm
 
 from calibration.plans import plan_for
+from easerve.cli.common import add_config, add_out, command_parser
 from easerve.resources import load_config
 from easerve_core import Architecture, Deployment
 from easerve_core.presets import PRESETS
@@ -34,15 +35,13 @@ PROGRESS_DELAY_S = 2.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("sim", help="simulate a deployment on a workload (SimPy model)",
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("config", type=Path, help="experiment TOML (see configs/)")
-    p.add_argument("--out", type=Path, required=True, help="folder to write results into")
+    p = command_parser(subparsers, "sim", help="simulate a deployment on a workload (SimPy model)",
+                       doc=__doc__, func=run)
+    add_config(p, "experiment TOML (see configs/)")
+    add_out(p, "folder to write results into")
     p.add_argument("--preset", default=None, help=f"baseline preset: {', '.join(sorted(PRESETS))}")
     p.add_argument("--rate", type=float, default=None, help="override the mean arrival rate (req/s)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

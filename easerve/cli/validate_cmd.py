@@ -44,6 +44,7 @@ from calibration.loop.fidelity import (
     ranking,
     side_metrics,
 )
+from easerve.cli.common import add_config, add_out, command_parser
 from easerve.resources import load_config
 from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Deployment, SMSharing, StageGroup
@@ -56,11 +57,11 @@ CONTENTION_PROCS = 4
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("validate", help="compare the simulator with live runs (fidelity report)",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("config", type=Path, help="experiment TOML (e.g. configs/small_qwen2audio_cpu.toml)")
+    p = command_parser(subparsers, "validate", help="compare the simulator with live runs (fidelity report)",
+                       doc=__doc__, func=run)
+    add_config(p, "experiment TOML (e.g. configs/small_qwen2audio_cpu.toml)")
     p.add_argument("--profile", type=Path, required=True, help="fitted profile (easerve calibrate)")
-    p.add_argument("--out", type=Path, required=True, help="folder to write the report into")
+    add_out(p, "folder to write the report into")
     p.add_argument("--repeats", type=int, default=3, help="live trials per deployment (default 3)")
     p.add_argument("--sweep", nargs="*", default=None, metavar="SPEC",
                    help="run several deployments (default set if no SPEC) and check the ranking")
@@ -75,7 +76,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--device", default=None,
                    help="cpu | cuda: where the live side runs (default: the config's [live] device); "
                         "the bars follow it (CPU 15%%/25%%, CUDA 5%%/10%% at P50/P99)")
-    p.set_defaults(func=run)
 
 
 def parse_spec(base: Deployment, spec: str) -> Deployment:

@@ -11,10 +11,10 @@ multimodal items from the table's mix, drawn with the seed.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import numpy as np
 
+from easerve.cli.common import add_config, add_out, command_parser
 from easerve.resources import find_config
 from easerve_core import checks
 from easerve_core.files import read_toml
@@ -22,17 +22,12 @@ from easerve_core.workload import WorkloadSpec, generate, write_trace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser(
-        "workload",
-        help="generate requests from a [workload] table and write them as a trace",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("config", type=Path, help="TOML file with a [workload] table")
-    p.add_argument("--out", type=Path, required=True, help="trace file to write (.csv or .jsonl)")
+    p = command_parser(subparsers, "workload", doc=__doc__, func=run,
+                       help="generate requests from a [workload] table and write them as a trace")
+    add_config(p, "TOML file with a [workload] table")
+    add_out(p, "trace file to write (.csv or .jsonl)")
     p.add_argument("--seed", type=int, default=None, help="override the config's seed")
     p.add_argument("--rate", type=float, default=None, help="override the mean arrival rate (req/s)")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -49,7 +49,7 @@ class Choice:
 
 
 def _space(setup: Setup, rate_hz: float, tier: str) -> tuple[ScreenReport, SearchSpace]:
-    report = screen(setup.profile, setup.cluster, setup.mix, rate_hz=rate_hz,
+    report = screen(setup.profile, setup.plan.cluster, setup.mix, rate_hz=rate_hz,
                     slo=setup.slos[tier])
     base = setup.deployment.with_(rate_hint_hz=rate_hz)
     return report, SearchSpace(allocations=report.survivor_allocations, base=base)

@@ -19,7 +19,7 @@ from calibration import Efficiency, analytic_profile, sm_share_table
 from calibration.plans import plan_for
 from easerve.experiments.paper import MODALITIES
 from easerve.resources import config_path
-from easerve_core import SLO, Cluster, Deployment, SMShareTable
+from easerve_core import SLO, Deployment
 from easerve_core.config import load_experiment
 from easerve_core.plan import RunPlan, replan
 from easerve_core.reference import slo_for
@@ -43,25 +43,15 @@ class Setup:
     aggregated_profile: Any = None
 
     @property
-    def model(self) -> str:
-        return self.plan.model
-
-    @property
-    def cluster(self) -> Cluster:
-        return self.plan.cluster
-
-    @property
     def workload(self) -> WorkloadSpec:
+        """The modality's workload (its mix and arrivals; the plan's, never None here)."""
         assert self.plan.workload is not None
         return self.plan.workload
 
     @property
     def deployment(self) -> Deployment:
+        """The example config's EAServe deployment."""
         return self.plan.deployment
-
-    @property
-    def sm_table(self) -> SMShareTable:
-        return self.plan.sm_table
 
     @property
     def mix(self) -> Any:
@@ -117,7 +107,7 @@ def with_mix(setup: Setup, mix: RequestMix, name: str = "custom") -> Setup:
     if mix.modality is not setup.mix.modality:
         raise ValueError(f"mix is {mix.modality.value}, the setup serves {setup.mix.modality.value}")
     workload = replace(setup.workload, mix=mix, mix_name=name)
-    slos = {tier: slo_for(tier, setup.profile, mix, setup.cluster) for tier in SLO_TIERS}
+    slos = {tier: slo_for(tier, setup.profile, mix, setup.plan.cluster) for tier in SLO_TIERS}
     table = sm_share_table(setup.profile, items=_typical_items(workload))
     plan = replace(setup.plan, workload=workload, sm_table=table, slo=slos[_tier(setup)])
     return replace(setup, plan=plan, slos=slos)

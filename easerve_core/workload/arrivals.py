@@ -20,7 +20,7 @@ duration kept.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -44,27 +44,39 @@ def _unit_gaps(n: int, cv: float, rng: np.random.Generator) -> np.ndarray:
     return rng.gamma(shape, 1.0 / shape, size=n)
 
 
+class _Renewal:
+    """Independent gaps of mean ``1 / rate_hz`` and coefficient of variation ``cv``."""
+
+    __slots__ = ()
+    rate_hz: float
+    cv: float
+
+    @property
+    def mean_rate_hz(self) -> float:
+        return self.rate_hz
+
+    def with_rate(self, rate_hz: float) -> Any:
+        return replace(self, rate_hz=rate_hz)  # type: ignore[type-var]
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        n = checks.integer("num_requests", n, minimum=0)
+        return np.cumsum(_unit_gaps(n, self.cv, rng)) / self.rate_hz
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PoissonArrivals:
+class PoissonArrivals(_Renewal):
     rate_hz: float
 
     def __post_init__(self) -> None:
         checks.positive("rate_hz", self.rate_hz)
 
     @property
-    def mean_rate_hz(self) -> float:
-        return self.rate_hz
-
-    def with_rate(self, rate_hz: float) -> PoissonArrivals:
-        return replace(self, rate_hz=rate_hz)
-
-    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        n = checks.integer("num_requests", n, minimum=0)
-        return np.cumsum(_unit_gaps(n, 1.0, rng)) / self.rate_hz
+    def cv(self) -> float:  # type: ignore[override]
+        return 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GammaArrivals:
+class GammaArrivals(_Renewal):
     rate_hz: float
     cv: float = 1.0
 
@@ -76,17 +88,6 @@ class GammaArrivals:
     def burstiness(self) -> float:
         """vLLM's ``--burstiness`` for this process (the Gamma shape)."""
         return 1.0 / (self.cv * self.cv)
-
-    @property
-    def mean_rate_hz(self) -> float:
-        return self.rate_hz
-
-    def with_rate(self, rate_hz: float) -> GammaArrivals:
-        return replace(self, rate_hz=rate_hz)
-
-    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        n = checks.integer("num_requests", n, minimum=0)
-        return np.cumsum(_unit_gaps(n, self.cv, rng)) / self.rate_hz
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

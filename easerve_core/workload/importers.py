@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -35,6 +34,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from easerve_core.files import jsonl_objects, read_text
 from easerve_core.workload.replay import TokenTrace
 
 Row = tuple[str, Mapping[str, Any]]  # (file:line, fields)
@@ -45,12 +45,7 @@ BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
 
 
 def _text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise ValueError(f"trace file not found: {path}") from None
-    except (IsADirectoryError, UnicodeDecodeError):
-        raise ValueError(f"{path}: not a text trace file") from None
+    return read_text(path, what="trace")
 
 
 def _csv_rows(path: Path, fmt: str, columns: Sequence[str]) -> Iterator[Row]:
@@ -67,15 +62,7 @@ def _csv_rows(path: Path, fmt: str, columns: Sequence[str]) -> Iterator[Row]:
 
 
 def _jsonl_rows(path: Path) -> Iterator[Row]:
-    for line_no, line in enumerate(_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            raise ValueError(f"{path}:{line_no}: not valid JSON") from None
-        if not isinstance(obj, dict):
-            raise ValueError(f"{path}:{line_no}: each line must be a JSON object")
+    for line_no, obj in jsonl_objects(path, _text(path)):
         yield f"{path}:{line_no}", obj
 
 

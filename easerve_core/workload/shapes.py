@@ -110,8 +110,23 @@ class SineArrivals:
         return np.maximum.accumulate(0.5 * (lo + hi)) if y.size else y
 
 
+class _Piecewise:
+    """Arrivals whose rate is constant between edges: ``_pieces()`` gives (edges, rates)."""
+
+    __slots__ = ()
+
+    def _pieces(self) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def cumulative(self, t: Any) -> np.ndarray:
+        return _piecewise_cumulative(*self._pieces(), np.asarray(t, dtype=float))
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return _piecewise_inverse(*self._pieces(), _unit_arrivals(n, rng))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StepArrivals:
+class StepArrivals(_Piecewise):
     """A rate shift: ``rate_before_hz`` (may be 0) until ``at_s``, ``rate_after_hz`` after."""
 
     rate_before_hz: float
@@ -137,15 +152,9 @@ class StepArrivals:
     def rate_at(self, t: Any) -> np.ndarray:
         return np.where(np.asarray(t, dtype=float) < self.at_s, self.rate_before_hz, self.rate_after_hz)
 
-    def cumulative(self, t: Any) -> np.ndarray:
-        return _piecewise_cumulative(*self._pieces(), np.asarray(t, dtype=float))
-
-    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        return _piecewise_inverse(*self._pieces(), _unit_arrivals(n, rng))
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SpikeArrivals:
+class SpikeArrivals(_Piecewise):
     """A burst: ``spike_rate_hz`` (higher or lower) for ``duration_s`` from ``start_s``."""
 
     rate_hz: float
@@ -175,12 +184,6 @@ class SpikeArrivals:
         t = np.asarray(t, dtype=float)
         inside = (t >= self.start_s) & (t < self.start_s + self.duration_s)
         return np.where(inside, self.spike_rate_hz, self.rate_hz)
-
-    def cumulative(self, t: Any) -> np.ndarray:
-        return _piecewise_cumulative(*self._pieces(), np.asarray(t, dtype=float))
-
-    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        return _piecewise_inverse(*self._pieces(), _unit_arrivals(n, rng))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

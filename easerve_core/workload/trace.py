@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from easerve_core.files import write_text_atomic
+from easerve_core.files import jsonl_objects, write_text_atomic
 from easerve_core.request import Request
 
 TRACE_FIELDS = ("request_id", "arrival_s", "modality", "prompt_tokens", "output_tokens",
@@ -94,16 +94,7 @@ def read_trace(path: str | os.PathLike[str]) -> list[Request]:
         for line_no, row in enumerate(reader, start=2):
             rows.append((line_no, dict(row)))
     else:
-        for line_no, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                raise ValueError(f"{path}:{line_no}: not valid JSON") from None
-            if not isinstance(obj, dict):
-                raise ValueError(f"{path}:{line_no}: each line must be a JSON object")
-            rows.append((line_no, obj))
+        rows.extend(jsonl_objects(path, text))
     if not rows:
         raise ValueError(f"trace file {path} holds no requests")
     requests = [_row_to_request(row, i, f"{path}:{ln}") for i, (ln, row) in enumerate(rows)]

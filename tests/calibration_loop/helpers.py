@@ -40,3 +40,11 @@ def stage_point(profile, group, i):
 
 
 CLUSTER = Cluster(gpu="cpu", num_gpus=8, link_bytes_per_s=1e12, link_latency_s=0.0, num_links=8)
+
+
+def stage_durations(records):
+    """Per request (in record order): seconds in Encode, in Prefill (start to first token), in Decode."""
+    encode = (records["encode_end_s"] - records["encode_start_s"]).to_numpy()
+    prefill = (records["first_token_s"] - records["prefill_start_s"]).to_numpy()
+    decode = (records["finish_s"] - records["first_token_s"]).to_numpy()
+    return encode, prefill, decode

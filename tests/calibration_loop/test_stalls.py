@@ -17,7 +17,7 @@ from easerve_core.plan import compose
 from sim import SimOptions, simulate
 from sim.host_effects import HostEffects
 from sim.stalls import Stall, make_stall_plan
-from tests.calibration_loop.helpers import CLUSTER, Flat, stage_point
+from tests.calibration_loop.helpers import CLUSTER, Flat, stage_durations, stage_point
 
 DEP = Deployment(encode={"num_workers": 1}, prefill={"num_workers": 1, "tp": 1},
                  decode={"num_workers": 1, "tp": 1}, max_encode_batch=1, remote_fraction=1.0,
@@ -52,9 +52,7 @@ def test_pause_hits_the_drawn_batch_of_each_worker(host_cores):
     options = _stalls(enc=(1, 1), pre=(2, 2), dec=(5, 5), num_host_cores=host_cores)
     recs = simulate(compose(DEP, _reqs(4, 2.0), cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
                     options=options).records
-    encode = (recs["encode_end_s"] - recs["encode_start_s"]).to_numpy()
-    prefill = (recs["first_token_s"] - recs["prefill_start_s"]).to_numpy()
-    decode = (recs["finish_s"] - recs["first_token_s"]).to_numpy()
+    encode, prefill, decode = stage_durations(recs)
     assert encode == pytest.approx([0.1, 0.6, 0.1, 0.1])
     assert prefill == pytest.approx([0.05, 0.05, 0.55, 0.05])
     assert decode == pytest.approx([0.02, 0.02, 0.52, 0.02])

@@ -13,7 +13,7 @@ from easerve_core.plan import compose
 from sim import SimOptions, simulate
 from sim.host_effects import HostEffects
 from sim.warmup import WARMUP_LANES, Warmup, make_warmup
-from tests.calibration_loop.helpers import CLUSTER, Flat, stage_point
+from tests.calibration_loop.helpers import CLUSTER, Flat, stage_durations, stage_point
 from tests.calibration_loop.test_stalls import DEP, TRUE, _reqs
 
 OFF = {"warmup_encode_s": (), "warmup_local_prefill_s": (), "warmup_prefill_s": (), "warmup_decode_s": ()}
@@ -42,9 +42,7 @@ def test_first_batches_of_each_lane_pay_exactly_their_warmup(host_cores):
     options = _warm(enc=(0.3, 0.1), pre=(0.2,), dec=(0.05, 0.0, 0.04), num_host_cores=host_cores)
     recs = simulate(compose(DEP, _reqs(4, 2.0), cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
                     options=options).records
-    encode = (recs["encode_end_s"] - recs["encode_start_s"]).to_numpy()
-    prefill = (recs["first_token_s"] - recs["prefill_start_s"]).to_numpy()
-    decode = (recs["finish_s"] - recs["first_token_s"]).to_numpy()
+    encode, prefill, decode = stage_durations(recs)
     assert encode == pytest.approx([0.4, 0.2, 0.1, 0.1])
     assert prefill == pytest.approx([0.25, 0.05, 0.05, 0.05])
     assert decode == pytest.approx([0.07, 0.06, 0.02, 0.02])

@@ -1,0 +1,31 @@
+"""What every subcommand module shares: how its parser is made."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def command_parser(subparsers: Any, name: str, *, help: str, doc: str | None,
+                   func: Callable[[argparse.Namespace], int] | None) -> argparse.ArgumentParser:
+    """The subcommand ``name``: ``help`` in the command list, the module docstring ``doc`` as its
+    ``--help`` text (line breaks kept), ``func`` run with the parsed namespace (None: its own
+    sub-actions set theirs)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if func is not None:
+        parser.set_defaults(func=func)
+    return parser
+
+
+def add_config(parser: argparse.ArgumentParser, help: str = "experiment TOML") -> None:
+    """The config argument: a path, or a shipped example by file name (easerve.resources.find_config)."""
+    parser.add_argument("config", type=Path, help=f"{help}; a path, or a shipped example by name "
+                        "(e.g. llava34b_rtx6000ada.toml)")
+
+
+def add_out(parser: argparse.ArgumentParser, help: str) -> None:
+    """The required ``--out`` argument."""
+    parser.add_argument("--out", type=Path, required=True, help=help)
