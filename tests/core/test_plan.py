@@ -1,0 +1,126 @@
+"""The run plan: resolved once from a config (presets, rate, SLO, SM-share table), derived again by replan."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from easerve_core import Cluster, Modality, Request, SMShareTable
+from easerve_core.config import ExperimentConfig
+from easerve_core.plan import compose, derived_table, replan, resolve
+
+
+class Encoder:
+    """Encode latency that drops below exclusive only at shares >= 0.6 for small batches."""
+
+    def encode_s(self, items: Sequence[int], sm_share: float = 1.0) -> float:
+        fill = min(1.0, 0.3 * len(items))  # a batch of b items fills 0.3 b of the GPU
+        return 0.01 * len(items) / min(1.0, sm_share / fill)
+
+    def prefill_s(self, seq_lens: Sequence[int], sm_share: float = 1.0) -> float:
+        return 0.02
+
+    def decode_step_s(self, batch_size: int, context_tokens: int) -> float:
+        return 0.005
+
+    def embed_bytes(self, mm_tokens: int) -> int:
+        return 0
+
+    def kv_bytes(self, num_tokens: int) -> int:
+        return 0
+
+
+PROFILE = Encoder()
+BASE = Cluster(gpu="cpu", num_gpus=8, link_bytes_per_s=1e12, link_latency_s=0.0, num_links=4)
+
+
+def _config(**tables: Any) -> ExperimentConfig:
+    data: dict[str, Any] = {
+        "seed": 3, "model": {"name": "m"}, "cluster": {"gpu": "cpu", "num_gpus": 6},
+        "deployment": {"encode": {"num_workers": 1}, "prefill": {"num_workers": 1, "tp": 1},
+                       "decode": {"num_workers": 2, "tp": 1}, "max_encode_batch": 4,
+                       "remote_fraction": 0.5, "rate_hint_hz": 2.0},
+        "workload": {"mix": "ultravox-audio", "rate_hz": 2.0, "num_requests": 30},
+        "sim": {"dispatch": "least-loaded"},
+    }
+    data.update(tables)
+    return ExperimentConfig.from_dict(data)
+
+
+def test_resolve_applies_preset_cluster_rate_and_tier_once() -> None:
+    plan = resolve(_config(), PROFILE, base_cluster=BASE, preset="dynamo", rate_hz=4.0, tier="tight")
+    assert plan.preset == "dynamo" and plan.deployment.max_encode_batch == 1
+    assert plan.deployment.remote_fraction == 1.0 and plan.deployment.rate_hint_hz == 4.0
+    assert plan.cluster == Cluster(gpu="cpu", num_gpus=6, link_bytes_per_s=1e12, link_latency_s=0.0,
+                                   num_links=4)  # the config's keys over the hardware's defaults
+    assert plan.workload is not None and plan.workload.mean_rate_hz == 4.0
+    assert len(plan.requests) == 30 and plan.seed == 3
+    assert plan.slo is not None and plan.slo.tier == "tight"
+    assert plan.engine("sim") == {"dispatch": "least-loaded"} and plan.engine("live") == {}
+    # the resolved config reads back as a config that resolves to the same plan
+    again = resolve(ExperimentConfig.from_dict(dict(plan.config)), PROFILE, base_cluster=BASE)
+    assert again.deployment == plan.deployment and again.requests == plan.requests
+    assert again.slo == plan.slo and again.cluster == plan.cluster
+
+
+def test_the_stream_is_drawn_with_the_seed_or_given() -> None:
+    a, b = (resolve(_config(), PROFILE, base_cluster=BASE) for _ in range(2))
+    assert a.requests == b.requests
+    mine = [Request(request_id=i, arrival_s=1.0 - 0.1 * i, modality=Modality.AUDIO, prompt_tokens=4,
+                    output_tokens=2, mm_tokens_per_item=(50,)) for i in range(3)]
+    given = resolve(_config(), PROFILE, base_cluster=BASE, requests=mine)
+    assert [r.request_id for r in given.requests] == [2, 1, 0]  # arrival order, once for both engines
+    with pytest.raises(ValueError, match="request_id values must be unique"):
+        resolve(_config(), PROFILE, base_cluster=BASE, requests=[mine[0], mine[0]])
+    with pytest.raises(ValueError, match="--rate must be a positive number"):
+        resolve(_config(), PROFILE, base_cluster=BASE, rate_hz=-1.0)
+
+
+def test_sm_share_table_sources_in_order() -> None:
+    given, config, doc = SMShareTable({1: 0.2}), {"1": 0.4}, SMShareTable({1: 0.6})
+    cases = [
+        (dict(sm_table=given, profile_table=doc), {"profile": {"sm_share_table": config}}, "given", given),
+        (dict(profile_table=doc), {"profile": {"sm_share_table": config}}, "config", SMShareTable({1: 0.4})),
+        (dict(profile_table=doc), {}, "profile", doc),
+    ]
+    for kwargs, tables, source, table in cases:
+        plan = resolve(_config(**tables), PROFILE, base_cluster=BASE, **kwargs)
+        assert (plan.sm_table_source, plan.sm_table) == (source, table)
+    derived = resolve(_config(), PROFILE, base_cluster=BASE)
+    assert derived.sm_table_source == "derived"
+    assert derived.sm_table == derived_table(derived.deployment, derived.requests, PROFILE)
+    assert derived.sm_table.batch_sizes == (1, 2, 3, 4)  # 1..B
+    assert derived.describe()["sm_share_table"] == derived.sm_table.to_dict()
+
+
+def test_no_profile_and_no_table() -> None:
+    with pytest.raises(ValueError, match=r"deployment.sm_sharing: 'dynamic' needs an SM-share table"):
+        resolve(_config(), None, base_cluster=BASE)
+    remote = _config(deployment={"encode": {"num_workers": 1}, "prefill": {"num_workers": 1},
+                                 "decode": {"num_workers": 1}, "sm_sharing": "none"})
+    plan = resolve(remote, None, base_cluster=BASE)
+    assert (plan.sm_table_source, plan.sm_table, plan.slo) == ("none", SMShareTable({1: 1.0}), None)
+
+
+def test_replan_derives_a_derived_table_again_and_keeps_any_other() -> None:
+    plan = resolve(_config(), PROFILE, base_cluster=BASE)
+    bigger = replan(plan, PROFILE, deployment=plan.deployment.with_(max_encode_batch=8))
+    assert bigger.sm_table.batch_sizes == tuple(range(1, 9)) and bigger.preset == "easerve"
+    assert bigger.config["deployment"]["max_encode_batch"] == 8
+    with pytest.raises(ValueError, match="needs the profile"):
+        replan(plan, deployment=plan.deployment.with_(max_encode_batch=8))
+    fixed = resolve(_config(), PROFILE, base_cluster=BASE, sm_table=SMShareTable({1: 0.2}))
+    assert replan(fixed,
+                  deployment=fixed.deployment.with_(max_encode_batch=8)).sm_table == SMShareTable({1: 0.2})
+    vllm = replan(plan, PROFILE, deployment=plan.deployment, preset="vllm", seed=9)
+    assert vllm.deployment.architecture == "aggregated" and vllm.seed == 9 and vllm.config["seed"] == 9
+    with pytest.raises(ValueError, match="a preset applies to a deployment"):
+        replan(plan, preset="vllm")
+
+
+def test_compose_checks_the_fit() -> None:
+    plan = resolve(_config(), PROFILE, base_cluster=BASE)
+    with pytest.raises(ValueError, match="needs 4 GPUs but the cluster has 2"):
+        compose(plan.deployment, plan.requests, cluster=Cluster(gpu="cpu", num_gpus=2), profile=PROFILE)
