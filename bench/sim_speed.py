@@ -1,17 +1,30 @@
 """Simulator speed: simulated requests per wall-second and SimPy events per request.
 
 20,000 requests of the LLaVA-34B image workload on 8x RTX 6000 Ada with the
-EAServe deployment of ``configs/llava34b_rtx6000ada.toml``, at output lengths
-128 and 1,024 tokens. Events per request must not grow with output length
-(decode advances to its next join or leave in one timeout); the target is at
-least 3,000 simulated requests per wall-second on a 2-core machine.
+EAServe deployment of ``configs/llava34b_rtx6000ada.toml``, in three rows:
+output lengths 128 and 1,024 tokens at 0.5 req/s (stable at both), and a
+high-load row at the config's 2 req/s with 512-token outputs (Decode queues
+build up). Events per request must not grow with output length (decode
+advances to its next join or leave in one timeout); the ratio of the first
+two rows is printed.
 
-Run: ``.venv/bin/python bench/sim_speed.py [--num-requests N] [--rate R]`` (default 0.5 req/s).
+``--against DIR``: a paired comparison with another checkout (e.g. a
+``git worktree`` of an older commit): every row runs ``--repeat`` times in
+each tree, in fresh processes, alternating (this tree, DIR, this tree, ...),
+and the medians are printed side by side with their ratio. DIR's
+``bench/sim_speed.py`` must have this file's ``run`` function.
+
+Run: ``.venv/bin/python bench/sim_speed.py [--num-requests N] [--rate R]
+[--against DIR [--repeat 3]]`` (default 0.5 req/s for the first two rows).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import statistics
+import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -32,6 +45,8 @@ OUTPUT_LENGTHS = (128, 1024)
 #: arrival rate at which the deployment is stable at both output lengths; at the
 #: config's 2 req/s, 1,024-token outputs overload Decode and the run changes regime
 RATE_HZ = 0.5
+#: the high-load row: the config's own rate, 512-token outputs
+HIGH_LOAD = (2.0, 512)
 
 
 def run(num_requests: int, rate_hz: float | None, output_tokens: int) -> dict[str, float]:
@@ -51,18 +66,63 @@ def run(num_requests: int, rate_hz: float | None, output_tokens: int) -> dict[st
             "throughput_rps": summary.throughput_rps, "ok": summary.num_ok}
 
 
+def _rows(rate_hz: float) -> list[tuple[str, float, int]]:
+    rows = [(f"output_tokens={n:5d} @ {rate_hz:g} req/s", rate_hz, n) for n in OUTPUT_LENGTHS]
+    rate, n = HIGH_LOAD
+    return [*rows, (f"output_tokens={n:5d} @ {rate:g} req/s", rate, n)]
+
+
+def _run_in(tree: Path, num_requests: int, rate_hz: float, output_tokens: int) -> dict[str, float]:
+    """One row in a fresh process of ``tree``'s code (its bench/sim_speed.py ``run``)."""
+    code = ("import json, sys; sys.path.insert(0, 'bench'); import sim_speed; "
+            f"print(json.dumps(sim_speed.run({num_requests}, {rate_hz!r}, {output_tokens})))")
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True,
+                         capture_output=True, text=True).stdout
+    row: dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    return row
+
+
+def _each(runs: list[dict[str, float]]) -> str:
+    return ", ".join(f"{r['req_per_s']:.0f}" for r in runs)
+
+
+def paired(other: Path, num_requests: int, rate_hz: float, repeat: int) -> None:
+    """Medians of ``repeat`` alternating runs per row here and in ``other``, side by side."""
+    trees = {"this": ROOT, "other": other.resolve()}
+    print(f"this:  {trees['this']}\nother: {trees['other']}\n"
+          f"{num_requests} requests, median of {repeat} alternating runs per row")
+    for label, rate, n in _rows(rate_hz):
+        runs: dict[str, list[dict[str, float]]] = {"this": [], "other": []}
+        for _ in range(repeat):
+            for side in ("this", "other"):
+                runs[side].append(_run_in(trees[side], num_requests, rate, n))
+        med = {side: statistics.median(r["req_per_s"] for r in rs) for side, rs in runs.items()}
+        ev = {side: rs[0]["events_per_req"] for side, rs in runs.items()}
+        print(f"{label}: this {med['this']:7.0f} req/s ({ev['this']:.2f} events/req)  "
+              f"other {med['other']:7.0f} req/s ({ev['other']:.2f} events/req)  "
+              f"ratio {med['this'] / med['other']:.2f}x  "
+              f"[this {_each(runs['this'])}; other {_each(runs['other'])}]")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-requests", type=int, default=20_000)
     parser.add_argument("--rate", type=float, default=RATE_HZ,
-                        help=f"arrival rate in req/s (default {RATE_HZ})")
+                        help=f"arrival rate in req/s of the first two rows (default {RATE_HZ})")
+    parser.add_argument("--against", type=Path, default=None,
+                        help="another checkout to compare with, run for run (see the docstring)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per row and side with --against")
     args = parser.parse_args()
-    rows = {n: run(args.num_requests, args.rate, n) for n in OUTPUT_LENGTHS}
-    for n, row in rows.items():
-        print(f"output_tokens={n:5d}: {row['req_per_s']:8.0f} simulated req/s  "
+    if args.against is not None:
+        paired(args.against, args.num_requests, args.rate, args.repeat)
+        return 0
+    rows = {label: run(args.num_requests, rate, n) for label, rate, n in _rows(args.rate)}
+    for label, row in rows.items():
+        print(f"{label}: {row['req_per_s']:8.0f} simulated req/s  "
               f"{row['events_per_req']:6.2f} events/req  wall {row['wall_s']:.2f} s  "
               f"(sim throughput {row['throughput_rps']:.2f} req/s, {row['ok']} ok)")
-    a, b = (rows[n]["events_per_req"] for n in OUTPUT_LENGTHS)
+    a, b = (row["events_per_req"] for row in list(rows.values())[:2])
     print(f"events/req ratio 1024 vs 128: {b / a:.3f} (bar: within 20%)")
     return 0
 
