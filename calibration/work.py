@@ -94,19 +94,50 @@ def prefill_work(lm: LMSpec, seq_lens: Sequence[int], *, tp: int) -> StageWork:
                      allreduce_bytes=tokens * lm.hidden_size * lm.dtype_bytes)
 
 
-def decode_work(lm: LMSpec, batch_size: int, context_tokens: int, *, tp: int) -> StageWork:
-    """Work of one decode step: ``batch_size`` sequences holding ``context_tokens`` in all."""
+@dataclass(frozen=True, slots=True)
+class DecodeShape:
+    """What a decode step of ``batch_size`` sequences costs whatever their context.
+
+    The kernels before and after the attention kernel (the layer GEMMs, the LM
+    head), the weight bytes read once per step (before the split over ``tp``)
+    and the all-reduce size; :func:`decode_attention` adds the rest.
+    """
+
+    before: tuple[Kernel, ...]
+    after: tuple[Kernel, ...]
+    weight_bytes: float
+    num_layers: int
+    allreduce_bytes: float
+
+
+def decode_shape(lm: LMSpec, batch_size: int, *, tp: int) -> DecodeShape:
+    """The context-free part of :func:`decode_work` (see :class:`DecodeShape`)."""
     b = float(batch_size)
-    per_seq = context_tokens / b
     gemms = _layer_gemms(b, hidden=lm.hidden_size, q=lm.q_width, kv=lm.num_kv_heads * lm.head_dim,
                          ffn=lm.intermediate_size, mats=lm.mlp_num_matrices, tp=tp)
-    kernels = [Kernel(f, lm.num_layers) for f in gemms]
-    pairs = b * _attended(lm, per_seq, causal_prefix=False)
-    kernels.append(Kernel(4.0 * pairs * lm.q_width / tp, 1, attention=True))
-    kernels.append(Kernel(2.0 * b * lm.hidden_size * lm.vocab_size / tp))
-    # Weights once per step (the input embedding is a lookup, so a tied table is read once)
-    # plus every cached K and V row the batch attends to.
+    # Weights once per step (the input embedding is a lookup, so a tied table is read once).
     read_params = lm.num_layers * lm.layer_params + lm.vocab_size * lm.hidden_size
-    kv_read = pairs * lm.kv_bytes_per_token_layer
-    return StageWork(tuple(kernels), bytes_read=(read_params * lm.dtype_bytes + kv_read) / tp,
-                     num_layers=lm.num_layers, allreduce_bytes=b * lm.hidden_size * lm.dtype_bytes)
+    return DecodeShape(before=tuple(Kernel(f, lm.num_layers) for f in gemms),
+                       after=(Kernel(2.0 * b * lm.hidden_size * lm.vocab_size / tp),),
+                       weight_bytes=read_params * lm.dtype_bytes, num_layers=lm.num_layers,
+                       allreduce_bytes=b * lm.hidden_size * lm.dtype_bytes)
+
+
+def decode_attention(lm: LMSpec, batch_size: int, context_tokens: int, *, tp: int) -> tuple[float, float]:
+    """(FLOPs of the attention kernel, KV bytes read before the split over ``tp``) of one decode
+    step: the part of :func:`decode_work` that depends on the context."""
+    b = float(batch_size)
+    pairs = b * _attended(lm, context_tokens / b, causal_prefix=False)
+    return 4.0 * pairs * lm.q_width / tp, pairs * lm.kv_bytes_per_token_layer
+
+
+def decode_work(lm: LMSpec, batch_size: int, context_tokens: int, *, tp: int) -> StageWork:
+    """Work of one decode step: ``batch_size`` sequences holding ``context_tokens`` in all.
+
+    The weights are read once per step, plus every cached K and V row the batch attends to.
+    """
+    shape = decode_shape(lm, batch_size, tp=tp)
+    attention_flops, kv_read = decode_attention(lm, batch_size, context_tokens, tp=tp)
+    kernels = (*shape.before, Kernel(attention_flops, 1, attention=True), *shape.after)
+    return StageWork(kernels, bytes_read=(shape.weight_bytes + kv_read) / tp,
+                     num_layers=shape.num_layers, allreduce_bytes=shape.allreduce_bytes)

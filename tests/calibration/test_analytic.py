@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from calibration import analytic_profile, cluster_for, sm_share_table
+from calibration import analytic_profile, cluster_for, sm_share_table, work
 from calibration.memory import max_decode_batch
 from easerve_core.profile import ParallelProfile, StageProfile
 
@@ -139,11 +139,35 @@ def test_decode_step_memo_returns_what_a_fresh_profile_computes():
     cold = [analytic_profile("llava-v1.6-34b", "rtx6000ada").for_tp(2).decode_step_s(b, c) for b, c in points]
     assert first == again == cold
     assert len(first) == len(set(first))  # distinct points, distinct steps: no key collision
-    saved = analytic_module._DECODE_MEMO_MAX
+    saved = analytic_module._MEMO_MAX
     try:
-        analytic_module._DECODE_MEMO_MAX = 4
+        analytic_module._MEMO_MAX = 4
         for c in range(10):
             warm.decode_step_s(2, c)
         assert len(warm._decode_memo) <= 4
     finally:
-        analytic_module._DECODE_MEMO_MAX = saved
+        analytic_module._MEMO_MAX = saved
+
+
+def test_encode_and_prefill_memos_return_what_a_fresh_profile_computes():
+    warm = analytic_profile("llava-v1.6-34b", "rtx6000ada").for_tp(2)
+    calls = [(warm.encode_s, [2340, 576], 0.4), (warm.encode_s, [2340], 1.0),
+             (warm.prefill_s, [3000, 2264], 0.6), (warm.prefill_s, [3000], 1.0)]
+    first = [f(args, share) for f, args, share in calls]
+    again = [f(args, share) for f, args, share in calls]
+    cold_profile = analytic_profile("llava-v1.6-34b", "rtx6000ada").for_tp(2)
+    cold = [getattr(cold_profile, f.__name__)(args, share) for f, args, share in calls]
+    assert first == again == cold
+    with pytest.raises(ValueError, match="sm_share"):
+        warm.encode_s([2340], True)  # a bool is refused even where 1.0 is remembered
+
+
+def test_decode_step_from_its_shape_is_the_roofline_of_decode_work():
+    """The per-batch-size kernel times give the same float as timing decode_work whole."""
+    for model in ("llava-v1.6-34b", "ultravox-v0.6-gemma3-27b"):
+        for tp in (1, 2):
+            p = analytic_profile(model, "rtx6000ada").for_tp(tp)
+            for b, c in [(1, 0), (1, 3000), (7, 7 * 4000 + 3), (64, 500_000), (255, 1)]:
+                whole = p._stage_s(work.decode_work(p.parent.model.lm, b, c, tp=tp), 1.0, launch=False,
+                                   overhead_s=p.parent.efficiency.decode_step_overhead_s)
+                assert p.decode_step_s(b, c) == whole
