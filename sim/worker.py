@@ -1,11 +1,19 @@
-"""The shape every simulated worker shares: one SimPy process, an alarm, a doorbell.
+"""The shape every simulated worker shares: a loop of SimPy events, an alarm, a doorbell.
 
-A worker is one SimPy process that loops: do everything that is due now
-(:meth:`Worker.step`), ask when it next has something to do
-(:meth:`Worker.next_due`), then sleep until that time or until another part
-of the model rings its doorbell (:meth:`Worker.notify`) with new work. So a
-worker costs events per change of its state, never per request waiting in
-it or per token it generates.
+A worker loops: do everything that is due now (:meth:`Worker.step`), ask
+when it next has something to do (:meth:`Worker.next_due`), then sleep until
+that time or until another part of the model rings its doorbell
+(:meth:`Worker.notify`) with new work. So a worker costs events per change of
+its state, never per request waiting in it or per token it generates.
+
+The loop is written as event callbacks rather than a generator process, with
+the same events a process waiting on ``alarm | doorbell`` would schedule, in
+the same order: the start at the instant the worker is built, ahead of
+ordinary events (as SimPy starts a process); the alarm (a timeout) when it
+goes to sleep; the doorbell when it is rung; and the wake-up when the first
+of the two is processed, one event later (docs/simulator.md, tie-break rule
+2). A process would add a generator resume and a condition's bookkeeping to
+every wake-up; these callbacks do not.
 
 Times a worker stamps on records are the planned times of its work (``start
 + latency``), not ``env.now``, so floating-point rounding of SimPy's
@@ -16,15 +24,33 @@ is called with the planned time it was set for.
 from __future__ import annotations
 
 import math
-from collections.abc import Generator
 
 import simpy
+from simpy.events import URGENT
 
 from sim.recorder import Recorder
 
 
+class _Start(simpy.Event):
+    """Processed at once, ahead of ordinary events at the same instant (as a process starts)."""
+
+    def __init__(self, env: simpy.Environment) -> None:
+        super().__init__(env)
+        self._ok = True
+        self._value = None
+        env.schedule(self, URGENT)
+
+
+class _Wake(simpy.Event):
+    """A sleeping worker's wake-up: triggered by whichever of its alarm and doorbell comes first."""
+
+    def __call__(self, _first: simpy.Event) -> None:
+        if not self.triggered:
+            self.succeed()
+
+
 class Worker:
-    """Base class: the process loop (see the module docstring)."""
+    """Base class: the loop (see the module docstring)."""
 
     stage = "worker"
 
@@ -37,7 +63,7 @@ class Worker:
         self._doorbell: simpy.Event | None = None
         self._alarm_s = math.inf
         self.last_start_s = -math.inf  # when this worker last started a batch (any lane)
-        env.process(self._run())
+        _Start(env).callbacks.append(self._started)
 
     def step(self, now: float) -> None:
         """Finish what is due at ``now`` and start what can start."""
@@ -57,20 +83,31 @@ class Worker:
         """Whether the sleeping worker's alarm rings at or before ``when``."""
         return self._alarm_s <= when
 
-    def _run(self) -> Generator[simpy.Event, object, None]:
+    # -- the loop: step, then sleep on the alarm or the doorbell ----------------------
+    def _cycle(self, now: float) -> None:
+        self._doorbell = None  # a ring during the worker's own step changes nothing
+        self.step(now)
+        due = self._alarm_s = self.next_due()
         env = self.env
-        now = float(env.now)
-        while True:
-            self._doorbell = None
-            self.step(now)
-            due = self.next_due()
-            self._alarm_s = due
-            bell = self._doorbell = env.event()
-            if due == math.inf:
-                yield bell
-                now = env.now
-                continue
-            alarm = env.timeout(max(0.0, due - env.now))
-            yield alarm | bell
-            # The alarm's own time, not now + (due - now) rounded by SimPy.
-            now = max(due, env.now) if alarm.triggered and not bell.triggered else env.now
+        bell = self._doorbell = simpy.Event(env)
+        if due == math.inf:
+            bell.callbacks.append(self._rung)
+            return
+        wake = _Wake(env)
+        alarm = simpy.Timeout(env, max(0.0, due - env.now))
+        alarm.callbacks.append(wake)
+        bell.callbacks.append(wake)
+        wake.callbacks.append(self._woken)
+
+    def _started(self, _event: simpy.Event) -> None:
+        self._cycle(float(self.env.now))
+
+    def _rung(self, _event: simpy.Event) -> None:
+        self._cycle(self.env.now)
+
+    def _woken(self, _event: simpy.Event) -> None:
+        bell = self._doorbell
+        assert bell is not None
+        now = self.env.now
+        # The alarm's own time, not now + (due - now) rounded by SimPy.
+        self._cycle(now if bell.triggered else max(self._alarm_s, now))
