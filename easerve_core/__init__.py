@@ -19,7 +19,15 @@ from easerve_core.deployment import (
     StageGroup,
 )
 from easerve_core.profile import ParallelProfile, ProfileDoc, StageProfile
-from easerve_core.request import RECORD_COLUMNS, Modality, Record, Request, Status, records_to_frame
+from easerve_core.request import (
+    RECORD_COLUMNS,
+    Modality,
+    Record,
+    Request,
+    Status,
+    records_from_columns,
+    records_to_frame,
+)
 from easerve_core.router import DeficitRouter, RandomRouter, Route
 from easerve_core.slo import SLO, SLO_TIERS, Summary, goodput_rps, summarize
 from easerve_core.sm_share import SMShareTable
@@ -51,6 +59,7 @@ __all__ = [
     "Status",
     "Summary",
     "goodput_rps",
+    "records_from_columns",
     "records_to_frame",
     "summarize",
 ]

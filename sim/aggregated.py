@@ -21,7 +21,8 @@ import simpy
 
 from easerve_core import StageProfile
 from sim.decode import DecodeWorker
-from sim.pipeline import Job, Pipeline
+from sim.job import Job
+from sim.pipeline import Pipeline
 from sim.recorder import Recorder
 from sim.stepsum import StepClock
 
@@ -51,9 +52,8 @@ class AggregatedWorker(DecodeWorker):
 
     def offer(self, job: Job, now: float) -> None:
         """A new request from the front dispatcher."""
-        rec = job.rec
-        rec.encode_worker = rec.prefill_worker = rec.decode_worker = self.index
-        rec.route = "local"
+        job.encode_worker = job.prefill_worker = job.decode_worker = self.index
+        job.route = "local"
         self.load_tokens += job.kv_tokens
         self.arrivals.append(job)
         self.rec.log(now, "arrive", self.index, (job.req.request_id,))
@@ -95,11 +95,10 @@ class AggregatedWorker(DecodeWorker):
         prefill_s = self.profile.prefill_s([job.input_tokens for job in batch], 1.0)
         enc_end = now + encode_s
         for job in batch:
-            rec = job.rec
-            rec.encode_start_s, rec.encode_end_s, rec.prefill_start_s = now, enc_end, enc_end
-            rec.encode_batch_size = len(batch) if items else None
+            job.encode_start_s, job.encode_end_s, job.prefill_start_s = now, enc_end, enc_end
+            job.encode_batch_size = len(batch) if items else None
         if items:
-            mm = sum(job.rec.mm_tokens for job in batch)
+            mm = sum(job.mm_tokens for job in batch)
             self.rec.batch("encode", self.index, now, enc_end, len(batch), mm, 1.0)
         self._phase, self._phase_start = batch, enc_end
         self._phase_end = enc_end + prefill_s
@@ -114,7 +113,7 @@ class AggregatedWorker(DecodeWorker):
         self.rec.batch("prefill", self.index, self._phase_start, now, len(batch), tokens, 1.0)
         self.rec.log(now, "phase_end", self.index, tuple(j.req.request_id for j in batch))
         for job in batch:
-            job.rec.first_token_s = now
+            job.first_token_s = now
             self.reserved_tokens -= job.kv_tokens  # _join reserves it again
             if job.req.output_tokens == 1:
                 self.load_tokens -= job.kv_tokens

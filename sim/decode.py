@@ -46,7 +46,8 @@ from collections import deque
 import simpy
 
 from sim.host import HostCPU, Progress
-from sim.pipeline import Job, Pipeline
+from sim.job import Job
+from sim.pipeline import Pipeline
 from sim.recorder import Recorder
 from sim.stalls import Stall
 from sim.stepsum import StepClock

@@ -40,7 +40,8 @@ from easerve_core import Batch, StageProfile
 from easerve_core.batcher import Batcher
 from easerve_core.router import Route, Router
 from sim.host import HostCPU
-from sim.pipeline import Job, Pipeline, take_batch
+from sim.job import Job
+from sim.pipeline import Pipeline, take_batch
 from sim.recorder import Recorder
 from sim.sharing import SharedGPU
 from sim.stalls import Stall
@@ -99,7 +100,7 @@ class EncodeWorker(Worker):
 
     # -- inputs from the dispatcher ----------------------------------------------------
     def offer(self, job: Job, now: float) -> None:
-        job.rec.encode_worker = self.index
+        job.encode_worker = self.index
         if not job.items:  # text: nothing to encode
             self._route(job, now)
             return
@@ -163,9 +164,8 @@ class EncodeWorker(Worker):
         items = [t for job in batch.items for t in job.items]
         size = len(batch)
         for job in batch.items:
-            rec = job.rec
-            rec.encode_start_s = now
-            rec.encode_batch_size = size
+            job.encode_start_s = now
+            job.encode_batch_size = size
         profile = self.encode_profile
         pause = 0.0 if self.stall is None else self.stall.next_batch_s()
         if self.warmup is not None:
@@ -192,11 +192,11 @@ class EncodeWorker(Worker):
         start = self.gpu.encode.start_s
         share = self.gpu.finish_encode(now)
         self._report_busy(now)
-        tokens = sum(job.rec.mm_tokens for job in batch.items)
+        tokens = sum(job.mm_tokens for job in batch.items)
         self.rec.batch("encode", self.index, start, now, len(batch), tokens, share)
         self.rec.log(now, "encode_end", self.index, tuple(j.req.request_id for j in batch.items))
         for job in batch.items:
-            job.rec.encode_end_s = now
+            job.encode_end_s = now
             if self.encode_only:
                 self.pipe.finish(job, now)
             else:
@@ -204,10 +204,10 @@ class EncodeWorker(Worker):
 
     def _route(self, job: Job, now: float) -> None:
         route = self.router.route()
-        job.rec.route = route.value
+        job.route = route.value
         self.rec.log(now, f"route_{route.value}", self.index, (job.req.request_id,))
         if route is Route.LOCAL:
-            job.rec.prefill_worker = self.index
+            job.prefill_worker = self.index
             self.local_queue.append(job)
             if self._prefilling is None:
                 self.notify()
@@ -222,7 +222,7 @@ class EncodeWorker(Worker):
         self._prefilling = batch
         seqs = [job.input_tokens for job in batch]
         for job in batch:
-            job.rec.prefill_start_s = now
+            job.prefill_start_s = now
         profile = self.lm_profile
         pause = 0.0 if self.stall is None else self.stall.next_batch_s()
         if self.prefill_warmup is not None:

@@ -28,9 +28,10 @@ from easerve_core.plan import RunPlan, cluster_dict
 from easerve_core.profile import profile_for_tp
 from sim.build import build_aggregated, build_disaggregated
 from sim.feasibility import Capacities, check_memory, kv_capacities
+from sim.job import Job
 from sim.link import Link
 from sim.options import SimOptions, options_for
-from sim.pipeline import Job, Pipeline, handoff_rng
+from sim.pipeline import Pipeline, handoff_rng
 from sim.recorder import Recorder
 from sim.result import SimResult, collect
 
@@ -145,7 +146,7 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
     for job in jobs:
         why = _rejection(job, caps, deployment)
         if why:
-            job.rec.fail(why, status=Status.REJECTED)
+            job.status, job.error = Status.REJECTED.value, why
             recorder.finished()
         else:
             admitted.append(job)
@@ -154,7 +155,7 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
     unfinished = len(admitted) - pipe.num_finished
     if unfinished:
         raise RuntimeError(f"simulation ended with {unfinished} request(s) unfinished (a bug)")
-    end_s = max((j.rec.finish_s for j in admitted if not math.isnan(j.rec.finish_s)), default=0.0)
+    end_s = max((j.finish_s for j in admitted if not math.isnan(j.finish_s)), default=0.0)
     meta = {
         **plan.describe(),
         "num_events": env.num_events,

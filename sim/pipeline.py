@@ -1,9 +1,8 @@
-"""The hand-offs between stages: jobs, transfers, least-loaded choices, finishing.
+"""The hand-offs between stages: transfers, least-loaded choices, finishing.
 
-A :class:`Job` is one request in flight: its :class:`~easerve_core.Request`,
-the :class:`~easerve_core.Record` the workers stamp, and sizes computed once.
-The :class:`Pipeline` moves jobs between workers: embeddings from an encode
-worker to the least-loaded remote Prefill worker, KV caches from Prefill to
+The :class:`Pipeline` moves jobs (:class:`~sim.job.Job`, requests in flight)
+between workers: embeddings from an encode worker to the least-loaded remote
+Prefill worker, KV caches from Prefill to
 the least-loaded Decode worker, both over the shared :class:`~sim.link.Link`.
 "Least loaded" counts the tokens assigned to a worker and not yet done
 (queued, in flight or running); a tie goes to the lowest index.
@@ -28,24 +27,10 @@ from typing import Protocol
 
 import numpy as np
 
-from easerve_core import Record, Request, StageProfile
+from easerve_core import StageProfile
+from sim.job import Job
 from sim.link import Link
 from sim.recorder import Recorder
-
-
-class Job:
-    """One request moving through the model."""
-
-    __slots__ = ("input_tokens", "items", "kv_tokens", "rec", "req")
-
-    def __init__(self, req: Request) -> None:
-        self.req = req
-        self.rec = Record.for_request(req)
-        self.items = req.mm_tokens_per_item
-        self.input_tokens = req.input_tokens
-        #: KV a decode worker reserves for the whole sequence (no preemption)
-        self.kv_tokens = req.input_tokens + req.output_tokens
-
 
 #: the run seed's stream for drawn hand-off delays (:func:`handoff_rng`)
 HANDOFF_STREAM = 0x4A4D0
@@ -111,24 +96,24 @@ class Pipeline:
     def to_remote_prefill(self, job: Job, now: float, sender: Sender | None = None) -> None:
         worker = least_loaded(self.prefill_workers)
         worker.load_tokens += job.input_tokens
-        job.rec.prefill_worker = worker.index
+        job.prefill_worker = worker.index
         extra_s = self._handoff_s("prefill")
         if not job.items and not extra_s:
             worker.deliver(job, now)
             return
-        nbytes = self.encode_profile.embed_bytes(job.rec.mm_tokens) if job.items else 0
+        nbytes = self.encode_profile.embed_bytes(job.mm_tokens) if job.items else 0
         self._send(worker, job, now, nbytes, extra_s, sender)
 
     def after_prefill(self, job: Job, now: float, kv_profile: StageProfile,
                       sender: Sender | None = None) -> None:
         """First token is out at ``now``; move the KV cache on to Decode (or finish)."""
-        job.rec.first_token_s = now
+        job.first_token_s = now
         if job.req.output_tokens == 1:
             self.finish(job, now)
             return
         worker = least_loaded(self.decode_workers)
         worker.load_tokens += job.kv_tokens
-        job.rec.decode_worker = worker.index
+        job.decode_worker = worker.index
         nbytes = kv_profile.kv_bytes(job.input_tokens)
         self._send(worker, job, now, nbytes, self._handoff_s("decode"), sender)
 
@@ -158,6 +143,6 @@ class Pipeline:
         self.link.send(now, nbytes, arrive, extra_s=extra_s)
 
     def finish(self, job: Job, now: float) -> None:
-        job.rec.finish_s = now
+        job.finish_s = now
         self.num_finished += 1
         self.rec.finished()

@@ -20,7 +20,8 @@ import simpy
 
 from easerve_core import StageProfile
 from sim.host import HostCPU, Progress
-from sim.pipeline import Job, Pipeline, take_batch
+from sim.job import Job
+from sim.pipeline import Pipeline, take_batch
 from sim.recorder import Recorder
 from sim.stalls import Stall
 from sim.warmup import Warmup
@@ -78,7 +79,7 @@ class PrefillWorker(Worker):
         batch = take_batch(self.queue, self.budget_tokens)
         self._batch = batch
         for job in batch:
-            job.rec.prefill_start_s = now
+            job.prefill_start_s = now
         self._start_s = now
         self.last_start_s = now
         latency = self.profile.prefill_s([job.input_tokens for job in batch], 1.0)

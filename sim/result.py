@@ -16,13 +16,10 @@ from typing import Any
 
 import pandas as pd
 
-from easerve_core import RECORD_COLUMNS, records_to_frame
 from easerve_core.result import RunResult, empty_frame
 from easerve_core.slo import SLO
-from sim.pipeline import Job
+from sim.job import Job, records_frame
 from sim.recorder import QUEUE_COLUMNS, Recorder
-
-_FIELDS = tuple(RECORD_COLUMNS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,9 +39,8 @@ class SimResult(RunResult):
 
 def collect(jobs: Sequence[Job], recorder: Recorder, *, config: Mapping[str, Any],
             meta: Mapping[str, Any]) -> SimResult:
-    rows = [{name: getattr(job.rec, name) for name in _FIELDS} for job in jobs]
     return SimResult(
-        records=records_to_frame(rows),
+        records=records_frame(jobs),
         utilization=recorder.utilization_frame(),
         stage_log=recorder.stage_frame(),
         queues=recorder.queue_frame(),

@@ -7,7 +7,15 @@ import math
 import pandas as pd
 import pytest
 
-from easerve_core.request import RECORD_COLUMNS, Modality, Record, Request, Status, records_to_frame
+from easerve_core.request import (
+    RECORD_COLUMNS,
+    Modality,
+    Record,
+    Request,
+    Status,
+    records_from_columns,
+    records_to_frame,
+)
 from easerve_core.slo import SLO, max_rate_within_slo, summarize
 
 
@@ -35,6 +43,23 @@ def test_unreached_stages_are_nan_and_nullable_ints_na():
     assert math.isnan(frame.loc[0, "first_token_s"])
     assert pd.isna(frame.loc[0, "encode_batch_size"])
     assert frame.loc[0, "status"] == "failed" and frame.loc[0, "error"] == "encoder died"
+
+
+def test_records_from_columns_is_records_to_frame(tmp_path):
+    """Column by column or row by row, the same frame and the same Parquet bytes."""
+    failed = Record.for_request(Request(request_id=3, arrival_s=1.0, modality="audio",
+                                        prompt_tokens=5, output_tokens=3, mm_tokens_per_item=(63,)))
+    failed.fail("encoder died")
+    records = [rec(2, 0.5, 1.0, 3.0), failed, rec(0, 0.0, 1.0, 2.0, out=1)]
+    records[0].decode_worker = records[0].encode_worker = 1
+    rows = records_to_frame(records)
+    cols = records_from_columns({c: [getattr(r, c) for r in records] for c in RECORD_COLUMNS})
+    pd.testing.assert_frame_equal(cols, rows, check_exact=True)
+    rows.to_parquet(tmp_path / "rows.parquet")
+    cols.to_parquet(tmp_path / "cols.parquet")
+    assert (tmp_path / "rows.parquet").read_bytes() == (tmp_path / "cols.parquet").read_bytes()
+    with pytest.raises(ValueError, match="finish_s"):
+        records_from_columns({c: [] for c in RECORD_COLUMNS if c != "finish_s"})
 
 
 def test_request_validation_names_fields():
