@@ -56,7 +56,7 @@ class AggregatedWorker(DecodeWorker):
         job.route = "local"
         self.load_tokens += job.kv_tokens
         self.arrivals.append(job)
-        self.rec.log(now, "arrive", self.index, (job.req.request_id,))
+        self.rec.log(now, "arrive", self.index, (job,))
         self.rec.queue(self.stage, self.index, now, len(self.arrivals))
         if self._phase is None and len(self.arrivals) == 1 and self._fits(job):
             self._cut(now)
@@ -102,7 +102,7 @@ class AggregatedWorker(DecodeWorker):
             self.rec.batch("encode", self.index, now, enc_end, len(batch), mm, 1.0)
         self._phase, self._phase_start = batch, enc_end
         self._phase_end = enc_end + prefill_s
-        self.rec.log(now, "phase_start", self.index, tuple(j.req.request_id for j in batch))
+        self.rec.log(now, "phase_start", self.index, batch)
         self.rec.queue(self.stage, self.index, now, len(arrivals))
 
     def _finish_phase(self, now: float) -> None:
@@ -111,7 +111,7 @@ class AggregatedWorker(DecodeWorker):
         self._phase, self._phase_end = None, math.inf
         tokens = sum(job.input_tokens for job in batch)
         self.rec.batch("prefill", self.index, self._phase_start, now, len(batch), tokens, 1.0)
-        self.rec.log(now, "phase_end", self.index, tuple(j.req.request_id for j in batch))
+        self.rec.log(now, "phase_end", self.index, batch)
         for job in batch:
             job.first_token_s = now
             self.reserved_tokens -= job.kv_tokens  # _join reserves it again

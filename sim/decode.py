@@ -104,7 +104,7 @@ class DecodeWorker(Worker):
 
     def deliver(self, job: Job, now: float) -> None:
         self.waiting.append(job)
-        self.rec.log(now, "decode_arrive", self.index, (job.req.request_id,))
+        self.rec.log(now, "decode_arrive", self.index, (job,))
         self.rec.queue(self.stage, self.index, now, len(self.waiting))
         if len(self.waiting) == 1 and self._fits(job):
             self._cut(now)
@@ -145,7 +145,7 @@ class DecodeWorker(Worker):
         heapq.heappush(self._leaves, (self.steps + job.req.output_tokens - 1, self._joins, job))
         self._pending_s += self.join_s
         self._joins += 1
-        self.rec.log(now, "decode_join", self.index, (job.req.request_id,))
+        self.rec.log(now, "decode_join", self.index, (job,))
 
     def _admit(self, now: float) -> None:
         waiting = self.waiting
@@ -213,7 +213,7 @@ class DecodeWorker(Worker):
             self.ctx -= job.input_tokens + job.req.output_tokens
             self.reserved_tokens -= job.kv_tokens
             self.load_tokens -= job.kv_tokens
-            self.rec.log(now, "decode_leave", self.index, (job.req.request_id,))
+            self.rec.log(now, "decode_leave", self.index, (job,))
             self.pipe.finish(job, now)
             gone += 1
         if leaves:

@@ -48,6 +48,9 @@ from sim.stalls import Stall
 from sim.warmup import Warmup
 from sim.worker import Worker
 
+#: the trace's name for each route decision
+_ROUTE_LOG = {route: f"route_{route.value}" for route in Route}
+
 
 class EncodeWorker(Worker):
     """An encode worker and its local Prefill (see the module docstring)."""
@@ -104,7 +107,7 @@ class EncodeWorker(Worker):
         if not job.items:  # text: nothing to encode
             self._route(job, now)
             return
-        self.rec.log(now, "arrive", self.index, (job.req.request_id,))
+        self.rec.log(now, "arrive", self.index, (job,))
         self.num_waiting += 1
         if self.block_intake and self._encoding is not None:
             self._held.append(job)
@@ -172,7 +175,7 @@ class EncodeWorker(Worker):
             pause += self.warmup.next_batch_s()
         self.gpu.start_encode(now, size, lambda share: profile.encode_s(items, share) + pause)
         self._report_busy(now)
-        self.rec.log(now, "encode_start", self.index, tuple(j.req.request_id for j in batch.items))
+        self.rec.log(now, "encode_start", self.index, batch.items)
         self.rec.queue("encode", self.index, now, self.num_waiting)
 
     def _coalesce(self, batch: Batch[Job]) -> Batch[Job]:
@@ -194,7 +197,7 @@ class EncodeWorker(Worker):
         self._report_busy(now)
         tokens = sum(job.mm_tokens for job in batch.items)
         self.rec.batch("encode", self.index, start, now, len(batch), tokens, share)
-        self.rec.log(now, "encode_end", self.index, tuple(j.req.request_id for j in batch.items))
+        self.rec.log(now, "encode_end", self.index, batch.items)
         for job in batch.items:
             job.encode_end_s = now
             if self.encode_only:
@@ -205,7 +208,7 @@ class EncodeWorker(Worker):
     def _route(self, job: Job, now: float) -> None:
         route = self.router.route()
         job.route = route.value
-        self.rec.log(now, f"route_{route.value}", self.index, (job.req.request_id,))
+        self.rec.log(now, _ROUTE_LOG[route], self.index, (job,))
         if route is Route.LOCAL:
             job.prefill_worker = self.index
             self.local_queue.append(job)
@@ -229,7 +232,7 @@ class EncodeWorker(Worker):
             pause += self.prefill_warmup.next_batch_s()
         self.gpu.start_prefill(now, lambda share: profile.prefill_s(seqs, share) + pause)
         self._report_busy(now)
-        self.rec.log(now, "local_prefill_start", self.index, tuple(j.req.request_id for j in batch))
+        self.rec.log(now, "local_prefill_start", self.index, batch)
         self.rec.queue("local-prefill", self.index, now, len(self.local_queue))
 
     def _finish_prefill(self, now: float) -> None:
@@ -241,6 +244,6 @@ class EncodeWorker(Worker):
         self._report_busy(now)
         tokens = sum(job.input_tokens for job in batch)
         self.rec.batch("local-prefill", self.index, start, now, len(batch), tokens, share)
-        self.rec.log(now, "local_prefill_end", self.index, tuple(j.req.request_id for j in batch))
+        self.rec.log(now, "local_prefill_end", self.index, batch)
         for job in batch:
             self.pipe.after_prefill(job, now, self.lm_profile, sender=self)

@@ -60,7 +60,7 @@ class PrefillWorker(Worker):
 
     def deliver(self, job: Job, now: float) -> None:
         self.queue.append(job)
-        self.rec.log(now, "prefill_arrive", self.index, (job.req.request_id,))
+        self.rec.log(now, "prefill_arrive", self.index, (job,))
         self.rec.queue("prefill", self.index, now, len(self.queue))
         if self._batch is None:
             self.notify()
@@ -93,7 +93,7 @@ class PrefillWorker(Worker):
             self.host.set_busy(self._host_slot, now, 1)
             self._progress.begin(now, latency, self.host.factor)
             self._end_s = self._progress.end_s
-        self.rec.log(now, "prefill_start", self.index, tuple(j.req.request_id for j in batch))
+        self.rec.log(now, "prefill_start", self.index, batch)
         self.rec.queue("prefill", self.index, now, len(self.queue))
 
     def _finish(self, now: float) -> None:
@@ -107,6 +107,6 @@ class PrefillWorker(Worker):
         tokens = sum(job.input_tokens for job in batch)
         self.load_tokens -= tokens
         self.rec.batch("prefill", self.index, self._start_s, now, len(batch), tokens, 1.0)
-        self.rec.log(now, "prefill_end", self.index, tuple(j.req.request_id for j in batch))
+        self.rec.log(now, "prefill_end", self.index, batch)
         for job in batch:
             self.pipe.after_prefill(job, now, self.profile, sender=self)

@@ -1,7 +1,9 @@
 """What a run observes besides the records: utilisation, stage log, queues, trace.
 
-Workers report to one :class:`Recorder`; it keeps plain Python lists while
-the run goes and builds the DataFrames once at the end.
+Workers report to one :class:`Recorder`; it keeps flat columns (typed
+``array.array``s, a few machine words per row) while the run goes and builds
+the DataFrames once at the end. What is not recorded costs a test and
+nothing else: no rows, and no trace tuple unless a trace list was given.
 
 * Utilisation: a step function per GPU, ``time_s, gpu, busy_frac`` (the
   busy SM fraction from ``time_s`` until that GPU's next row). A row is only
@@ -20,15 +22,24 @@ the run goes and builds the DataFrames once at the end.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
+from easerve_core import Request
 from easerve_core.result import STAGE_LOG_COLUMNS, UTILIZATION_COLUMNS
 
 QUEUE_COLUMNS = {"time_s": "float64", "stage": "string", "worker": "int64", "length": "int64"}
+
+
+class Traced(Protocol):
+    """What the trace needs of a job: its request (for the id)."""
+
+    @property
+    def req(self) -> Request: ...
 
 
 class Recorder:
@@ -42,15 +53,19 @@ class Recorder:
         self._util_on = utilization
         self._queues_on = queues
         self._util_last: list[tuple[float, float]] = [(-1.0, -1.0)] * num_gpus
-        self._util: list[list[float]] = [[], [], []]
-        self._stage: list[tuple[str, int, float, float, int, int, float]] = []
+        self._util = (array("d"), array("q"), array("d"))  # time_s, gpu, busy_frac
+        # stage log: the stage names (shared str objects), then worker, start_s, end_s,
+        # batch_size, tokens, sm_share
+        self._stage_names: list[str] = []
+        self._stage = (array("q"), array("d"), array("d"), array("q"), array("q"), array("d"))
         self._queue_last: dict[tuple[str, int], tuple[float, int]] = {}
-        self._queue: list[tuple[float, str, int, int]] = []
+        self._queue_names: list[str] = []
+        self._queue = (array("d"), array("q"), array("q"))  # time_s, worker, length
 
     # -- reporting -------------------------------------------------------------------
-    def log(self, now: float, what: str, worker: int, ids: tuple[int, ...]) -> None:
+    def log(self, now: float, what: str, worker: int, jobs: Iterable[Traced]) -> None:
         if self.trace is not None:
-            self.trace.append((now, what, worker, ids))
+            self.trace.append((now, what, worker, tuple(job.req.request_id for job in jobs)))
 
     def busy(self, gpus: Sequence[int], now: float, frac: float) -> None:
         if not self._util_on:
@@ -74,7 +89,14 @@ class Recorder:
 
     def batch(self, stage: str, worker: int, start_s: float, end_s: float, batch_size: int,
               tokens: int, sm_share: float) -> None:
-        self._stage.append((stage, worker, start_s, end_s, batch_size, tokens, sm_share))
+        self._stage_names.append(stage)
+        workers, starts, ends, sizes, token_counts, shares = self._stage
+        workers.append(worker)
+        starts.append(start_s)
+        ends.append(end_s)
+        sizes.append(batch_size)
+        token_counts.append(tokens)
+        shares.append(sm_share)
 
     def queue(self, stage: str, worker: int, now: float, length: int) -> None:
         if not self._queues_on:
@@ -84,7 +106,11 @@ class Recorder:
         if last is not None and last[1] == length:
             return
         self._queue_last[key] = (now, length)
-        self._queue.append((now, stage, worker, length))
+        self._queue_names.append(stage)
+        times, workers, lengths = self._queue
+        times.append(now)
+        workers.append(worker)
+        lengths.append(length)
 
     def finished(self) -> None:
         if self.progress is not None:
@@ -92,21 +118,20 @@ class Recorder:
 
     # -- results ---------------------------------------------------------------------
     def utilization_frame(self) -> pd.DataFrame:
-        times, ids, fracs = self._util
-        order = np.lexsort((np.asarray(ids, dtype=np.int64), np.asarray(times, dtype=np.float64)))
-        frame = pd.DataFrame({
-            "time_s": np.asarray(times, dtype=np.float64)[order],
-            "gpu": np.asarray(ids, dtype=np.int64)[order],
-            "busy_frac": np.asarray(fracs, dtype=np.float64)[order],
-        })
+        times, ids, fracs = (np.array(column) for column in self._util)
+        order = np.lexsort((ids, times))
+        frame = pd.DataFrame({"time_s": times[order], "gpu": ids[order], "busy_frac": fracs[order]})
         return frame.astype(dict(UTILIZATION_COLUMNS))
 
     def stage_frame(self) -> pd.DataFrame:
-        frame = pd.DataFrame(self._stage, columns=list(STAGE_LOG_COLUMNS))
+        columns = [pd.array(self._stage_names, dtype="string"), *(np.array(c) for c in self._stage)]
+        frame = pd.DataFrame(dict(zip(STAGE_LOG_COLUMNS, columns, strict=True)))
         return frame.astype(dict(STAGE_LOG_COLUMNS))
 
     def queue_frame(self) -> pd.DataFrame:
-        frame = pd.DataFrame(self._queue, columns=list(QUEUE_COLUMNS))
+        times, workers, lengths = (np.array(column) for column in self._queue)
+        frame = pd.DataFrame({"time_s": times, "stage": pd.array(self._queue_names, dtype="string"),
+                              "worker": workers, "length": lengths})
         return frame.astype(QUEUE_COLUMNS)
 
     def queue_summary(self, end_s: float) -> dict[str, dict[str, float]]:
@@ -114,7 +139,8 @@ class Recorder:
         area: dict[str, float] = {}
         peak: dict[str, int] = {}
         last: dict[tuple[str, int], tuple[float, int]] = {}
-        for t, stage, worker, length in self._queue:
+        times, workers, lengths = self._queue
+        for t, stage, worker, length in zip(times, self._queue_names, workers, lengths, strict=True):
             prev = last.get((stage, worker))
             if prev is not None:
                 area[stage] = area.get(stage, 0.0) + prev[1] * (t - prev[0])
