@@ -187,8 +187,9 @@ def records_from_columns(columns: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
     """The frame :func:`records_to_frame` makes, from the records held column by column.
 
     ``columns`` maps every name of :data:`RECORD_COLUMNS` to one value per
-    record (None or NaN where an integer column has none); an engine that
-    keeps its records as columns builds no row objects (a long simulation).
+    record (None or NaN where an integer column has none, or a nullable
+    ``Int64`` array); an engine that keeps its records as columns builds no
+    row objects (a long simulation).
     """
     missing = [c for c in RECORD_COLUMNS if c not in columns]
     if missing:
@@ -197,17 +198,22 @@ def records_from_columns(columns: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
         column: _nullable_ints(columns[column]) if dtype == "Int64"
         else pd.array(columns[column], dtype="string") if dtype == "string"
         else np.asarray(columns[column], dtype=dtype)
-        for column, dtype in RECORD_COLUMNS.items()})
+        for column, dtype in RECORD_COLUMNS.items()}, copy=False)
     return _by_id(frame)
 
 
 def _nullable_ints(values: Iterable[Any]) -> pd.api.extensions.ExtensionArray:
+    if isinstance(values, pd.arrays.IntegerArray) and values.dtype == "Int64":
+        return values
     return pd.array([None if v is None or (isinstance(v, float) and math.isnan(v)) else int(v)
                      for v in values], dtype="Int64")
 
 
 def _by_id(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.sort_values("request_id", kind="stable").reset_index(drop=True)
+    """Sorted by request id (stable), on a fresh range index; no copy when already in order."""
+    if not frame["request_id"].is_monotonic_increasing:
+        frame = frame.sort_values("request_id", kind="stable")
+    return frame.reset_index(drop=True)
 
 
 def ttft_s(frame: pd.DataFrame) -> pd.Series:

@@ -17,18 +17,17 @@ in its module docstring. The exact-trace tests in tests/sim pin it.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import simpy
 
-from easerve_core import Architecture, Deployment, ParallelProfile, StageProfile, Status
+from easerve_core import Architecture, Deployment, ParallelProfile, Request, StageProfile
 from easerve_core.plan import RunPlan, cluster_dict
 from easerve_core.profile import profile_for_tp
 from sim.build import build_aggregated, build_disaggregated
 from sim.feasibility import Capacities, check_memory, kv_capacities
-from sim.job import Job
+from sim.job import Job, RecordTable
 from sim.link import Link
 from sim.options import SimOptions, options_for
 from sim.pipeline import Pipeline, handoff_rng
@@ -74,10 +73,11 @@ class CountingEnvironment(simpy.Environment):
         self.num_events += count + 1
 
 
-def _rejection(job: Job, caps: Capacities, deployment: Deployment) -> str:
-    """Why ``job`` can never be served on this deployment ('' if it can)."""
-    if caps.decode is not None and job.kv_tokens > caps.decode:
-        return (f"needs {job.kv_tokens} KV tokens (input + output) but a decode worker holds "
+def _rejection(req: Request, caps: Capacities, deployment: Deployment) -> str:
+    """Why ``req`` can never be served on this deployment ('' if it can)."""
+    kv_tokens = req.input_tokens + req.output_tokens  # what a decode worker reserves
+    if caps.decode is not None and kv_tokens > caps.decode:
+        return (f"needs {kv_tokens} KV tokens (input + output) but a decode worker holds "
                 f"{caps.decode}")
     if deployment.architecture is Architecture.AGGREGATED:
         return ""
@@ -87,20 +87,23 @@ def _rejection(job: Job, caps: Capacities, deployment: Deployment) -> str:
     if deployment.has_local_prefill:
         paths.append(("local prefill", caps.local_prefill))
     for name, cap in paths:
-        if cap is not None and job.input_tokens > cap:
-            return f"needs {job.input_tokens} KV tokens for prefill but a {name} worker holds {cap}"
+        if cap is not None and req.input_tokens > cap:
+            return f"needs {req.input_tokens} KV tokens for prefill but a {name} worker holds {cap}"
     return ""
 
 
-def _dispatcher(env: simpy.Environment, jobs: list[Job], workers: Sequence[Any],
-                policy: str, delay_s: float = 0.0) -> Generator[simpy.Event, object, None]:
+def _dispatcher(env: simpy.Environment, requests: Sequence[Request], admitted: list[int],
+                workers: Sequence[Any], policy: str,
+                delay_s: float = 0.0) -> Generator[simpy.Event, object, None]:
+    """Each admitted request, at its arrival, as a new job to an encode worker (or LM instance)."""
     n = len(workers)
-    for i, job in enumerate(jobs):
-        at = job.req.arrival_s + delay_s if delay_s else job.req.arrival_s
+    for i, index in enumerate(admitted):
+        req = requests[index]
+        at = req.arrival_s + delay_s if delay_s else req.arrival_s
         if at > env.now:
             yield env.timeout(at - env.now)
         worker = workers[i % n] if policy == "round-robin" else min(workers, key=_load)
-        worker.offer(job, at)
+        worker.offer(Job(req, index), at)
 
 
 def _load(worker: Any) -> tuple[int, int]:
@@ -130,7 +133,9 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
                         queues=options.record.queues, trace=trace, progress=progress)
     host = options.host
     quantiles = (host.handoff_prefill_quantiles_s, host.handoff_decode_quantiles_s)
-    pipe = Pipeline(link=Link(env, cluster), recorder=recorder,
+    requests = plan.requests
+    records = RecordTable(requests)
+    pipe = Pipeline(link=Link(env, cluster), recorder=recorder, records=records,
                     encode_profile=profile_for_tp(profile, max(1, deployment.encode.tp)),
                     handoff_prefill_s=host.handoff_prefill_s, handoff_decode_s=host.handoff_decode_s,
                     handoff_busy_s=host.handoff_busy_s,
@@ -142,31 +147,31 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
     else:
         front = build_disaggregated(env, recorder, pipe, deployment=deployment, profile=profile,
                                     table=plan.sm_table, caps=caps, options=options, seed=seed)
-    jobs, admitted = [Job(r) for r in plan.requests], []
-    for job in jobs:
-        why = _rejection(job, caps, deployment)
+    admitted = []
+    for index, req in enumerate(requests):
+        why = _rejection(req, caps, deployment)
         if why:
-            job.status, job.error = Status.REJECTED.value, why
+            records.reject(index, why)
             recorder.finished()
         else:
-            admitted.append(job)
-    env.process(_dispatcher(env, admitted, front, options.dispatch, host.dispatch_latency_s))
+            admitted.append(index)
+    env.process(_dispatcher(env, requests, admitted, front, options.dispatch, host.dispatch_latency_s))
     env.run_all()
     unfinished = len(admitted) - pipe.num_finished
     if unfinished:
         raise RuntimeError(f"simulation ended with {unfinished} request(s) unfinished (a bug)")
-    end_s = max((j.finish_s for j in admitted if not math.isnan(j.finish_s)), default=0.0)
+    end_s = records.last_finish_s()
     meta = {
         **plan.describe(),
         "num_events": env.num_events,
-        "events_per_request": env.num_events / max(1, len(jobs)),
+        "events_per_request": env.num_events / max(1, len(requests)),
         "link_transfers": pipe.link.num_transfers,
         "link_bytes": pipe.link.bytes_moved,
         "queues": recorder.queue_summary(end_s),
     }
     config = {**plan.config, "deployment": {**deployment.to_dict(), "preset": plan.preset},
               "cluster": cluster_dict(cluster), "sim": options.to_dict(), "seed": seed}
-    return collect(jobs, recorder, config=config, meta=meta)
+    return collect(records, recorder, config=config, meta=meta)
 
 
 __all__ = ["CountingEnvironment", "simulate"]

@@ -1,42 +1,48 @@
-"""A request in flight and its record: what the workers stamp, one slotted object per request.
+"""Requests in flight and the run's records: slotted jobs while they move, columns once done.
 
-A :class:`Job` carries its :class:`~easerve_core.Request`, the sizes the
-workers ask for again and again (computed once), and the record's stage
-fields (DESIGN.md §4.1) as its own attributes: NaN for a time not reached,
-None for a worker or batch size not known, ``route`` "" until routed. The
-columns the request already holds (id, modality, arrival, token counts) are
-read off it at the end. :func:`records_frame` turns the jobs of a run into
-the shared records frame column by column, with no row object per request,
-so a long run pays a few machine words per request and field.
+A :class:`Job` is one admitted request between its arrival and its end: its
+:class:`~easerve_core.Request`, the sizes the workers ask for again and
+again (computed once), and the record's stage fields (DESIGN.md §4.1) that
+the workers stamp: NaN for a time not reached, None for a worker or batch
+size not known, ``route`` "" until routed. The front dispatcher makes it
+when the request arrives; when the request is done, :meth:`RecordTable.write`
+copies its fields into the run's :class:`RecordTable` and nothing holds the
+job any more. So a long run keeps a few machine words per request and field,
+not an object per request (bench/sim_memory.py), and
+:meth:`RecordTable.frame` builds the shared records frame from the columns.
 """
 
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from easerve_core import RECORD_COLUMNS, Request, Status, records_from_columns
+from easerve_core import Request, Status, records_from_columns
 
-#: record columns read off the request, by the attribute path that holds them
-_FROM_REQUEST = {"request_id": "req.request_id", "modality": "req.modality.value",
-                 "arrival_s": "req.arrival_s", "prompt_tokens": "req.prompt_tokens",
-                 "output_tokens": "req.output_tokens"}
+#: record columns that are times, and those that are a worker or batch size (-1: none)
+_TIMES = ("encode_start_s", "encode_end_s", "prefill_start_s", "first_token_s", "finish_s")
+_INTS = ("encode_batch_size", "encode_worker", "prefill_worker", "decode_worker")
+#: a route's code in the table, and back
+_ROUTES = ("", "local", "remote")
+_ROUTE_CODE = {route: code for code, route in enumerate(_ROUTES)}
 
 
 class Job:
     """One request moving through the model (see the module docstring)."""
 
     __slots__ = ("decode_worker", "encode_batch_size", "encode_end_s", "encode_start_s",
-                 "encode_worker", "error", "finish_s", "first_token_s", "input_tokens", "items",
-                 "kv_tokens", "mm_tokens", "prefill_start_s", "prefill_worker", "req", "route",
-                 "status")
+                 "encode_worker", "finish_s", "first_token_s", "index", "input_tokens", "items",
+                 "kv_tokens", "mm_tokens", "prefill_start_s", "prefill_worker", "req", "route")
 
-    def __init__(self, req: Request) -> None:
+    def __init__(self, req: Request, index: int) -> None:
         self.req = req
+        self.index = index  # the request's row in the RecordTable
         self.items = req.mm_tokens_per_item
         self.mm_tokens = sum(self.items)
         self.input_tokens = req.prompt_tokens + self.mm_tokens
@@ -49,12 +55,56 @@ class Job:
         self.prefill_worker: int | None = None
         self.decode_worker: int | None = None
         self.route = ""
-        self.status = Status.OK.value
-        self.error = ""
 
 
-def records_frame(jobs: Sequence[Job]) -> pd.DataFrame:
-    """The records of ``jobs`` (:func:`easerve_core.records_from_columns`)."""
-    columns: dict[str, list[Any]] = {
-        name: list(map(attrgetter(_FROM_REQUEST.get(name, name)), jobs)) for name in RECORD_COLUMNS}
-    return records_from_columns(columns)
+class RecordTable:
+    """The records of one run's ``requests``, a column per stage field (see the module docstring)."""
+
+    def __init__(self, requests: Sequence[Request]) -> None:
+        n = len(requests)
+        self.requests = requests
+        self._times = [(name, array("d", [math.nan]) * n) for name in _TIMES]
+        self._ints = [(name, array("q", [-1]) * n) for name in _INTS]
+        self._routes = array("b", [0]) * n
+        self._rejected: dict[int, str] = {}  # row -> why
+
+    def reject(self, index: int, why: str) -> None:
+        """Request ``index`` is never served (``status`` rejected, ``error`` why)."""
+        self._rejected[index] = why
+
+    def write(self, job: Job) -> None:
+        """``job`` is done: keep its fields in its row."""
+        i = job.index
+        for name, times in self._times:
+            times[i] = getattr(job, name)
+        for name, ints in self._ints:
+            value = getattr(job, name)
+            ints[i] = -1 if value is None else value
+        self._routes[i] = _ROUTE_CODE[job.route]
+
+    def last_finish_s(self) -> float:
+        """The latest finish time (0 when nothing finished)."""
+        finish = np.frombuffer(self._times[-1][1], dtype=np.float64)
+        done = finish[~np.isnan(finish)]
+        return float(done.max()) if done.size else 0.0
+
+    def frame(self) -> pd.DataFrame:
+        """The records frame (:func:`easerve_core.records_from_columns`)."""
+        reqs, n = self.requests, len(self.requests)
+        columns: dict[str, Any] = {
+            name: np.fromiter(map(attrgetter(name), reqs), dtype=dtype, count=n)
+            for name, dtype in (("request_id", np.int64), ("arrival_s", np.float64),
+                                ("prompt_tokens", np.int64), ("mm_tokens", np.int64),
+                                ("output_tokens", np.int64))}
+        columns["modality"] = [r.modality.value for r in reqs]
+        for name, times in self._times:
+            columns[name] = np.frombuffer(times, dtype=np.float64)
+        for name, ints in self._ints:
+            values = np.frombuffer(ints, dtype=np.int64)
+            columns[name] = pd.arrays.IntegerArray(values, values < 0)
+        columns["route"] = np.asarray(_ROUTES, dtype=object)[np.frombuffer(self._routes, dtype=np.int8)]
+        status, error = [Status.OK.value] * n, [""] * n
+        for i, why in self._rejected.items():
+            status[i], error[i] = Status.REJECTED.value, why
+        columns["status"], columns["error"] = status, error
+        return records_from_columns(columns)

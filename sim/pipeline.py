@@ -28,7 +28,7 @@ from typing import Protocol
 import numpy as np
 
 from easerve_core import StageProfile
-from sim.job import Job
+from sim.job import Job, RecordTable
 from sim.link import Link
 from sim.recorder import Recorder
 
@@ -74,7 +74,8 @@ def least_loaded(workers: Sequence[Receiver]) -> Receiver:
 class Pipeline:
     """Stage-to-stage hand-offs (see the module docstring)."""
 
-    def __init__(self, *, link: Link, recorder: Recorder, encode_profile: StageProfile,
+    def __init__(self, *, link: Link, recorder: Recorder, records: RecordTable,
+                 encode_profile: StageProfile,
                  handoff_prefill_s: float = 0.0, handoff_decode_s: float = 0.0,
                  handoff_busy_s: float = 0.0,
                  handoff_quantiles: tuple[Sequence[float], Sequence[float]] = ((), ()),
@@ -88,6 +89,7 @@ class Pipeline:
             raise ValueError("drawn hand-off delays need a generator (rng)")
         self._rng = rng
         self.rec = recorder
+        self.records = records
         self.encode_profile = encode_profile
         self.prefill_workers: list[Receiver] = []
         self.decode_workers: list[Receiver] = []
@@ -144,5 +146,6 @@ class Pipeline:
 
     def finish(self, job: Job, now: float) -> None:
         job.finish_s = now
+        self.records.write(job)
         self.num_finished += 1
         self.rec.finished()

@@ -118,20 +118,20 @@ class Recorder:
 
     # -- results ---------------------------------------------------------------------
     def utilization_frame(self) -> pd.DataFrame:
-        times, ids, fracs = (np.array(column) for column in self._util)
+        times, ids, fracs = (_view(column) for column in self._util)
         order = np.lexsort((ids, times))
         frame = pd.DataFrame({"time_s": times[order], "gpu": ids[order], "busy_frac": fracs[order]})
         return frame.astype(dict(UTILIZATION_COLUMNS))
 
     def stage_frame(self) -> pd.DataFrame:
-        columns = [pd.array(self._stage_names, dtype="string"), *(np.array(c) for c in self._stage)]
-        frame = pd.DataFrame(dict(zip(STAGE_LOG_COLUMNS, columns, strict=True)))
+        columns = [pd.array(self._stage_names, dtype="string"), *(_view(c) for c in self._stage)]
+        frame = pd.DataFrame(dict(zip(STAGE_LOG_COLUMNS, columns, strict=True)), copy=False)
         return frame.astype(dict(STAGE_LOG_COLUMNS))
 
     def queue_frame(self) -> pd.DataFrame:
-        times, workers, lengths = (np.array(column) for column in self._queue)
+        times, workers, lengths = (_view(column) for column in self._queue)
         frame = pd.DataFrame({"time_s": times, "stage": pd.array(self._queue_names, dtype="string"),
-                              "worker": workers, "length": lengths})
+                              "worker": workers, "length": lengths}, copy=False)
         return frame.astype(QUEUE_COLUMNS)
 
     def queue_summary(self, end_s: float) -> dict[str, dict[str, float]]:
@@ -150,3 +150,8 @@ class Recorder:
             area[stage] = area.get(stage, 0.0) + length * max(0.0, end_s - t)
         span = end_s if end_s > 0 and math.isfinite(end_s) else 1.0
         return {s: {"mean": area.get(s, 0.0) / span, "max": float(peak[s])} for s in sorted(peak)}
+
+
+def _view(column: array[Any]) -> np.ndarray[Any, Any]:
+    """``column`` as a NumPy array without a copy (the recorder appends nothing after this)."""
+    return np.frombuffer(column, dtype=np.float64 if column.typecode == "d" else np.int64)

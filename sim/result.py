@@ -3,13 +3,13 @@
 :class:`SimResult` adds ``queues`` (``time_s, stage, worker, length``, a step
 function per stage and worker: requests waiting, not running) to the shared
 result type; :meth:`SimResult.write` writes it as ``queues.parquet`` beside
-the shared files. :func:`collect` turns the run's jobs and recorder into one.
+the shared files. :func:`collect` turns the run's record table and recorder into one.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ import pandas as pd
 
 from easerve_core.result import RunResult, empty_frame
 from easerve_core.slo import SLO
-from sim.job import Job, records_frame
+from sim.job import RecordTable
 from sim.recorder import QUEUE_COLUMNS, Recorder
 
 
@@ -37,10 +37,10 @@ class SimResult(RunResult):
         return out
 
 
-def collect(jobs: Sequence[Job], recorder: Recorder, *, config: Mapping[str, Any],
+def collect(records: RecordTable, recorder: Recorder, *, config: Mapping[str, Any],
             meta: Mapping[str, Any]) -> SimResult:
     return SimResult(
-        records=records_frame(jobs),
+        records=records.frame(),
         utilization=recorder.utilization_frame(),
         stage_log=recorder.stage_frame(),
         queues=recorder.queue_frame(),
