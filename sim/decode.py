@@ -167,7 +167,7 @@ class DecodeWorker(Worker):
                 self._plan(now)
         if self.host is not None and self._seg_end == math.inf:
             self.host.set_busy(self._host_slot, now, 0)
-        self.rec.busy(self.gpus, now, 1.0 if self._seg_end != math.inf or self._phase_busy() else 0.0)
+        self.show_busy(now, 1.0 if self._seg_end != math.inf or self._phase_busy() else 0.0)
 
     def next_due(self) -> float:
         return self._seg_end

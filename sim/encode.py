@@ -139,7 +139,7 @@ class EncodeWorker(Worker):
             self._start_encode(now)
         if self._prefilling is None and self.local_queue:
             self._start_prefill(now)
-        self.rec.busy(self.gpus, now, gpu.busy_frac())
+        self.show_busy(now, gpu.busy_frac())
 
     def next_due(self) -> float:
         due = min(self.gpu.encode.end_s, self.gpu.prefill.end_s)

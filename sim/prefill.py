@@ -70,7 +70,7 @@ class PrefillWorker(Worker):
             self._finish(self._end_s)
         if self._batch is None and self.queue:
             self._start(now)
-        self.rec.busy(self.gpus, now, 0.0 if self._batch is None else 1.0)
+        self.show_busy(now, 0.0 if self._batch is None else 1.0)
 
     def next_due(self) -> float:
         return self._end_s

@@ -10,10 +10,11 @@ The loop is written as event callbacks rather than a generator process, with
 the same events a process waiting on ``alarm | doorbell`` would schedule, in
 the same order: the start at the instant the worker is built, ahead of
 ordinary events (as SimPy starts a process); the alarm (a timeout) when it
-goes to sleep; the doorbell when it is rung; and the wake-up when the first
-of the two is processed, one event later (docs/simulator.md, tie-break rule
-2). A process would add a generator resume and a condition's bookkeeping to
-every wake-up; these callbacks do not.
+goes to sleep; the doorbell when it is rung (the event is made then: most
+sleeps end without a ring); and the wake-up when the first of the two is
+processed, one event later (docs/simulator.md, tie-break rule 2), or at the
+ring itself when no alarm is set. A process would add a generator resume and
+a condition's bookkeeping to every wake-up; these callbacks do not.
 
 Times a worker stamps on records are the planned times of its work (``start
 + latency``), not ``env.now``, so floating-point rounding of SimPy's
@@ -60,9 +61,12 @@ class Worker:
         self.index = index
         self.gpus = gpus
         self.rec = recorder
-        self._doorbell: simpy.Event | None = None
+        self._asleep = False  # between its step and its wake-up: a ring wakes it
+        self._rung = False  # the doorbell rang since it went to sleep
+        self._wake: _Wake | None = None  # this sleep's wake-up, when its alarm is set
         self._alarm_s = math.inf
         self.last_start_s = -math.inf  # when this worker last started a batch (any lane)
+        self._shown_busy = -1.0  # the busy fraction last reported for this worker's GPUs
         _Start(env).callbacks.append(self._started)
 
     def step(self, now: float) -> None:
@@ -75,9 +79,18 @@ class Worker:
 
     def notify(self) -> None:
         """Ring the doorbell: new work arrived or a plan changed."""
-        bell = self._doorbell
-        if bell is not None and not bell.triggered:
+        if self._asleep and not self._rung:
+            self._rung = True
+            bell = simpy.Event(self.env)
+            bell.callbacks.append(self._rang if self._wake is None else self._wake)
             bell.succeed()
+
+    def show_busy(self, now: float, frac: float) -> None:
+        """Report the busy fraction of this worker's GPUs; only a change reaches the recorder
+        (which would drop a repeat anyway: no other worker reports these GPUs)."""
+        if frac != self._shown_busy:
+            self._shown_busy = frac
+            self.rec.busy(self.gpus, now, frac)
 
     def wakes_before(self, when: float) -> bool:
         """Whether the sleeping worker's alarm rings at or before ``when``."""
@@ -85,29 +98,26 @@ class Worker:
 
     # -- the loop: step, then sleep on the alarm or the doorbell ----------------------
     def _cycle(self, now: float) -> None:
-        self._doorbell = None  # a ring during the worker's own step changes nothing
+        self._asleep = False  # a ring during the worker's own step changes nothing
         self.step(now)
         due = self._alarm_s = self.next_due()
-        env = self.env
-        bell = self._doorbell = simpy.Event(env)
+        self._asleep, self._rung = True, False
         if due == math.inf:
-            bell.callbacks.append(self._rung)
+            self._wake = None
             return
-        wake = _Wake(env)
+        env = self.env
+        wake = self._wake = _Wake(env)
         alarm = simpy.Timeout(env, max(0.0, due - env.now))
         alarm.callbacks.append(wake)
-        bell.callbacks.append(wake)
         wake.callbacks.append(self._woken)
 
     def _started(self, _event: simpy.Event) -> None:
         self._cycle(float(self.env.now))
 
-    def _rung(self, _event: simpy.Event) -> None:
+    def _rang(self, _event: simpy.Event) -> None:
         self._cycle(self.env.now)
 
     def _woken(self, _event: simpy.Event) -> None:
-        bell = self._doorbell
-        assert bell is not None
         now = self.env.now
         # The alarm's own time, not now + (due - now) rounded by SimPy.
-        self._cycle(now if bell.triggered else max(self._alarm_s, now))
+        self._cycle(now if self._rung else max(self._alarm_s, now))

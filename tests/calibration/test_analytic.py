@@ -171,3 +171,9 @@ def test_decode_step_from_its_shape_is_the_roofline_of_decode_work():
                 whole = p._stage_s(work.decode_work(p.parent.model.lm, b, c, tp=tp), 1.0, launch=False,
                                    overhead_s=p.parent.efficiency.decode_step_overhead_s)
                 assert p.decode_step_s(b, c) == whole
+
+
+@pytest.mark.parametrize("args", [(True, 10), (0, 10), (2, -1), (2.0, 10), (2, 10.0), (2, False)])
+def test_decode_step_refuses_what_is_not_a_count(args):
+    with pytest.raises(ValueError, match=r"batch_size|context_tokens"):
+        analytic_profile("llava-v1.6-34b", "rtx6000ada").for_tp(1).decode_step_s(*args)
