@@ -53,7 +53,8 @@ def _validate_items(name: str, values: Sequence[int]) -> list[int]:
     if not out:
         raise ValueError(f"{name} must hold at least one entry")
     for i, v in enumerate(out):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        # plain ints pass the first test alone
+        if (type(v) is not int or v < 1) and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise ValueError(f"{name}[{i}] must be an integer >= 1, got {v!r}")
     return out
 
@@ -65,7 +66,7 @@ def _check_decode_args(batch_size: int, context_tokens: int) -> None:
         raise ValueError(f"context_tokens must be an integer >= 0, got {context_tokens!r}")
 
 
-def _room(memo: dict[Any, float]) -> None:
+def _room(memo: dict[Any, Any]) -> None:
     """Start a memo over once it holds ``_MEMO_MAX`` entries (bounded memory)."""
     if len(memo) >= _MEMO_MAX:
         memo.clear()
@@ -83,6 +84,7 @@ class TPStageProfile:
         self._peak_flops = {True: gpu.dense_bf16_flops * eff.attention_efficiency_frac,
                             False: gpu.dense_bf16_flops * eff.gemm_efficiency_frac}
         self._mem_bytes_per_s = gpu.mem_bandwidth_bytes_per_s * eff.mem_bw_efficiency_frac
+        self._shares: dict[float, float] = {}  # requested SM share -> the partition's share
         # Every stage latency by its validated arguments: a simulated worker asks for the same
         # ones again and again (in bench/sim_speed.py about 99% of encode calls, 85% of prefill
         # calls and 2 in 3 decode steps); the profile is immutable, so a memo returns exactly
@@ -125,6 +127,12 @@ class TPStageProfile:
         return overhead_s + max(compute, memory_s, host) + comm
 
     def _share(self, sm_share: float) -> float:
+        if type(sm_share) is float:  # the shares a simulation uses repeat: remember them
+            share = self._shares.get(sm_share)
+            if share is None:
+                _room(self._shares)
+                share = self._shares[sm_share] = self.parent.gpu.partition_share(sm_share)
+            return share
         if isinstance(sm_share, bool) or not isinstance(sm_share, int | float):
             raise ValueError(f"sm_share must be a number, got {sm_share!r}")
         return self.parent.gpu.partition_share(float(sm_share))

@@ -57,7 +57,7 @@ class AggregatedWorker(DecodeWorker):
         self.load_tokens += job.kv_tokens
         self.arrivals.append(job)
         self.rec.log(now, "arrive", self.index, (job,))
-        self.rec.queue(self.stage, self.index, now, len(self.arrivals))
+        self.rec.queue(self._queue_slot, now, len(self.arrivals))
         if self._phase is None and len(self.arrivals) == 1 and self._fits(job):
             self._cut(now)
 
@@ -103,7 +103,7 @@ class AggregatedWorker(DecodeWorker):
         self._phase, self._phase_start = batch, enc_end
         self._phase_end = enc_end + prefill_s
         self.rec.log(now, "phase_start", self.index, batch)
-        self.rec.queue(self.stage, self.index, now, len(arrivals))
+        self.rec.queue(self._queue_slot, now, len(arrivals))
 
     def _finish_phase(self, now: float) -> None:
         batch = self._phase

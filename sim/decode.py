@@ -90,6 +90,7 @@ class DecodeWorker(Worker):
         self.warmup = warmup
         self._progress = Progress()
         self._host_slot = -1 if host is None else host.join(self._on_host)
+        self._queue_slot = recorder.queue_slot(self.stage, index)
         super().__init__(env, index, gpus, recorder)
 
     def _on_host(self, now: float, factor: float) -> None:
@@ -105,7 +106,7 @@ class DecodeWorker(Worker):
     def deliver(self, job: Job, now: float) -> None:
         self.waiting.append(job)
         self.rec.log(now, "decode_arrive", self.index, (job,))
-        self.rec.queue(self.stage, self.index, now, len(self.waiting))
+        self.rec.queue(self._queue_slot, now, len(self.waiting))
         if len(self.waiting) == 1 and self._fits(job):
             self._cut(now)
 
@@ -155,7 +156,7 @@ class DecodeWorker(Worker):
             joined += 1
         if joined:
             self._pending_s += (joined - 1) * self.join_more_s
-            self.rec.queue(self.stage, self.index, now, len(waiting))
+            self.rec.queue(self._queue_slot, now, len(waiting))
 
     # -- the loop ------------------------------------------------------------------------
     def step(self, now: float) -> None:

@@ -85,6 +85,8 @@ class EncodeWorker(Worker):
         self.warmup = warmup
         self.prefill_warmup = prefill_warmup
         self._host_slot = -1 if host is None else host.join(self._on_host)
+        self._encode_slot = recorder.queue_slot("encode", index)
+        self._local_slot = recorder.queue_slot("local-prefill", index)
         super().__init__(env, index, gpus, recorder)
 
     def _on_host(self, now: float, factor: float) -> None:
@@ -121,7 +123,7 @@ class EncodeWorker(Worker):
             deadline = self.batcher.next_deadline()
             if deadline is not None and not self.wakes_before(deadline):
                 self.notify()
-        self.rec.queue("encode", self.index, now, self.num_waiting)
+        self.rec.queue(self._encode_slot, now, self.num_waiting)
 
     # -- the loop ----------------------------------------------------------------------
     def step(self, now: float) -> None:
@@ -176,7 +178,7 @@ class EncodeWorker(Worker):
         self.gpu.start_encode(now, size, lambda share: profile.encode_s(items, share) + pause)
         self._report_busy(now)
         self.rec.log(now, "encode_start", self.index, batch.items)
-        self.rec.queue("encode", self.index, now, self.num_waiting)
+        self.rec.queue(self._encode_slot, now, self.num_waiting)
 
     def _coalesce(self, batch: Batch[Job]) -> Batch[Job]:
         """Merge closed batches waiting behind ``batch``, in order, while the sum stays <= B."""
@@ -214,7 +216,7 @@ class EncodeWorker(Worker):
             self.local_queue.append(job)
             if self._prefilling is None:
                 self.notify()
-            self.rec.queue("local-prefill", self.index, now, len(self.local_queue))
+            self.rec.queue(self._local_slot, now, len(self.local_queue))
         else:
             self.pipe.to_remote_prefill(job, now, sender=self)
 
@@ -233,7 +235,7 @@ class EncodeWorker(Worker):
         self.gpu.start_prefill(now, lambda share: profile.prefill_s(seqs, share) + pause)
         self._report_busy(now)
         self.rec.log(now, "local_prefill_start", self.index, batch)
-        self.rec.queue("local-prefill", self.index, now, len(self.local_queue))
+        self.rec.queue(self._local_slot, now, len(self.local_queue))
 
     def _finish_prefill(self, now: float) -> None:
         batch = self._prefilling

@@ -101,7 +101,7 @@ def _dispatcher(env: simpy.Environment, requests: Sequence[Request], admitted: l
         req = requests[index]
         at = req.arrival_s + delay_s if delay_s else req.arrival_s
         if at > env.now:
-            yield env.timeout(at - env.now)
+            yield simpy.Timeout(env, at - env.now)
         worker = workers[i % n] if policy == "round-robin" else min(workers, key=_load)
         worker.offer(Job(req, index), at)
 

@@ -79,7 +79,8 @@ class RecordTable:
             times[i] = getattr(job, name)
         for name, ints in self._ints:
             value = getattr(job, name)
-            ints[i] = -1 if value is None else value
+            if value is not None:
+                ints[i] = value
         self._routes[i] = _ROUTE_CODE[job.route]
 
     def last_finish_s(self) -> float:

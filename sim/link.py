@@ -54,6 +54,6 @@ class Link:
         ``extra_s`` delays the delivery beyond the transfer without holding the path.
         """
         end = self.end_time(now, num_bytes) + extra_s
-        event = self.env.timeout(max(0.0, end - self.env.now))
+        event = simpy.Timeout(self.env, max(0.0, end - self.env.now))
         event.callbacks.append(lambda _event: deliver(end))
         return end

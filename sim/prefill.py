@@ -50,6 +50,7 @@ class PrefillWorker(Worker):
         self.warmup = warmup
         self._progress = Progress()
         self._host_slot = -1 if host is None else host.join(self._on_host)
+        self._queue_slot = recorder.queue_slot("prefill", index)
         super().__init__(env, index, gpus, recorder)
 
     def _on_host(self, now: float, factor: float) -> None:
@@ -61,7 +62,7 @@ class PrefillWorker(Worker):
     def deliver(self, job: Job, now: float) -> None:
         self.queue.append(job)
         self.rec.log(now, "prefill_arrive", self.index, (job,))
-        self.rec.queue("prefill", self.index, now, len(self.queue))
+        self.rec.queue(self._queue_slot, now, len(self.queue))
         if self._batch is None:
             self.notify()
 
@@ -94,7 +95,7 @@ class PrefillWorker(Worker):
             self._progress.begin(now, latency, self.host.factor)
             self._end_s = self._progress.end_s
         self.rec.log(now, "prefill_start", self.index, batch)
-        self.rec.queue("prefill", self.index, now, len(self.queue))
+        self.rec.queue(self._queue_slot, now, len(self.queue))
 
     def _finish(self, now: float) -> None:
         batch = self._batch

@@ -58,9 +58,10 @@ class Recorder:
         # batch_size, tokens, sm_share
         self._stage_names: list[str] = []
         self._stage = (array("q"), array("d"), array("d"), array("q"), array("q"), array("d"))
-        self._queue_last: dict[tuple[str, int], tuple[float, int]] = {}
-        self._queue_names: list[str] = []
-        self._queue = (array("d"), array("q"), array("q"))  # time_s, worker, length
+        # queue lengths by slot (one per stage and worker, queue_slot), rows of slot changes
+        self._slots: list[tuple[str, int]] = []
+        self._slot_length: list[int] = []
+        self._queue = (array("d"), array("q"), array("q"))  # time_s, slot, length
 
     # -- reporting -------------------------------------------------------------------
     def log(self, now: float, what: str, worker: int, jobs: Iterable[Traced]) -> None:
@@ -98,18 +99,20 @@ class Recorder:
         token_counts.append(tokens)
         shares.append(sm_share)
 
-    def queue(self, stage: str, worker: int, now: float, length: int) -> None:
-        if not self._queues_on:
+    def queue_slot(self, stage: str, worker: int) -> int:
+        """A handle for :meth:`queue`: the queue of ``stage`` on ``worker``."""
+        self._slots.append((stage, worker))
+        self._slot_length.append(-1)
+        return len(self._slots) - 1
+
+    def queue(self, slot: int, now: float, length: int) -> None:
+        """The queue of ``slot`` (:meth:`queue_slot`) holds ``length`` requests from ``now``."""
+        if not self._queues_on or self._slot_length[slot] == length:
             return
-        key = (stage, worker)
-        last = self._queue_last.get(key)
-        if last is not None and last[1] == length:
-            return
-        self._queue_last[key] = (now, length)
-        self._queue_names.append(stage)
-        times, workers, lengths = self._queue
+        self._slot_length[slot] = length
+        times, slots, lengths = self._queue
         times.append(now)
-        workers.append(worker)
+        slots.append(slot)
         lengths.append(length)
 
     def finished(self) -> None:
@@ -129,24 +132,29 @@ class Recorder:
         return frame.astype(dict(STAGE_LOG_COLUMNS))
 
     def queue_frame(self) -> pd.DataFrame:
-        times, workers, lengths = (_view(column) for column in self._queue)
-        frame = pd.DataFrame({"time_s": times, "stage": pd.array(self._queue_names, dtype="string"),
-                              "worker": workers, "length": lengths}, copy=False)
+        times, slots, lengths = (_view(column) for column in self._queue)
+        names = np.asarray([stage for stage, _ in self._slots] or [""], dtype=object)
+        workers = np.asarray([worker for _, worker in self._slots] or [0], dtype=np.int64)
+        frame = pd.DataFrame({"time_s": times, "stage": pd.array(names[slots], dtype="string"),
+                              "worker": workers[slots], "length": lengths}, copy=False)
         return frame.astype(QUEUE_COLUMNS)
 
     def queue_summary(self, end_s: float) -> dict[str, dict[str, float]]:
         """Per stage: time-average (summed over its workers) and max queue length."""
         area: dict[str, float] = {}
         peak: dict[str, int] = {}
-        last: dict[tuple[str, int], tuple[float, int]] = {}
-        times, workers, lengths = self._queue
-        for t, stage, worker, length in zip(times, self._queue_names, workers, lengths, strict=True):
-            prev = last.get((stage, worker))
+        last: dict[int, tuple[float, int]] = {}  # by slot, in the order slots first changed
+        stages = [stage for stage, _ in self._slots]
+        times, slots, lengths = (column.tolist() for column in self._queue)
+        for t, slot, length in zip(times, slots, lengths, strict=True):
+            stage = stages[slot]
+            prev = last.get(slot)
             if prev is not None:
                 area[stage] = area.get(stage, 0.0) + prev[1] * (t - prev[0])
-            last[(stage, worker)] = (t, length)
+            last[slot] = (t, length)
             peak[stage] = max(peak.get(stage, 0), length)
-        for (stage, _), (t, length) in last.items():
+        for slot, (t, length) in last.items():
+            stage = stages[slot]
             area[stage] = area.get(stage, 0.0) + length * max(0.0, end_s - t)
         span = end_s if end_s > 0 and math.isfinite(end_s) else 1.0
         return {s: {"mean": area.get(s, 0.0) / span, "max": float(peak[s])} for s in sorted(peak)}
