@@ -17,9 +17,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
-import simpy
-
 from easerve_core import StageProfile
+from sim.clock import SimEnvironment
 from sim.decode import DecodeWorker
 from sim.job import Job
 from sim.pipeline import Pipeline
@@ -32,7 +31,7 @@ class AggregatedWorker(DecodeWorker):
 
     stage = "aggregated"
 
-    def __init__(self, env: simpy.Environment, index: int, gpus: tuple[int, ...], recorder: Recorder,
+    def __init__(self, env: SimEnvironment, index: int, gpus: tuple[int, ...], recorder: Recorder,
                  *, pipe: Pipeline, clock: StepClock, kv_capacity_tokens: int | None,
                  max_num_seqs: int, profile: StageProfile, encode_profile: StageProfile,
                  prefill_max_batch_tokens: int) -> None:

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import simpy
-
 from easerve_core import Deployment, ParallelProfile, SMShareTable, StageProfile
 from easerve_core.policies import make_batcher, make_routers
 from easerve_core.profile import profile_for_tp
 from sim.aggregated import AggregatedWorker
+from sim.clock import SimEnvironment
 from sim.decode import DecodeWorker
 from sim.encode import EncodeWorker
 from sim.feasibility import Capacities
@@ -42,7 +41,7 @@ def _gpus(first: int, index: int, tp: int) -> tuple[int, ...]:
     return tuple(range(start, start + tp))
 
 
-def build_disaggregated(env: simpy.Environment, recorder: Recorder, pipe: Pipeline, *,
+def build_disaggregated(env: SimEnvironment, recorder: Recorder, pipe: Pipeline, *,
                         deployment: Deployment, profile: StageProfile | ParallelProfile,
                         table: SMShareTable, caps: Capacities, options: SimOptions,
                         seed: int) -> list[EncodeWorker]:
@@ -95,7 +94,7 @@ def make_host(effects: HostEffects) -> HostCPU | None:
     return HostCPU(effects.num_host_cores, background_cores=effects.background_cores)
 
 
-def build_aggregated(env: simpy.Environment, recorder: Recorder, pipe: Pipeline, *,
+def build_aggregated(env: SimEnvironment, recorder: Recorder, pipe: Pipeline, *,
                      deployment: Deployment, profile: StageProfile | ParallelProfile,
                      caps: Capacities, options: SimOptions) -> Sequence[AggregatedWorker]:
     d = deployment

@@ -43,8 +43,7 @@ import heapq
 import math
 from collections import deque
 
-import simpy
-
+from sim.clock import SimEnvironment
 from sim.host import HostCPU, Progress
 from sim.job import Job
 from sim.pipeline import Pipeline
@@ -60,7 +59,7 @@ class DecodeWorker(Worker):
 
     stage = "decode"
 
-    def __init__(self, env: simpy.Environment, index: int, gpus: tuple[int, ...], recorder: Recorder,
+    def __init__(self, env: SimEnvironment, index: int, gpus: tuple[int, ...], recorder: Recorder,
                  *, pipe: Pipeline, clock: StepClock, kv_capacity_tokens: int | None,
                  max_num_seqs: int, host: HostCPU | None = None, join_s: float = 0.0,
                  leave_s: float = 0.0, join_more_s: float = 0.0, stall: Stall | None = None,

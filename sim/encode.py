@@ -34,11 +34,10 @@ from __future__ import annotations
 
 from collections import deque
 
-import simpy
-
 from easerve_core import Batch, StageProfile
 from easerve_core.batcher import Batcher
 from easerve_core.router import Route, Router
+from sim.clock import SimEnvironment
 from sim.host import HostCPU
 from sim.job import Job
 from sim.pipeline import Pipeline, take_batch
@@ -57,7 +56,7 @@ class EncodeWorker(Worker):
 
     stage = "encode"
 
-    def __init__(self, env: simpy.Environment, index: int, gpus: tuple[int, ...], recorder: Recorder,
+    def __init__(self, env: SimEnvironment, index: int, gpus: tuple[int, ...], recorder: Recorder,
                  *, pipe: Pipeline, batcher: Batcher[Job], router: Router, gpu: SharedGPU,
                  encode_profile: StageProfile, lm_profile: StageProfile,
                  prefill_max_batch_tokens: int, encode_only: bool, coalesce: bool,

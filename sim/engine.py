@@ -16,7 +16,6 @@ in its module docstring. The exact-trace tests in tests/sim pin it.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
@@ -26,6 +25,7 @@ from easerve_core import Architecture, Deployment, ParallelProfile, Request, Sta
 from easerve_core.plan import RunPlan, cluster_dict
 from easerve_core.profile import profile_for_tp
 from sim.build import build_aggregated, build_disaggregated
+from sim.clock import SimEnvironment
 from sim.feasibility import Capacities, check_memory, kv_capacities
 from sim.job import Job, RecordTable
 from sim.link import Link
@@ -33,44 +33,6 @@ from sim.options import SimOptions, options_for
 from sim.pipeline import Pipeline, handoff_rng
 from sim.recorder import Recorder
 from sim.result import SimResult, collect
-
-
-class CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts the events it processes.
-
-    :meth:`run_all` is the simulator's main loop: SimPy's ``run()`` to an
-    empty schedule with its ``step()`` written inline (pop the next event,
-    call its callbacks, crash on an unhandled failure), one Python call per
-    event less; :meth:`step` stays SimPy's own, counted.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.num_events = 0
-
-    def step(self) -> None:
-        self.num_events += 1
-        super().step()
-
-    def run_all(self) -> None:
-        """Process events until none is left (``run()`` with no ``until``).
-
-        Counts as :meth:`step` under ``run()`` does: every step, the last one (which
-        finds the schedule empty) included, so ``meta["num_events"]`` keeps its meaning.
-        """
-        queue, pop, count = self._queue, heapq.heappop, 0
-        while queue:
-            self._now, _, _, event = pop(queue)
-            count += 1
-            callbacks, event.callbacks = event.callbacks, None
-            for callback in callbacks:
-                callback(event)
-            if not event._ok and not hasattr(event, "_defused"):
-                # as SimPy: raise a copy of the failure, caused by the original
-                exc = type(event._value)(*event._value.args)
-                exc.__cause__ = event._value
-                raise exc
-        self.num_events += count + 1
 
 
 def _rejection(req: Request, caps: Capacities, deployment: Deployment) -> str:
@@ -128,7 +90,7 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
     deployment, cluster, seed = plan.deployment, plan.cluster, plan.seed
     check_memory(deployment, profile)
     caps = kv_capacities(deployment, profile)
-    env = CountingEnvironment()
+    env = SimEnvironment()
     recorder = Recorder(num_gpus=cluster.num_gpus, utilization=options.record.utilization,
                         queues=options.record.queues, trace=trace, progress=progress)
     host = options.host
@@ -174,4 +136,4 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
     return collect(records, recorder, config=config, meta=meta)
 
 
-__all__ = ["CountingEnvironment", "simulate"]
+__all__ = ["simulate"]

@@ -6,7 +6,7 @@ model is a first-come first-served queue with ``num_links`` servers: a
 transfer takes the path that frees first, waits for it if all are busy, and
 then holds it for ``latency + bytes / bandwidth``. Service times are known
 when a transfer starts, so its end time is computed at once and costs one
-SimPy event (a callback on a timeout), not a process.
+SimPy event (a :meth:`~sim.clock.SimEnvironment.call_later` timer), not a process.
 
 Not modelled: bandwidth sharing between concurrent transfers on one path,
 topology (which GPU pairs share a PCIe switch) and transfers within a worker
@@ -18,15 +18,14 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
-import simpy
-
 from easerve_core import Cluster
+from sim.clock import SimEnvironment
 
 
 class Link:
     """The cluster's interconnect (see the module docstring)."""
 
-    def __init__(self, env: simpy.Environment, cluster: Cluster) -> None:
+    def __init__(self, env: SimEnvironment, cluster: Cluster) -> None:
         self.env = env
         self.bytes_per_s = float(cluster.link_bytes_per_s)
         self.latency_s = float(cluster.link_latency_s)
@@ -54,6 +53,5 @@ class Link:
         ``extra_s`` delays the delivery beyond the transfer without holding the path.
         """
         end = self.end_time(now, num_bytes) + extra_s
-        event = simpy.Timeout(self.env, max(0.0, end - self.env.now))
-        event.callbacks.append(lambda _event: deliver(end))
+        self.env.call_later(max(0.0, end - self.env.now), lambda _call: deliver(end))
         return end

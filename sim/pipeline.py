@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
-import simpy
 
 from easerve_core import StageProfile
 from sim.job import Job, RecordTable
@@ -141,8 +140,7 @@ class Pipeline:
                 receiver.deliver(job, end)
                 return
             late = end + busy_s
-            later = simpy.Timeout(env, max(0.0, late - env.now))
-            later.callbacks.append(lambda _event: receiver.deliver(job, late))
+            env.call_later(max(0.0, late - env.now), lambda _call: receiver.deliver(job, late))
 
         self.link.send(now, nbytes, arrive, extra_s=extra_s)
 

@@ -16,9 +16,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
-import simpy
-
 from easerve_core import StageProfile
+from sim.clock import SimEnvironment
 from sim.host import HostCPU, Progress
 from sim.job import Job
 from sim.pipeline import Pipeline, take_batch
@@ -33,7 +32,7 @@ class PrefillWorker(Worker):
 
     stage = "prefill"
 
-    def __init__(self, env: simpy.Environment, index: int, gpus: tuple[int, ...], recorder: Recorder,
+    def __init__(self, env: SimEnvironment, index: int, gpus: tuple[int, ...], recorder: Recorder,
                  *, pipe: Pipeline, profile: StageProfile, prefill_max_batch_tokens: int,
                  host: HostCPU | None = None, stall: Stall | None = None,
                  warmup: Warmup | None = None) -> None:

@@ -140,24 +140,39 @@ class Recorder:
         return frame.astype(QUEUE_COLUMNS)
 
     def queue_summary(self, end_s: float) -> dict[str, dict[str, float]]:
-        """Per stage: time-average (summed over its workers) and max queue length."""
-        area: dict[str, float] = {}
-        peak: dict[str, int] = {}
-        last: dict[int, tuple[float, int]] = {}  # by slot, in the order slots first changed
-        stages = [stage for stage, _ in self._slots]
-        times, slots, lengths = (column.tolist() for column in self._queue)
-        for t, slot, length in zip(times, slots, lengths, strict=True):
-            stage = stages[slot]
-            prev = last.get(slot)
-            if prev is not None:
-                area[stage] = area.get(stage, 0.0) + prev[1] * (t - prev[0])
-            last[slot] = (t, length)
-            peak[stage] = max(peak.get(stage, 0), length)
-        for slot, (t, length) in last.items():
-            stage = stages[slot]
-            area[stage] = area.get(stage, 0.0) + length * max(0.0, end_s - t)
-        span = end_s if end_s > 0 and math.isfinite(end_s) else 1.0
-        return {s: {"mean": area.get(s, 0.0) / span, "max": float(peak[s])} for s in sorted(peak)}
+        """Per stage: time-average (summed over its workers) and max queue length.
+
+        The area under each stage's step functions is summed row by row in the
+        order the rows were recorded (a cumulative sum: the same float as a loop),
+        then each worker's last length up to ``end_s``, in the order the workers
+        first reported.
+        """
+        times, slots, lengths = (_view(column) for column in self._queue)
+        names = sorted({stage for stage, _ in self._slots})
+        slot_stage = np.asarray([names.index(stage) for stage, _ in self._slots] or [0], dtype=np.int64)
+        row_stage = slot_stage[slots]
+        # each row's previous row of the same slot: rows grouped by slot, in recorded order
+        by_slot = np.argsort(slots, kind="stable")
+        has_prev = np.zeros(len(slots), dtype=bool)
+        has_prev[by_slot[1:]] = slots[by_slot[1:]] == slots[by_slot[:-1]]
+        prev = np.empty(len(slots), dtype=np.int64)
+        prev[by_slot[1:]] = by_slot[:-1]
+        span_s = end_s if end_s > 0 and math.isfinite(end_s) else 1.0
+        out: dict[str, dict[str, float]] = {}
+        for k, stage in enumerate(names):
+            mine = row_stage == k
+            if not mine.any():
+                continue
+            rows = np.flatnonzero(mine & has_prev)
+            area = float(np.cumsum(lengths[prev[rows]] * (times[rows] - times[prev[rows]]))[-1]) \
+                if rows.size else None
+            for slot in dict.fromkeys(slots[mine].tolist()):  # the stage's slots, first reports first
+                last = np.flatnonzero(slots == slot)[-1]
+                tail = int(lengths[last]) * max(0.0, end_s - float(times[last]))
+                area = tail if area is None else area + tail
+            out[stage] = {"mean": (0.0 if area is None else area) / span_s,
+                          "max": float(int(lengths[mine].max()))}
+        return out
 
 
 def _view(column: array[Any]) -> np.ndarray[Any, Any]:

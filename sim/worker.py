@@ -8,7 +8,8 @@ its state, never per request waiting in it or per token it generates.
 
 The loop is written as event callbacks rather than a generator process, with
 the same events a process waiting on ``alarm | doorbell`` would schedule, in
-the same order: the start at the instant the worker is built, ahead of
+the same order (the alarm, doorbell and wake-up as light
+:meth:`~sim.clock.SimEnvironment.call_later` timers): the start at the instant the worker is built, ahead of
 ordinary events (as SimPy starts a process); the alarm (a timeout) when it
 goes to sleep; the doorbell when it is rung (the event is made then: most
 sleeps end without a ring); and the wake-up when the first of the two is
@@ -25,10 +26,13 @@ is called with the planned time it was set for.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import simpy
 from simpy.events import URGENT
 
+from sim.clock import SimEnvironment
 from sim.recorder import Recorder
 
 
@@ -42,12 +46,20 @@ class _Start(simpy.Event):
         env.schedule(self, URGENT)
 
 
-class _Wake(simpy.Event):
-    """A sleeping worker's wake-up: triggered by whichever of its alarm and doorbell comes first."""
+class _Wake:
+    """One sleep's wake-up: scheduled by whichever of its alarm and doorbell is processed first."""
 
-    def __call__(self, _first: simpy.Event) -> None:
-        if not self.triggered:
-            self.succeed()
+    __slots__ = ("env", "on_wake", "pending")
+
+    def __init__(self, env: SimEnvironment, on_wake: Callable[[Any], None]) -> None:
+        self.env = env
+        self.on_wake = on_wake
+        self.pending = True
+
+    def __call__(self, _first: Any) -> None:
+        if self.pending:
+            self.pending = False
+            self.env.call_later(0, self.on_wake)
 
 
 class Worker:
@@ -55,7 +67,7 @@ class Worker:
 
     stage = "worker"
 
-    def __init__(self, env: simpy.Environment, index: int, gpus: tuple[int, ...],
+    def __init__(self, env: SimEnvironment, index: int, gpus: tuple[int, ...],
                  recorder: Recorder) -> None:
         self.env = env
         self.index = index
@@ -81,9 +93,7 @@ class Worker:
         """Ring the doorbell: new work arrived or a plan changed."""
         if self._asleep and not self._rung:
             self._rung = True
-            bell = simpy.Event(self.env)
-            bell.callbacks.append(self._rang if self._wake is None else self._wake)
-            bell.succeed()
+            self.env.call_later(0, self._rang if self._wake is None else self._wake)
 
     def show_busy(self, now: float, frac: float) -> None:
         """Report the busy fraction of this worker's GPUs; only a change reaches the recorder
@@ -106,18 +116,16 @@ class Worker:
             self._wake = None
             return
         env = self.env
-        wake = self._wake = _Wake(env)
-        alarm = simpy.Timeout(env, max(0.0, due - env.now))
-        alarm.callbacks.append(wake)
-        wake.callbacks.append(self._woken)
+        wake = self._wake = _Wake(env, self._woken)
+        env.call_later(max(0.0, due - env.now), wake)  # the alarm
 
-    def _started(self, _event: simpy.Event) -> None:
+    def _started(self, _event: Any) -> None:
         self._cycle(float(self.env.now))
 
-    def _rang(self, _event: simpy.Event) -> None:
+    def _rang(self, _event: Any) -> None:
         self._cycle(self.env.now)
 
-    def _woken(self, _event: simpy.Event) -> None:
+    def _woken(self, _event: Any) -> None:
         now = self.env.now
         # The alarm's own time, not now + (due - now) rounded by SimPy.
         self._cycle(now if self._rung else max(self._alarm_s, now))
