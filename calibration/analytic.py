@@ -92,18 +92,23 @@ class TPStageProfile:
         self._encode_memo: dict[tuple[tuple[int, ...], float], float] = {}
         self._prefill_memo: dict[tuple[tuple[int, ...], float], float] = {}
         self._decode_memo: dict[tuple[int, int], float] = {}
-        # per batch size: the context-free kernels' times, before and after attention
-        self._decode_kernels_s: dict[int, tuple[work.DecodeShape, tuple[float, ...], tuple[float, ...]]] = {}
+        # per batch size: weight bytes, the context-free kernels' times before and after
+        # attention, and the all-reduce time of a decode step
+        self._decode_fixed: dict[int, tuple[float, tuple[float, ...], tuple[float, ...], float]] = {}
 
     def __repr__(self) -> str:
         return f"TPStageProfile({self.parent.model.name!r}, {self.parent.gpu.name!r}, tp={self.tp})"
 
     # -- the roofline --------------------------------------------------------------
     def _kernel_s(self, kernel: work.Kernel, share: float) -> float:
-        if kernel.flops <= 0:
+        return self._flops_s(kernel.flops, kernel.count, kernel.attention, share)
+
+    def _flops_s(self, flops: float, count: int, attention: bool, share: float) -> float:
+        """One kernel of ``flops`` FLOPs, run ``count`` times, at ``share`` of the SMs."""
+        if flops <= 0:
             return 0.0
-        fill = min(1.0, kernel.flops / self._fill_flops)
-        return kernel.count * kernel.flops / (self._peak_flops[kernel.attention] * min(share, fill))
+        fill = min(1.0, flops / self._fill_flops)
+        return count * flops / (self._peak_flops[attention] * min(share, fill))
 
     def _allreduce_s(self, nbytes: float) -> float:
         if self.tp == 1 or nbytes <= 0:
@@ -115,16 +120,18 @@ class TPStageProfile:
     def _stage_s(self, stage: work.StageWork, share: float, *, overhead_s: float,
                  launch: bool = True) -> float:
         compute = sum(self._kernel_s(k, share) for k in stage.kernels)
-        return self._combine_s(compute, stage.bytes_read, stage.num_layers, stage.allreduce_bytes,
-                               overhead_s=overhead_s, launch=launch)
+        host = stage.num_layers * self.parent.efficiency.layer_launch_s if launch else 0.0
+        return self._combine_s(compute, stage.bytes_read, host, self._comm_s(stage),
+                               overhead_s=overhead_s)
 
-    def _combine_s(self, compute: float, bytes_read: float, num_layers: int, allreduce_bytes: float,
-                   *, overhead_s: float, launch: bool) -> float:
+    def _comm_s(self, stage: work.StageWork | work.DecodeShape) -> float:
+        """The two ring all-reduces per layer under TP."""
+        return 2 * stage.num_layers * self._allreduce_s(stage.allreduce_bytes)
+
+    def _combine_s(self, compute: float, bytes_read: float, host: float, comm: float, *,
+                   overhead_s: float) -> float:
         """A stage's time from its summed kernel time (the roofline's last step)."""
-        memory_s = bytes_read / self._mem_bytes_per_s
-        host = num_layers * self.parent.efficiency.layer_launch_s if launch else 0.0
-        comm = 2 * num_layers * self._allreduce_s(allreduce_bytes)
-        return overhead_s + max(compute, memory_s, host) + comm
+        return overhead_s + max(compute, bytes_read / self._mem_bytes_per_s, host) + comm
 
     def _share(self, sm_share: float) -> float:
         if type(sm_share) is float:  # the shares a simulation uses repeat: remember them
@@ -191,18 +198,16 @@ class TPStageProfile:
         times summed by ``sum`` in kernel order, so the result is the same float.
         """
         lm, tp = self.parent.model.lm, self.tp
-        fixed = self._decode_kernels_s.get(batch_size)
+        fixed = self._decode_fixed.get(batch_size)
         if fixed is None:
             shape = work.decode_shape(lm, batch_size, tp=tp)
-            fixed = self._decode_kernels_s[batch_size] = (
-                shape, tuple(self._kernel_s(k, 1.0) for k in shape.before),
-                tuple(self._kernel_s(k, 1.0) for k in shape.after))
-        shape, before_s, after_s = fixed
+            fixed = self._decode_fixed[batch_size] = (
+                shape.weight_bytes, tuple(self._kernel_s(k, 1.0) for k in shape.before),
+                tuple(self._kernel_s(k, 1.0) for k in shape.after), self._comm_s(shape))
+        weight_bytes, before_s, after_s, comm = fixed
         attention_flops, kv_read = work.decode_attention(lm, batch_size, context_tokens, tp=tp)
-        attention_s = self._kernel_s(work.Kernel(attention_flops, 1, attention=True), 1.0)
-        compute = sum((*before_s, attention_s, *after_s))
-        return self._combine_s(compute, (shape.weight_bytes + kv_read) / tp, shape.num_layers,
-                               shape.allreduce_bytes, launch=False,
+        compute = sum((*before_s, self._flops_s(attention_flops, 1, True, 1.0), *after_s))
+        return self._combine_s(compute, (weight_bytes + kv_read) / tp, 0.0, comm,
                                overhead_s=self.parent.efficiency.decode_step_overhead_s)
 
     def embed_bytes(self, mm_tokens: int) -> int:
