@@ -65,6 +65,9 @@ class RecordTable:
         self.requests = requests
         self._times = [(name, array("d", [math.nan]) * n) for name in _TIMES]
         self._ints = [(name, array("q", [-1]) * n) for name in _INTS]
+        # the columns in the order write() fills them
+        self._time_columns = tuple(column for _, column in self._times)
+        self._int_columns = tuple(column for _, column in self._ints)
         self._routes = array("b", [0]) * n
         self._rejected: dict[int, str] = {}  # row -> why
 
@@ -75,12 +78,13 @@ class RecordTable:
     def write(self, job: Job) -> None:
         """``job`` is done: keep its fields in its row."""
         i = job.index
-        for name, times in self._times:
-            times[i] = getattr(job, name)
-        for name, ints in self._ints:
-            value = getattr(job, name)
+        starts, ends, prefill_starts, first_tokens, finishes = self._time_columns
+        starts[i], ends[i], prefill_starts[i] = job.encode_start_s, job.encode_end_s, job.prefill_start_s
+        first_tokens[i], finishes[i] = job.first_token_s, job.finish_s
+        values = (job.encode_batch_size, job.encode_worker, job.prefill_worker, job.decode_worker)
+        for column, value in zip(self._int_columns, values, strict=True):
             if value is not None:
-                ints[i] = value
+                column[i] = value
         self._routes[i] = _ROUTE_CODE[job.route]
 
     def last_finish_s(self) -> float:

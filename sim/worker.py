@@ -8,14 +8,16 @@ its state, never per request waiting in it or per token it generates.
 
 The loop is written as event callbacks rather than a generator process, with
 the same events a process waiting on ``alarm | doorbell`` would schedule, in
-the same order (the alarm, doorbell and wake-up as light
-:meth:`~sim.clock.SimEnvironment.call_later` timers): the start at the instant the worker is built, ahead of
-ordinary events (as SimPy starts a process); the alarm (a timeout) when it
-goes to sleep; the doorbell when it is rung (the event is made then: most
-sleeps end without a ring); and the wake-up when the first of the two is
-processed, one event later (docs/simulator.md, tie-break rule 2), or at the
-ring itself when no alarm is set. A process would add a generator resume and
-a condition's bookkeeping to every wake-up; these callbacks do not.
+the same order: the start at the instant the worker is built, ahead of
+ordinary events (as SimPy starts a process); the alarm when it goes to sleep;
+the doorbell when it is rung (made then: most sleeps end without a ring); and
+the wake-up when the first of the two is processed, one event later
+(docs/simulator.md, tie-break rule 2), or at the ring itself when no alarm
+is set. Alarms, doorbells and wake-ups are light timers
+(:meth:`~sim.clock.SimEnvironment.call_later`); a wake-up that would be the
+very next event is made at once (:meth:`~sim.clock.SimEnvironment.call_now`).
+A process would add a generator resume and a condition's bookkeeping to
+every wake-up; these callbacks do not.
 
 Times a worker stamps on records are the planned times of its work (``start
 + latency``), not ``env.now``, so floating-point rounding of SimPy's
@@ -26,13 +28,12 @@ is called with the planned time it was set for.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import simpy
 from simpy.events import URGENT
 
-from sim.clock import SimEnvironment
+from sim.clock import Call, SimEnvironment
 from sim.recorder import Recorder
 
 
@@ -44,22 +45,6 @@ class _Start(simpy.Event):
         self._ok = True
         self._value = None
         env.schedule(self, URGENT)
-
-
-class _Wake:
-    """One sleep's wake-up: scheduled by whichever of its alarm and doorbell is processed first."""
-
-    __slots__ = ("env", "on_wake", "pending")
-
-    def __init__(self, env: SimEnvironment, on_wake: Callable[[Any], None]) -> None:
-        self.env = env
-        self.on_wake = on_wake
-        self.pending = True
-
-    def __call__(self, _first: Any) -> None:
-        if self.pending:
-            self.pending = False
-            self.env.call_later(0, self.on_wake)
 
 
 class Worker:
@@ -75,7 +60,9 @@ class Worker:
         self.rec = recorder
         self._asleep = False  # between its step and its wake-up: a ring wakes it
         self._rung = False  # the doorbell rang since it went to sleep
-        self._wake: _Wake | None = None  # this sleep's wake-up, when its alarm is set
+        self._waking = False  # this sleep's wake-up is still to come (its alarm is set)
+        self._alarm: Call | None = None  # this sleep's alarm
+        self._bell: Call | None = None  # this sleep's doorbell, once rung with an alarm set
         self._alarm_s = math.inf
         self.last_start_s = -math.inf  # when this worker last started a batch (any lane)
         self._shown_busy = -1.0  # the busy fraction last reported for this worker's GPUs
@@ -93,7 +80,10 @@ class Worker:
         """Ring the doorbell: new work arrived or a plan changed."""
         if self._asleep and not self._rung:
             self._rung = True
-            self.env.call_later(0, self._rang if self._wake is None else self._wake)
+            if self._alarm is None:
+                self.env.call_later(0, self._rang)
+            else:
+                self._bell = self.env.call_later(0, self._bell_rang)
 
     def show_busy(self, now: float, frac: float) -> None:
         """Report the busy fraction of this worker's GPUs; only a change reaches the recorder
@@ -111,19 +101,30 @@ class Worker:
         self._asleep = False  # a ring during the worker's own step changes nothing
         self.step(now)
         due = self._alarm_s = self.next_due()
-        self._asleep, self._rung = True, False
+        self._asleep, self._rung, self._bell = True, False, None
         if due == math.inf:
-            self._wake = None
+            self._alarm = None
             return
         env = self.env
-        wake = self._wake = _Wake(env, self._woken)
-        env.call_later(max(0.0, due - env.now), wake)  # the alarm
+        self._waking = True
+        self._alarm = env.call_later(max(0.0, due - env.now), self._alarm_rang)
 
     def _started(self, _event: Any) -> None:
         self._cycle(float(self.env.now))
 
     def _rang(self, _event: Any) -> None:
         self._cycle(self.env.now)
+
+    # An alarm or doorbell of an earlier sleep (the other one woke the worker) is not this one.
+    def _alarm_rang(self, call: Call) -> None:
+        if call is self._alarm and self._waking:
+            self._waking = False
+            self.env.call_now(self._woken)
+
+    def _bell_rang(self, call: Call) -> None:
+        if call is self._bell and self._waking:
+            self._waking = False
+            self.env.call_now(self._woken)
 
     def _woken(self, _event: Any) -> None:
         now = self.env.now
