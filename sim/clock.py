@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 import simpy
-from simpy.events import NORMAL
+from simpy.events import NORMAL, URGENT
 
 
 class Call:
@@ -50,6 +50,14 @@ class SimEnvironment(simpy.Environment):
         call = Call()
         call.callbacks = [callback]
         heapq.heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), call))
+        return call
+
+    def call_first(self, callback: Callable[[Any], None]) -> Call:
+        """Call ``callback(call)`` now, ahead of ordinary events at this instant (as SimPy
+        starts a process: the same priority, so the same place in the order of events)."""
+        call = Call()
+        call.callbacks = [callback]
+        heapq.heappush(self._queue, (self._now + 0, URGENT, next(self._eid), call))
         return call
 
     def call_now(self, callback: Callable[[Any], None]) -> None:

@@ -16,10 +16,8 @@ in its module docstring. The exact-trace tests in tests/sim pin it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
-
-import simpy
 
 from easerve_core import Architecture, Deployment, ParallelProfile, Request, StageProfile
 from easerve_core.plan import RunPlan, cluster_dict
@@ -54,18 +52,51 @@ def _rejection(req: Request, caps: Capacities, deployment: Deployment) -> str:
     return ""
 
 
-def _dispatcher(env: simpy.Environment, requests: Sequence[Request], admitted: list[int],
-                workers: Sequence[Any], policy: str,
-                delay_s: float = 0.0) -> Generator[simpy.Event, object, None]:
-    """Each admitted request, at its arrival, as a new job to an encode worker (or LM instance)."""
-    n = len(workers)
-    for i, index in enumerate(admitted):
-        req = requests[index]
-        at = req.arrival_s + delay_s if delay_s else req.arrival_s
-        if at > env.now:
-            yield simpy.Timeout(env, at - env.now)
-        worker = workers[i % n] if policy == "round-robin" else min(workers, key=_load)
-        worker.offer(Job(req, index), at)
+class _Dispatcher:
+    """The front end: each admitted request, at its arrival, as a new job to an encode worker
+    (or LM instance), by ``policy``.
+
+    Callbacks with the events of the generator process it replaces: its start
+    (ahead of ordinary events), one timeout per arrival later than now, and its
+    end (an event with nothing to do, as a finished process schedules).
+    """
+
+    def __init__(self, env: SimEnvironment, requests: Sequence[Request], admitted: list[int],
+                 workers: Sequence[Any], policy: str, delay_s: float = 0.0) -> None:
+        self.env, self.requests, self.admitted, self.workers = env, requests, admitted, workers
+        self.round_robin = policy == "round-robin"
+        self.delay_s = delay_s
+        self._next = 0  # the position in ``admitted`` of the next request to hand over
+        self._waited = False  # a timeout for that request's arrival has run
+        env.call_first(self._resume)
+
+    def _arrival_s(self, i: int) -> float:
+        req = self.requests[self.admitted[i]]
+        return req.arrival_s + self.delay_s if self.delay_s else req.arrival_s
+
+    def _resume(self, _event: Any) -> None:
+        env, i, n = self.env, self._next, len(self.admitted)
+        while i < n:
+            at = self._arrival_s(i)
+            if at > env.now and not self._waited:
+                self._next, self._waited = i, True
+                env.call_later(at - env.now, self._resume)
+                return
+            self._waited = False
+            self._offer(i, at)
+            i += 1
+        self._next = n
+        env.call_later(0, _ended)
+
+    def _offer(self, i: int, at: float) -> None:
+        workers = self.workers
+        worker = workers[i % len(workers)] if self.round_robin else min(workers, key=_load)
+        index = self.admitted[i]
+        worker.offer(Job(self.requests[index], index), at)
+
+
+def _ended(_event: Any) -> None:
+    """The dispatcher's end event: nothing to do."""
 
 
 def _load(worker: Any) -> tuple[int, int]:
@@ -117,7 +148,7 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
             recorder.finished()
         else:
             admitted.append(index)
-    env.process(_dispatcher(env, requests, admitted, front, options.dispatch, host.dispatch_latency_s))
+    _Dispatcher(env, requests, admitted, front, options.dispatch, host.dispatch_latency_s)
     env.run_all()
     unfinished = len(admitted) - pipe.num_finished
     if unfinished:

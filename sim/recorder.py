@@ -1,8 +1,8 @@
 """What a run observes besides the records: utilisation, stage log, queues, trace.
 
-Workers report to one :class:`Recorder`; it keeps flat columns (typed
-``array.array``s, a few machine words per row) while the run goes and builds
-the DataFrames once at the end. What is not recorded costs a test and
+Workers report to one :class:`Recorder`; it keeps each series as one flat
+``array.array`` of rows (a few machine words per row) while the run goes and
+builds the DataFrames once at the end. What is not recorded costs a test and
 nothing else: no rows, and no trace tuple unless a trace list was given.
 
 * Utilisation: a step function per GPU, ``time_s, gpu, busy_frac`` (the
@@ -52,16 +52,16 @@ class Recorder:
         self.progress = progress
         self._util_on = utilization
         self._queues_on = queues
-        self._util_last: list[tuple[float, float]] = [(-1.0, -1.0)] * num_gpus
-        self._util = (array("d"), array("q"), array("d"))  # time_s, gpu, busy_frac
-        # stage log: the stage names (shared str objects), then worker, start_s, end_s,
-        # batch_size, tokens, sm_share
-        self._stage_names: list[str] = []
-        self._stage = (array("q"), array("d"), array("d"), array("q"), array("q"), array("d"))
+        # Each series is one flat array of rows (ints held as floats: exact below 2**53),
+        # so a row costs one extend() of a few machine words.
+        self._util = array("d")  # rows of (time_s, gpu, busy_frac)
+        self._util_last = [(-1.0, -1.0, -1)] * num_gpus  # per GPU: time, fraction, its last row
+        self._stage_names: list[str] = []  # the stage of each stage-log row (shared str objects)
+        self._stage = array("d")  # rows of (worker, start_s, end_s, batch_size, tokens, sm_share)
         # queue lengths by slot (one per stage and worker, queue_slot), rows of slot changes
         self._slots: list[tuple[str, int]] = []
         self._slot_length: list[int] = []
-        self._queue = (array("d"), array("q"), array("q"))  # time_s, slot, length
+        self._queue = array("d")  # rows of (time_s, slot, length)
 
     # -- reporting -------------------------------------------------------------------
     def log(self, now: float, what: str, worker: int, jobs: Iterable[Traced]) -> None:
@@ -71,33 +71,22 @@ class Recorder:
     def busy(self, gpus: Sequence[int], now: float, frac: float) -> None:
         if not self._util_on:
             return
-        times, ids, fracs = self._util
+        util, last = self._util, self._util_last
         for gpu in gpus:
-            last_t, last_f = self._util_last[gpu]
+            last_t, last_f, row = last[gpu]
             if last_f == frac:
                 continue
-            if last_t == now and times:
-                # Same instant: replace this GPU's last row (it lasted zero time).
-                for i in range(len(times) - 1, -1, -1):
-                    if ids[i] == gpu:
-                        fracs[i] = frac
-                        break
+            if last_t == now:
+                util[3 * row + 2] = frac  # same instant: replace this GPU's last row (it lasted zero time)
             else:
-                times.append(now)
-                ids.append(gpu)
-                fracs.append(frac)
-            self._util_last[gpu] = (now, frac)
+                row = len(util) // 3
+                util.extend((now, gpu, frac))
+            last[gpu] = (now, frac, row)
 
     def batch(self, stage: str, worker: int, start_s: float, end_s: float, batch_size: int,
               tokens: int, sm_share: float) -> None:
         self._stage_names.append(stage)
-        workers, starts, ends, sizes, token_counts, shares = self._stage
-        workers.append(worker)
-        starts.append(start_s)
-        ends.append(end_s)
-        sizes.append(batch_size)
-        token_counts.append(tokens)
-        shares.append(sm_share)
+        self._stage.extend((worker, start_s, end_s, batch_size, tokens, sm_share))
 
     def queue_slot(self, stage: str, worker: int) -> int:
         """A handle for :meth:`queue`: the queue of ``stage`` on ``worker``."""
@@ -110,10 +99,7 @@ class Recorder:
         if not self._queues_on or self._slot_length[slot] == length:
             return
         self._slot_length[slot] = length
-        times, slots, lengths = self._queue
-        times.append(now)
-        slots.append(slot)
-        lengths.append(length)
+        self._queue.extend((now, slot, length))
 
     def finished(self) -> None:
         if self.progress is not None:
@@ -121,23 +107,31 @@ class Recorder:
 
     # -- results ---------------------------------------------------------------------
     def utilization_frame(self) -> pd.DataFrame:
-        times, ids, fracs = (_view(column) for column in self._util)
+        times, gpus, fracs = _columns(self._util, 3)
+        ids = gpus.astype(np.int64)
         order = np.lexsort((ids, times))
         frame = pd.DataFrame({"time_s": times[order], "gpu": ids[order], "busy_frac": fracs[order]})
         return frame.astype(dict(UTILIZATION_COLUMNS))
 
     def stage_frame(self) -> pd.DataFrame:
-        columns = [pd.array(self._stage_names, dtype="string"), *(_view(c) for c in self._stage)]
-        frame = pd.DataFrame(dict(zip(STAGE_LOG_COLUMNS, columns, strict=True)), copy=False)
+        workers, starts, ends, sizes, tokens, shares = _columns(self._stage, 6)
+        frame = pd.DataFrame({"stage": pd.array(self._stage_names, dtype="string"),
+                              "worker": workers.astype(np.int64), "start_s": starts, "end_s": ends,
+                              "batch_size": sizes.astype(np.int64), "tokens": tokens.astype(np.int64),
+                              "sm_share": shares}, copy=False)
         return frame.astype(dict(STAGE_LOG_COLUMNS))
 
     def queue_frame(self) -> pd.DataFrame:
-        times, slots, lengths = (_view(column) for column in self._queue)
+        times, slots, lengths = self._queue_columns()
         names = np.asarray([stage for stage, _ in self._slots] or [""], dtype=object)
         workers = np.asarray([worker for _, worker in self._slots] or [0], dtype=np.int64)
         frame = pd.DataFrame({"time_s": times, "stage": pd.array(names[slots], dtype="string"),
                               "worker": workers[slots], "length": lengths}, copy=False)
         return frame.astype(QUEUE_COLUMNS)
+
+    def _queue_columns(self) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        times, slots, lengths = _columns(self._queue, 3)
+        return times.copy(), slots.astype(np.int64), lengths.astype(np.int64)
 
     def queue_summary(self, end_s: float) -> dict[str, dict[str, float]]:
         """Per stage: time-average (summed over its workers) and max queue length.
@@ -147,7 +141,7 @@ class Recorder:
         then each worker's last length up to ``end_s``, in the order the workers
         first reported.
         """
-        times, slots, lengths = (_view(column) for column in self._queue)
+        times, slots, lengths = self._queue_columns()
         names = sorted({stage for stage, _ in self._slots})
         slot_stage = np.asarray([names.index(stage) for stage, _ in self._slots] or [0], dtype=np.int64)
         row_stage = slot_stage[slots]
@@ -175,6 +169,7 @@ class Recorder:
         return out
 
 
-def _view(column: array[Any]) -> np.ndarray[Any, Any]:
-    """``column`` as a NumPy array without a copy (the recorder appends nothing after this)."""
-    return np.frombuffer(column, dtype=np.float64 if column.typecode == "d" else np.int64)
+def _columns(rows: array[float], width: int) -> list[np.ndarray[Any, Any]]:
+    """The columns of a flat array of rows of ``width`` values (views, no copy)."""
+    table = np.frombuffer(rows, dtype=np.float64).reshape(-1, width)
+    return [table[:, k] for k in range(width)]

@@ -30,21 +30,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import simpy
-from simpy.events import URGENT
-
 from sim.clock import Call, SimEnvironment
 from sim.recorder import Recorder
-
-
-class _Start(simpy.Event):
-    """Processed at once, ahead of ordinary events at the same instant (as a process starts)."""
-
-    def __init__(self, env: simpy.Environment) -> None:
-        super().__init__(env)
-        self._ok = True
-        self._value = None
-        env.schedule(self, URGENT)
 
 
 class Worker:
@@ -66,7 +53,7 @@ class Worker:
         self._alarm_s = math.inf
         self.last_start_s = -math.inf  # when this worker last started a batch (any lane)
         self._shown_busy = -1.0  # the busy fraction last reported for this worker's GPUs
-        _Start(env).callbacks.append(self._started)
+        env.call_first(self._started)
 
     def step(self, now: float) -> None:
         """Finish what is due at ``now`` and start what can start."""
