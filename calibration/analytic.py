@@ -91,7 +91,8 @@ class TPStageProfile:
         # what the roofline computes.
         self._encode_memo: dict[tuple[tuple[int, ...], float], float] = {}
         self._prefill_memo: dict[tuple[tuple[int, ...], float], float] = {}
-        self._decode_memo: dict[tuple[int, int], float] = {}
+        self._decode_memo: dict[int, dict[int, float]] = {}  # batch size -> context -> seconds
+        self._decode_memo_size = 0
         # per batch size: weight bytes, the context-free kernels' times before and after
         # attention, and the all-reduce time of a decode step
         self._decode_fixed: dict[int, tuple[float, tuple[float, ...], tuple[float, ...], float]] = {}
@@ -184,11 +185,17 @@ class TPStageProfile:
         if type(batch_size) is not int or type(context_tokens) is not int or batch_size < 1 \
                 or context_tokens < 0:
             _check_decode_args(batch_size, context_tokens)
-        key = (batch_size, context_tokens)
-        seconds = self._decode_memo.get(key)
+        by_context = self._decode_memo.get(batch_size)
+        if by_context is None:
+            by_context = self._decode_memo[batch_size] = {}
+        seconds = by_context.get(context_tokens)
         if seconds is None:
-            _room(self._decode_memo)
-            seconds = self._decode_memo[key] = self._decode_step_s(batch_size, context_tokens)
+            if self._decode_memo_size >= _MEMO_MAX:
+                self._decode_memo.clear()
+                self._decode_memo[batch_size] = by_context = {}
+                self._decode_memo_size = 0
+            seconds = by_context[context_tokens] = self._decode_step_s(batch_size, context_tokens)
+            self._decode_memo_size += 1
         return seconds
 
     def _decode_step_s(self, batch_size: int, context_tokens: int) -> float:

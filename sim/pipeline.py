@@ -122,7 +122,7 @@ class Pipeline:
     def _handoff_s(self, direction: str) -> float:
         """One hand-off's delay beyond the link: the fixed one, or a draw."""
         fixed, quantiles = self._handoff[direction]
-        if not len(quantiles):
+        if not quantiles.size:
             return fixed
         assert self._rng is not None
         return float(quantiles[self._rng.integers(len(quantiles))])

@@ -110,13 +110,17 @@ class SharedGPU:
         self.encode = Lane()
         self.prefill = Lane()
         self._encode_fill = 0.0
+        self._fills: dict[int, float] = {}  # batch size -> table.share_for(batch size)
         #: host mode (sim.host): lane speed = host factor x (colocated speed while both run)
         self.host_mode = host_colocated_speed_frac is not None
         self.colocated_speed = 1.0 if host_colocated_speed_frac is None else host_colocated_speed_frac
         self.host_factor = 1.0
 
     def start_encode(self, now: float, batch_size: int, latency: Callable[[float], float]) -> None:
-        self._encode_fill = self.table.share_for(batch_size)
+        fill = self._fills.get(batch_size)
+        if fill is None:  # the table is immutable: one look-up per batch size
+            fill = self._fills[batch_size] = self.table.share_for(batch_size)
+        self._encode_fill = fill
         self.encode.begin(now, latency)
         self._partition(now)
 
