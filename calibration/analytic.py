@@ -79,7 +79,7 @@ class TPStageProfile:
         self.parent = parent
         self.tp = tp
         gpu, eff = parent.gpu, parent.efficiency
-        # products _kernel_s and _combine_s would otherwise form on every call (same values)
+        # products _flops_s and _combine_s would otherwise form on every call (same values)
         self._fill_flops = gpu.num_sms * eff.fill_flops_per_sm
         self._peak_flops = {True: gpu.dense_bf16_flops * eff.attention_efficiency_frac,
                             False: gpu.dense_bf16_flops * eff.gemm_efficiency_frac}
@@ -101,11 +101,8 @@ class TPStageProfile:
         return f"TPStageProfile({self.parent.model.name!r}, {self.parent.gpu.name!r}, tp={self.tp})"
 
     # -- the roofline --------------------------------------------------------------
-    def _kernel_s(self, kernel: work.Kernel, share: float) -> float:
-        return self._flops_s(kernel.flops, kernel.count, kernel.attention, share)
-
     def _flops_s(self, flops: float, count: int, attention: bool, share: float) -> float:
-        """One kernel of ``flops`` FLOPs, run ``count`` times, at ``share`` of the SMs."""
+        """A kernel (``work.Kernel``: ``flops`` FLOPs, run ``count`` times) at ``share`` of the SMs."""
         if flops <= 0:
             return 0.0
         fill = min(1.0, flops / self._fill_flops)
@@ -120,7 +117,7 @@ class TPStageProfile:
 
     def _stage_s(self, stage: work.StageWork, share: float, *, overhead_s: float,
                  launch: bool = True) -> float:
-        compute = sum(self._kernel_s(k, share) for k in stage.kernels)
+        compute = sum(self._flops_s(*kernel, share) for kernel in stage.kernels)
         host = stage.num_layers * self.parent.efficiency.layer_launch_s if launch else 0.0
         return self._combine_s(compute, stage.bytes_read, host, self._comm_s(stage),
                                overhead_s=overhead_s)
@@ -209,8 +206,8 @@ class TPStageProfile:
         if fixed is None:
             shape = work.decode_shape(lm, batch_size, tp=tp)
             fixed = self._decode_fixed[batch_size] = (
-                shape.weight_bytes, tuple(self._kernel_s(k, 1.0) for k in shape.before),
-                tuple(self._kernel_s(k, 1.0) for k in shape.after), self._comm_s(shape))
+                shape.weight_bytes, tuple(self._flops_s(*k, 1.0) for k in shape.before),
+                tuple(self._flops_s(*k, 1.0) for k in shape.after), self._comm_s(shape))
         weight_bytes, before_s, after_s, comm = fixed
         attention_flops, kv_read = work.decode_attention(lm, batch_size, context_tokens, tp=tp)
         compute = sum((*before_s, self._flops_s(attention_flops, 1, True, 1.0), *after_s))

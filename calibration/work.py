@@ -16,13 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from calibration.specs import EncoderSpec, LMSpec, ModelSpec
 
 
-@dataclass(frozen=True, slots=True)
-class Kernel:
-    """``flops`` of one launch, repeated ``count`` times (once per layer)."""
+class Kernel(NamedTuple):
+    """``flops`` of one launch, repeated ``count`` times (once per layer).
+
+    A named tuple, not a frozen dataclass: the analytic profile builds several
+    per stage latency it computes, and a tuple is made in a third of the time.
+    """
 
     flops: float
     count: int = 1
