@@ -40,11 +40,12 @@ from easerve_core import SMShareTable, SMSharing
 class Lane:
     """One lane's current task, with progress bookkeeping."""
 
-    __slots__ = ("_cache", "_latency", "end_s", "occupancy", "remaining", "share", "share_area",
-                 "since_s", "speed", "start_s", "total_s")
+    __slots__ = ("_cache", "_latency", "busy", "end_s", "occupancy", "remaining", "share",
+                 "share_area", "since_s", "speed", "start_s", "total_s")
 
     def __init__(self) -> None:
         self._latency: Callable[[float], float] | None = None
+        self.busy = False  # a task is running (read at every re-partition: a plain attribute)
         self._cache: dict[float, float] = {}
         self.remaining = 0.0
         self.start_s = self.since_s = 0.0
@@ -54,12 +55,9 @@ class Lane:
         self.share_area = 0.0
         self.occupancy = 0.0
 
-    @property
-    def busy(self) -> bool:
-        return self._latency is not None
-
     def begin(self, now: float, latency: Callable[[float], float]) -> None:
         self._latency = latency
+        self.busy = True
         self._cache = {}
         self.remaining = 1.0
         self.start_s = self.since_s = now
@@ -93,6 +91,7 @@ class Lane:
         span = now - self.start_s
         mean = self.share_area / span if span > 0 else self.share
         self._latency = None
+        self.busy = False
         self.end_s = self.total_s = math.inf
         self.share = self.speed = self.occupancy = 0.0
         return mean
