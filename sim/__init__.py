@@ -1,8 +1,9 @@
 """sim: the SimPy model of an eight-GPU Encode/Prefill/Decode server.
 
 The policies are easerve_core's objects; this package is the mechanism:
-workers as SimPy processes (:mod:`sim.encode`, :mod:`sim.prefill`,
-:mod:`sim.decode`, :mod:`sim.aggregated`), SM sharing (:mod:`sim.sharing`),
+workers as loops of SimPy events (:mod:`sim.worker`, :mod:`sim.encode`,
+:mod:`sim.prefill`, :mod:`sim.decode`, :mod:`sim.aggregated`) on one
+environment (:mod:`sim.clock`), SM sharing (:mod:`sim.sharing`),
 the interconnect (:mod:`sim.link`), and the entry point :func:`simulate`,
 which runs one :class:`easerve_core.plan.RunPlan`. Baselines are named
 presets (:mod:`easerve_core.presets`). The model, its contention and

@@ -15,9 +15,9 @@ and events all work on it) with three additions, all in this one place:
   SimPy's loop reads. The workers' alarms, doorbells and wake-ups and the
   link's deliveries are these: several per request, and a SimPy ``Event``
   with its value, state checks and environment binding costs more than the
-  work most of them trigger. :meth:`SimEnvironment.call_now` makes a call
-  due at this very instant at once when nothing else is due now (it would be
-  the next event processed): a worker's wake-up one event after its alarm.
+  work most of them trigger. :meth:`SimEnvironment.claim_now` says when a
+  call due at this very instant would be the next event processed anyway, so
+  the caller makes it at once: a worker's wake-up one event after its alarm.
 """
 
 from __future__ import annotations
@@ -31,11 +31,23 @@ from simpy.events import NORMAL, URGENT
 
 
 class Call:
-    """A scheduled callback: the least SimPy's loop needs of an event (its callbacks, ``_ok``)."""
+    """A scheduled callback: the least an event needs to sit in SimPy's queue.
 
-    __slots__ = ("callbacks",)
+    :meth:`SimEnvironment.run_all` calls ``fn(call)`` directly; SimPy's own
+    ``step()`` finds the ``callbacks`` list and ``_ok`` it reads on any event.
+    """
+
+    __slots__ = ("fn",)
     _ok = True
-    callbacks: list[Callable[[Any], None]] | None
+    fn: Callable[[Any], None] | None
+
+    @property
+    def callbacks(self) -> list[Callable[[Any], None]] | None:
+        return None if self.fn is None else [self.fn]
+
+    @callbacks.setter
+    def callbacks(self, value: list[Callable[[Any], None]] | None) -> None:
+        self.fn = None if not value else value[0]
 
 
 class SimEnvironment(simpy.Environment):
@@ -48,7 +60,7 @@ class SimEnvironment(simpy.Environment):
     def call_later(self, delay: float, callback: Callable[[Any], None]) -> Call:
         """Call ``callback(call)`` ``delay`` seconds from now, ordered as a ``Timeout`` would be."""
         call = Call()
-        call.callbacks = [callback]
+        call.fn = callback
         heapq.heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), call))
         return call
 
@@ -56,24 +68,22 @@ class SimEnvironment(simpy.Environment):
         """Call ``callback(call)`` now, ahead of ordinary events at this instant (as SimPy
         starts a process: the same priority, so the same place in the order of events)."""
         call = Call()
-        call.callbacks = [callback]
+        call.fn = callback
         heapq.heappush(self._queue, (self._now + 0, URGENT, next(self._eid), call))
         return call
 
-    def call_now(self, callback: Callable[[Any], None]) -> None:
-        """``call_later(0, callback)``, made at once when it would be the next event anyway.
+    def claim_now(self) -> bool:
+        """Whether an event scheduled now would be the very next one processed.
 
-        Only as the last thing the last callback of an event does: then, if no other
-        event is due at this instant, the scheduled call would be the very next event
-        processed, so it is made here (and counted as the event it stands for), one
-        trip through the queue less; otherwise it is scheduled.
+        Only for the last thing the last callback of an event does: when no other
+        event is due at this instant, the caller does at once what it would schedule
+        with ``call_later(0, ...)``; that is counted as the event it stands for.
         """
         queue = self._queue
         if queue and queue[0][0] <= self._now:
-            self.call_later(0, callback)
-            return
+            return False
         self.num_events += 1
-        callback(None)
+        return True
 
     def step(self) -> None:
         self.num_events += 1
@@ -89,6 +99,9 @@ class SimEnvironment(simpy.Environment):
         while queue:
             self._now, _, _, event = pop(queue)
             count += 1
+            if event.__class__ is Call:  # one callback, always ok
+                event.fn(event)
+                continue
             callbacks, event.callbacks = event.callbacks, None
             for callback in callbacks:
                 callback(event)

@@ -4,7 +4,7 @@ The model (docs/simulator.md): a front dispatcher hands each request, at its
 arrival time, to an encode worker (round-robin or least-loaded; for the
 aggregated baseline, to an LM instance). Requests that can never fit the KV
 memory of the path they would take are ``rejected`` up front with an error
-and never enter the model. Everything else is the workers' processes.
+and never enter the model. Everything else is the workers' loops (:mod:`sim.worker`).
 
 Tie-break order of simultaneous events: SimPy runs events due at one instant
 in the order they were scheduled (all of ours share one priority), so the

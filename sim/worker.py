@@ -15,7 +15,7 @@ the wake-up when the first of the two is processed, one event later
 (docs/simulator.md, tie-break rule 2), or at the ring itself when no alarm
 is set. Alarms, doorbells and wake-ups are light timers
 (:meth:`~sim.clock.SimEnvironment.call_later`); a wake-up that would be the
-very next event is made at once (:meth:`~sim.clock.SimEnvironment.call_now`).
+very next event is made at once (:meth:`~sim.clock.SimEnvironment.claim_now`).
 A process would add a generator resume and a condition's bookkeeping to
 every wake-up; these callbacks do not.
 
@@ -103,15 +103,26 @@ class Worker:
         self._cycle(self.env.now)
 
     # An alarm or doorbell of an earlier sleep (the other one woke the worker) is not this one.
+    # The wake-up is one event later; when nothing else is due now that event would be the
+    # next one processed, so the worker wakes at once (SimEnvironment.claim_now).
     def _alarm_rang(self, call: Call) -> None:
         if call is self._alarm and self._waking:
             self._waking = False
-            self.env.call_now(self._woken)
+            env = self.env
+            if env.claim_now():
+                now = env.now
+                self._cycle(now if self._rung else max(self._alarm_s, now))
+            else:
+                env.call_later(0, self._woken)
 
     def _bell_rang(self, call: Call) -> None:
         if call is self._bell and self._waking:
             self._waking = False
-            self.env.call_now(self._woken)
+            env = self.env
+            if env.claim_now():
+                self._cycle(env.now)  # rung: now
+            else:
+                env.call_later(0, self._woken)
 
     def _woken(self, _event: Any) -> None:
         now = self.env.now
