@@ -7,7 +7,9 @@ lengths) at 0.5 req/s on the EAServe deployment of
 peak RSS (``getrusage``'s ``ru_maxrss``, the figure ``/usr/bin/time -v``
 reports as "Maximum resident set size"); the target is under 400 MB.
 
-Run: ``.venv/bin/python bench/sim_memory.py [--num-requests N] [--rate R]``
+``--record`` keeps the config's time series (utilisation and queue lengths) instead.
+
+Run: ``.venv/bin/python bench/sim_memory.py [--num-requests N] [--rate R] [--record]``
 (or under ``/usr/bin/time -v`` to see the same figure from outside).
 """
 
@@ -38,17 +40,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-requests", type=int, default=200_000)
     parser.add_argument("--rate", type=float, default=0.5, help="arrival rate in req/s (default 0.5)")
+    parser.add_argument("--record", action="store_true", help="keep the config's time series")
     args = parser.parse_args()
     config = load_experiment(CONFIG)
     spec = replace(config.workload.with_rate(args.rate), num_requests=args.num_requests)
     requests = generate(spec, np.random.default_rng(config.seed))
     resolved = plan_for(config, requests=requests)
-    options = replace(resolved.sim_options(), record=NO_RECORDING)
+    options = resolved.sim_options()
+    if not args.record:
+        options = replace(options, record=NO_RECORDING)
     start = time.perf_counter()
     result = simulate(resolved.plan, resolved.sim_profile(), options=options)
     wall = time.perf_counter() - start
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    print(f"{args.num_requests} requests at {args.rate} req/s: {len(result.records)} records, "
+    print(f"{args.num_requests} requests at {args.rate} req/s, recording {'on' if args.record else 'off'}: "
+          f"{len(result.records)} records, "
           f"simulate {wall:.1f} s, peak RSS {peak_mb:.0f} MB (bar: under 400 MB)")
     return 0
 

@@ -6,16 +6,15 @@ again (computed once), and the record's stage fields (DESIGN.md §4.1) that
 the workers stamp: NaN for a time not reached, None for a worker or batch
 size not known, ``route`` "" until routed. The front dispatcher makes it
 when the request arrives; when the request is done, :meth:`RecordTable.write`
-copies its fields into the run's :class:`RecordTable` and nothing holds the
-job any more. So a long run keeps a few machine words per request and field,
-not an object per request (bench/sim_memory.py), and
-:meth:`RecordTable.frame` builds the shared records frame from the columns.
+keeps its fields as one row of numbers in the run's :class:`RecordTable` and
+nothing holds the job any more. So a long run keeps a machine word per
+request and field, not an object per request (bench/sim_memory.py), and
+:meth:`RecordTable.frame` builds the shared records frame from the rows.
 """
 
 from __future__ import annotations
 
 import math
-from array import array
 from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
@@ -24,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from easerve_core import Request, Status, records_from_columns
+from sim.rows import Rows
 
 #: record columns that are times, and those that are a worker or batch size (-1: none)
 _TIMES = ("encode_start_s", "encode_end_s", "prefill_start_s", "first_token_s", "finish_s")
@@ -31,6 +31,7 @@ _INTS = ("encode_batch_size", "encode_worker", "prefill_worker", "decode_worker"
 #: a route's code in the table, and back
 _ROUTES = ("", "local", "remote")
 _ROUTE_CODE = {route: code for code, route in enumerate(_ROUTES)}
+_NAN = math.nan
 
 
 class Job:
@@ -58,17 +59,16 @@ class Job:
 
 
 class RecordTable:
-    """The records of one run's ``requests``, a column per stage field (see the module docstring)."""
+    """The records of one run's ``requests`` (see the module docstring).
+
+    Each done job is one row of numbers (:class:`~sim.rows.Rows`): its index, the
+    stage times, the workers and batch size (NaN for none) and its route's code;
+    :meth:`frame` scatters the rows into one column per record field.
+    """
 
     def __init__(self, requests: Sequence[Request]) -> None:
-        n = len(requests)
         self.requests = requests
-        self._times = [(name, array("d", [math.nan]) * n) for name in _TIMES]
-        self._ints = [(name, array("q", [-1]) * n) for name in _INTS]
-        # the columns in the order write() fills them
-        self._time_columns = tuple(column for _, column in self._times)
-        self._int_columns = tuple(column for _, column in self._ints)
-        self._routes = array("b", [0]) * n
+        self._rows = Rows(2 + len(_TIMES) + len(_INTS))
         self._rejected: dict[int, str] = {}  # row -> why
 
     def reject(self, index: int, why: str) -> None:
@@ -76,20 +76,17 @@ class RecordTable:
         self._rejected[index] = why
 
     def write(self, job: Job) -> None:
-        """``job`` is done: keep its fields in its row."""
-        i = job.index
-        starts, ends, prefill_starts, first_tokens, finishes = self._time_columns
-        starts[i], ends[i], prefill_starts[i] = job.encode_start_s, job.encode_end_s, job.prefill_start_s
-        first_tokens[i], finishes[i] = job.first_token_s, job.finish_s
-        values = (job.encode_batch_size, job.encode_worker, job.prefill_worker, job.decode_worker)
-        for column, value in zip(self._int_columns, values, strict=True):
-            if value is not None:
-                column[i] = value
-        self._routes[i] = _ROUTE_CODE[job.route]
+        """``job`` is done: keep its fields."""
+        size, enc, pre, dec = job.encode_batch_size, job.encode_worker, job.prefill_worker, job.decode_worker
+        self._rows.add((job.index, job.encode_start_s, job.encode_end_s, job.prefill_start_s,
+                        job.first_token_s, job.finish_s,
+                        _NAN if size is None else size, _NAN if enc is None else enc,
+                        _NAN if pre is None else pre, _NAN if dec is None else dec,
+                        _ROUTE_CODE[job.route]))
 
     def last_finish_s(self) -> float:
         """The latest finish time (0 when nothing finished)."""
-        finish = np.frombuffer(self._times[-1][1], dtype=np.float64)
+        finish = self._rows.columns()[1 + len(_TIMES) - 1]
         done = finish[~np.isnan(finish)]
         return float(done.max()) if done.size else 0.0
 
@@ -102,12 +99,18 @@ class RecordTable:
                                 ("prompt_tokens", np.int64), ("mm_tokens", np.int64),
                                 ("output_tokens", np.int64))}
         columns["modality"] = [r.modality.value for r in reqs]
-        for name, times in self._times:
-            columns[name] = np.frombuffer(times, dtype=np.float64)
-        for name, ints in self._ints:
-            values = np.frombuffer(ints, dtype=np.int64)
-            columns[name] = pd.arrays.IntegerArray(values, values < 0)
-        columns["route"] = np.asarray(_ROUTES, dtype=object)[np.frombuffer(self._routes, dtype=np.int8)]
+        index, *fields = self._rows.columns()
+        rows = index.astype(np.int64)
+        for name, values in zip((*_TIMES, *_INTS), fields[:-1], strict=True):
+            column = np.full(n, np.nan)
+            column[rows] = values
+            if name in _INTS:
+                missing = np.isnan(column)
+                column = pd.arrays.IntegerArray(np.where(missing, -1, column).astype(np.int64), missing)
+            columns[name] = column
+        routes = np.zeros(n, dtype=np.int64)
+        routes[rows] = fields[-1].astype(np.int64)
+        columns["route"] = np.asarray(_ROUTES, dtype=object)[routes]
         status, error = [Status.OK.value] * n, [""] * n
         for i, why in self._rejected.items():
             status[i], error[i] = Status.REJECTED.value, why

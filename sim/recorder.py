@@ -1,8 +1,8 @@
 """What a run observes besides the records: utilisation, stage log, queues, trace.
 
-Workers report to one :class:`Recorder`; it keeps each series as flat rows
-of numbers in an ``array.array`` (a few machine words per row) while the run
-goes and builds the DataFrames once at the end. What is not recorded costs a test and
+Workers report to one :class:`Recorder`; it keeps each series as rows of
+numbers moved in bulk into a flat ``array.array`` (a few machine words per
+row) while the run goes and builds the DataFrames once at the end. What is not recorded costs a test and
 nothing else: no rows, and no trace tuple unless a trace list was given.
 
 * Utilisation: a step function per GPU, ``time_s, gpu, busy_frac`` (the
@@ -22,7 +22,6 @@ nothing else: no rows, and no trace tuple unless a trace list was given.
 from __future__ import annotations
 
 import math
-from array import array
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
@@ -31,6 +30,7 @@ import pandas as pd
 
 from easerve_core import Request
 from easerve_core.result import STAGE_LOG_COLUMNS, UTILIZATION_COLUMNS
+from sim.rows import Rows
 
 QUEUE_COLUMNS = {"time_s": "float64", "stage": "string", "worker": "int64", "length": "int64"}
 
@@ -52,14 +52,14 @@ class Recorder:
         self.progress = progress
         self._util_on = utilization
         self._queues_on = queues
-        self._util = _Rows(3)  # (time_s, gpu, busy_frac)
+        self._util = Rows(3)  # (time_s, gpu, busy_frac)
         self._util_last = [(-1.0, -1.0, -1)] * num_gpus  # per GPU: time, fraction, its last row
         self._stage_names: list[str] = []  # the stage of each stage-log row (shared str objects)
-        self._stage = _Rows(6)  # (worker, start_s, end_s, batch_size, tokens, sm_share)
+        self._stage = Rows(6)  # (worker, start_s, end_s, batch_size, tokens, sm_share)
         # queue lengths by slot (one per stage and worker, queue_slot), rows of slot changes
         self._slots: list[tuple[str, int]] = []
         self._slot_length: list[int] = []
-        self._queue = _Rows(3)  # (time_s, slot, length)
+        self._queue = Rows(3)  # (time_s, slot, length)
 
     # -- reporting -------------------------------------------------------------------
     def log(self, now: float, what: str, worker: int, jobs: Iterable[Traced]) -> None:
@@ -77,16 +77,13 @@ class Recorder:
             if last_t == now:
                 util.set(row, 2, frac)  # same instant: replace this GPU's last row (it lasted zero time)
             else:
-                row = util.add3(now, gpu, frac)
+                row = util.add((now, gpu, frac))
             last[gpu] = (now, frac, row)
 
     def batch(self, stage: str, worker: int, start_s: float, end_s: float, batch_size: int,
               tokens: int, sm_share: float) -> None:
         self._stage_names.append(stage)
-        stage_rows = self._stage
-        stage_rows.pending.extend((worker, start_s, end_s, batch_size, tokens, sm_share))
-        if len(stage_rows.pending) >= _PENDING_VALUES:
-            stage_rows.flush()
+        self._stage.add((worker, start_s, end_s, batch_size, tokens, sm_share))
 
     def queue_slot(self, stage: str, worker: int) -> int:
         """A handle for :meth:`queue`: the queue of ``stage`` on ``worker``."""
@@ -99,7 +96,7 @@ class Recorder:
         if not self._queues_on or self._slot_length[slot] == length:
             return
         self._slot_length[slot] = length
-        self._queue.add3(now, slot, length)
+        self._queue.add((now, slot, length))
 
     def finished(self) -> None:
         if self.progress is not None:
@@ -167,48 +164,3 @@ class Recorder:
             out[stage] = {"mean": (0.0 if area is None else area) / span_s,
                           "max": float(int(lengths[mine].max()))}
         return out
-
-
-#: values a series collects in a list before it moves them into its array
-_PENDING_VALUES = 3 * 4096
-
-
-class _Rows:
-    """A series of rows of ``width`` numbers, flat: new values collect in a Python list (a
-    tuple's worth at a time, the cheapest append) and move in bulk into an array of doubles
-    (machine words; ints are exact below 2**53), so the series costs memory per value, not per
-    object, and little time per row."""
-
-    __slots__ = ("done", "pending", "width")
-
-    def __init__(self, width: int) -> None:
-        self.width = width
-        self.done = array("d")
-        self.pending: list[float] = []
-
-    def add3(self, a: float, b: float, c: float) -> int:
-        """Append the row (a, b, c) of a 3-wide series; return its index."""
-        pending = self.pending
-        row = (len(self.done) + len(pending)) // 3
-        pending.extend((a, b, c))
-        if len(pending) >= _PENDING_VALUES:
-            self.flush()
-        return row
-
-    def set(self, row: int, k: int, value: float) -> None:
-        i = row * self.width + k
-        n = len(self.done)
-        if i < n:
-            self.done[i] = value
-        else:
-            self.pending[i - n] = value
-
-    def flush(self) -> None:
-        self.done.fromlist(self.pending)
-        self.pending.clear()
-
-    def columns(self) -> list[np.ndarray[Any, Any]]:
-        """The columns (views of the array, no copy; nothing may be added after this)."""
-        self.flush()
-        table = np.frombuffer(self.done, dtype=np.float64).reshape(-1, self.width)
-        return [table[:, k] for k in range(self.width)]
