@@ -85,6 +85,7 @@ class TPStageProfile:
                             False: gpu.dense_bf16_flops * eff.gemm_efficiency_frac}
         self._mem_bytes_per_s = gpu.mem_bandwidth_bytes_per_s * eff.mem_bw_efficiency_frac
         self._shares: dict[float, float] = {}  # requested SM share -> the partition's share
+        self._kv_bytes: dict[int, int] = {}  # tokens -> their KV cache bytes
         # Every stage latency by its validated arguments: a simulated worker asks for the same
         # ones again and again (in bench/sim_speed.py about 99% of encode calls, 85% of prefill
         # calls and 2 in 3 decode steps); the profile is immutable, so a memo returns exactly
@@ -219,7 +220,12 @@ class TPStageProfile:
         return int(mm_tokens) * lm.hidden_size * lm.dtype_bytes
 
     def kv_bytes(self, num_tokens: int) -> int:
-        return self.parent.model.lm.kv_bytes(int(num_tokens))
+        tokens = int(num_tokens)
+        nbytes = self._kv_bytes.get(tokens)
+        if nbytes is None:  # asked once per request handed to Decode, for few distinct sizes
+            _room(self._kv_bytes)
+            nbytes = self._kv_bytes[tokens] = self.parent.model.lm.kv_bytes(tokens)
+        return nbytes
 
     # -- extras --------------------------------------------------------------------
     def transfer_s(self, num_bytes: int) -> float:

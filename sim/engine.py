@@ -122,7 +122,7 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
     check_memory(deployment, profile)
     caps = kv_capacities(deployment, profile)
     env = SimEnvironment()
-    recorder = Recorder(num_gpus=cluster.num_gpus, utilization=options.record.utilization,
+    recorder = Recorder(utilization=options.record.utilization,
                         queues=options.record.queues, trace=trace, progress=progress)
     host = options.host
     quantiles = (host.handoff_prefill_quantiles_s, host.handoff_decode_quantiles_s)

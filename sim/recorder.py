@@ -8,6 +8,8 @@ nothing else: no rows, and no trace tuple unless a trace list was given.
 * Utilisation: a step function per GPU, ``time_s, gpu, busy_frac`` (the
   busy SM fraction from ``time_s`` until that GPU's next row). A row is only
   added when the value changes; two changes at one instant keep the last.
+  A worker's GPUs are reported together (:meth:`Recorder.gpu_slot`), kept as
+  one row per change and spread over the GPUs at the end.
 * Stage log: one row per executed batch (``encode``, ``prefill``,
   ``local-prefill``, ``decode`` segment, ``aggregated-prefill``), with the
   time-weighted SM share it ran at.
@@ -45,15 +47,17 @@ class Traced(Protocol):
 class Recorder:
     """Collects observations; see the module docstring."""
 
-    def __init__(self, *, num_gpus: int, utilization: bool, queues: bool,
+    def __init__(self, *, utilization: bool, queues: bool,
                  trace: list[tuple[Any, ...]] | None = None,
                  progress: Callable[[int], None] | None = None) -> None:
         self.trace = trace
         self.progress = progress
         self._util_on = utilization
         self._queues_on = queues
-        self._util = Rows(3)  # (time_s, gpu, busy_frac)
-        self._util_last = [(-1.0, -1.0, -1)] * num_gpus  # per GPU: time, fraction, its last row
+        # utilisation by GPU set (one per worker, gpu_slot): its GPUs change together
+        self._gpu_sets: list[tuple[int, ...]] = []
+        self._util_last: list[tuple[float, float, int]] = []  # per set: time, fraction, its last row
+        self._util = Rows(3)  # (time_s, gpu set, busy_frac)
         self._stage_names: list[str] = []  # the stage of each stage-log row (shared str objects)
         self._stage = Rows(6)  # (worker, start_s, end_s, batch_size, tokens, sm_share)
         # queue lengths by slot (one per stage and worker, queue_slot), rows of slot changes
@@ -66,19 +70,24 @@ class Recorder:
         if self.trace is not None:
             self.trace.append((now, what, worker, tuple(job.req.request_id for job in jobs)))
 
-    def busy(self, gpus: Sequence[int], now: float, frac: float) -> None:
+    def gpu_slot(self, gpus: Sequence[int]) -> int:
+        """A handle for :meth:`busy`: GPUs that are always reported together (one worker's)."""
+        self._gpu_sets.append(tuple(gpus))
+        self._util_last.append((-1.0, -1.0, -1))
+        return len(self._gpu_sets) - 1
+
+    def busy(self, slot: int, now: float, frac: float) -> None:
+        """The GPUs of ``slot`` (:meth:`gpu_slot`) are ``frac`` busy from ``now``."""
         if not self._util_on:
             return
-        util, last = self._util, self._util_last
-        for gpu in gpus:
-            last_t, last_f, row = last[gpu]
-            if last_f == frac:
-                continue
-            if last_t == now:
-                util.set(row, 2, frac)  # same instant: replace this GPU's last row (it lasted zero time)
-            else:
-                row = util.add((now, gpu, frac))
-            last[gpu] = (now, frac, row)
+        last_t, last_f, row = self._util_last[slot]
+        if last_f == frac:
+            return
+        if last_t == now:
+            self._util.set(row, 2, frac)  # same instant: replace the last row (it lasted zero time)
+        else:
+            row = self._util.add((now, slot, frac))
+        self._util_last[slot] = (now, frac, row)
 
     def batch(self, stage: str, worker: int, start_s: float, end_s: float, batch_size: int,
               tokens: int, sm_share: float) -> None:
@@ -104,8 +113,17 @@ class Recorder:
 
     # -- results ---------------------------------------------------------------------
     def utilization_frame(self) -> pd.DataFrame:
-        times, gpus, fracs = self._util.columns()
-        ids = gpus.astype(np.int64)
+        times, slots, fracs = self._util.columns()
+        # one row per GPU of each set's row, then by time and GPU (each pair once)
+        sizes = np.asarray([len(gpus) for gpus in self._gpu_sets] or [0], dtype=np.int64)
+        firsts = np.cumsum(sizes) - sizes  # each set's place in the flat GPU list
+        flat_gpus = np.asarray([g for gpus in self._gpu_sets for g in gpus], dtype=np.int64)
+        set_of = slots.astype(np.int64)
+        counts = sizes[set_of]
+        starts = np.repeat(firsts[set_of], counts)
+        within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        ids = flat_gpus[starts + within]
+        times, fracs = np.repeat(times, counts), np.repeat(fracs, counts)
         order = np.lexsort((ids, times))
         frame = pd.DataFrame({"time_s": times[order], "gpu": ids[order], "busy_frac": fracs[order]})
         return frame.astype(dict(UTILIZATION_COLUMNS))

@@ -53,6 +53,7 @@ class Worker:
         self._alarm_s = math.inf
         self.last_start_s = -math.inf  # when this worker last started a batch (any lane)
         self._shown_busy = -1.0  # the busy fraction last reported for this worker's GPUs
+        self._gpu_slot = recorder.gpu_slot(gpus)
         env.call_first(self._started)
 
     def step(self, now: float) -> None:
@@ -77,7 +78,7 @@ class Worker:
         (which would drop a repeat anyway: no other worker reports these GPUs)."""
         if frac != self._shown_busy:
             self._shown_busy = frac
-            self.rec.busy(self.gpus, now, frac)
+            self.rec.busy(self._gpu_slot, now, frac)
 
     def wakes_before(self, when: float) -> bool:
         """Whether the sleeping worker's alarm rings at or before ``when``."""
