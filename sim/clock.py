@@ -29,6 +29,8 @@ from typing import Any
 import simpy
 from simpy.events import NORMAL, URGENT
 
+_heappush = heapq.heappush
+
 
 class Call:
     """A scheduled callback: the least an event needs to sit in SimPy's queue.
@@ -61,7 +63,7 @@ class SimEnvironment(simpy.Environment):
         """Call ``callback(call)`` ``delay`` seconds from now, ordered as a ``Timeout`` would be."""
         call = Call()
         call.fn = callback
-        heapq.heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), call))
+        _heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), call))
         return call
 
     def call_first(self, callback: Callable[[Any], None]) -> Call:

@@ -33,6 +33,8 @@ from typing import Any
 from sim.clock import Call, SimEnvironment
 from sim.recorder import Recorder
 
+_INF = math.inf
+
 
 class Worker:
     """Base class: the loop (see the module docstring)."""
@@ -90,12 +92,13 @@ class Worker:
         self.step(now)
         due = self._alarm_s = self.next_due()
         self._asleep, self._rung, self._bell = True, False, None
-        if due == math.inf:
+        if due == _INF:
             self._alarm = None
             return
         env = self.env
         self._waking = True
-        self._alarm = env.call_later(max(0.0, due - env.now), self._alarm_rang)
+        delay = due - env.now
+        self._alarm = env.call_later(delay if delay > 0.0 else 0.0, self._alarm_rang)
 
     def _started(self, _event: Any) -> None:
         self._cycle(float(self.env.now))
