@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/easerve reproduce --quick --out $(OUT)
+	$(BIN)/easerve reproduce --quick --force --out $(OUT)
 
 test: $(STAMP)
 	$(BIN)/ruff check .

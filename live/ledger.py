@@ -43,6 +43,8 @@ class Ledger:
         self.t0 = math.nan
         self.dead: dict[WorkerId, str] = {}
         self.crashes: dict[WorkerId, str] = {}
+        #: what workers reported about single requests (fall-back routes), in arrival order of the reports
+        self.notes: list[dict[str, Any]] = []
         self._holders: dict[int, dict[WorkerId, int]] = {}
         self._open = set(self.records)
 
@@ -133,6 +135,9 @@ class Ledger:
 
     def _on_reject(self, event: Event) -> None:
         self.finish(event.request_id, Status.REJECTED, str(event.data.get("error", "rejected")))
+
+    def _on_note(self, event: Event) -> None:
+        self.notes.append({"request_id": event.request_id, "why": str(event.data.get("why", ""))})
 
     def _on_log(self, event: Event) -> None:
         row = dict(event.data)

@@ -84,6 +84,13 @@ class Prefilled:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerDown:
+    """The front end's word to the encode workers that ``worker`` died: route around it."""
+
+    worker: WorkerId
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
     """Something the front end must know. ``kind`` is one of :data:`EVENT_KINDS`."""
 
@@ -103,6 +110,7 @@ EVENT_KINDS = (
     "reject",  # request rejected as malformed (data: error)
     "log",  # one stage-log row (data: the row)
     "crash",  # worker-level error (data: error); the worker is going down
+    "note",  # something the run should report about a request (data: why), e.g. a fall-back route
 )
 
 

@@ -18,6 +18,7 @@ worker's router decides whether the remote prefill worker is used.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -36,13 +37,15 @@ from easerve_core.result import RunResult
 from live.families.base import MMInput
 from live.ledger import Ledger, utilization
 from live.options import LiveOptions
+from live.placement import check_placement
 from live.procs import drain_events, stop_workers
-from live.transport import FRONTEND, Channels, Job, Outbox, WorkerId, clock
+from live.transport import FRONTEND, Channels, Job, Outbox, WorkerDown, WorkerId, clock
 from live.workers import WorkerSpec, run_worker
-from live.zoo import ModelSpec, save_model
+from live.zoo import ModelSpec, build_model, count_params, save_model
 
 _SPECIAL_HEADROOM = 8  # text ids stay clear of the placeholder ids at the top of a tiny vocab
 _MAX_TEXT_ID = 32000  # and below every full-size model's special tokens
+_BYTES_PER_PARAM = 4  # the random-weight models are float32
 
 
 class Trial:
@@ -58,10 +61,8 @@ class Trial:
         self.options = options or LiveOptions.from_dict(plan.engine("live"))
         self.spec = ModelSpec(name=plan.model, size=plan.model_size,
                               init_std=self.options.init_std, seed=self.options.model_seed)
-        dep = plan.deployment
-        if dep.architecture.value != "disaggregated":
-            raise ValueError("the live executor runs disaggregated deployments only")
         self.requests = list(plan.requests)
+        dep = plan.deployment
         self.overrides = dict(inputs or {})
         self.workers: list[WorkerId] = (
             [("encode", i) for i in range(dep.encode.num_workers)]
@@ -76,6 +77,7 @@ class Trial:
         self._tempdir: str | None = None
         self._channels: Channels | None = None
         self._wall_s = 0.0
+        self.placement: dict[str, Any] = {}
 
     def __enter__(self) -> Trial:
         return self
@@ -85,6 +87,10 @@ class Trial:
 
     # -- start ---------------------------------------------------------------
     def start(self) -> None:
+        """Check the host can hold the workers (before any starts), then start them and wait."""
+        weights = count_params(build_model(self.spec, device="meta")) * _BYTES_PER_PARAM
+        self.placement = check_placement(self.plan.deployment, device=self.options.device,
+                                         weights_bytes=weights)
         folder = self.options.weights_dir or tempfile.mkdtemp(prefix="easerve-live-")
         if not self.options.weights_dir:
             self._tempdir = folder
@@ -236,6 +242,15 @@ class Trial:
             for event in drain_events(self._channels.events, 0.0):  # what it said before dying
                 self.ledger.apply(event)
             self.ledger.worker_died(worker, proc.exitcode)
+            self._tell_encoders(worker)
+
+    def _tell_encoders(self, worker: WorkerId) -> None:
+        """Every live encode worker learns that ``worker`` died (it routes around a dead Prefill)."""
+        assert self._channels is not None
+        for other, proc in self.procs.items():
+            if other[0] == "encode" and other not in self.ledger.dead and proc.exitcode is None:
+                with contextlib.suppress(Exception):
+                    self._channels.inboxes[other].put(FRONTEND, WorkerDown(worker=worker))
 
     # -- result and shutdown -------------------------------------------------
     def result(self) -> RunResult:
@@ -249,7 +264,8 @@ class Trial:
             return RunResult(
                 records=self.ledger.records_frame(), stage_log=stage_log,
                 utilization=utilization(stage_log, self.workers), config=config, engine="live",
-                meta={**self.plan.describe(), "interrupted": self.interrupted, "wall_s": self._wall_s,
+                meta={**self.plan.describe(), "placement": self.placement, "notes": list(self.ledger.notes),
+                      "interrupted": self.interrupted, "wall_s": self._wall_s,
                       "workers": [f"{g}-{i}" for g, i in self.workers]},
             )
 

@@ -42,6 +42,7 @@ from calibration.loop.samples import calibrated_doc, held_out_error, share_table
 from calibration.loop.stalls import find_pauses, fit_stalls, pause_summary
 from calibration.loop.warmup import fit_warmup, lane_excess, warmup_rows, warmup_summary
 from easerve.cli.common import add_out, command_parser
+from easerve.cli.outputs import check_file
 from easerve_core.profile import ProfileDoc, load_profile_doc, save_profile_doc
 from sim.host_effects import WARMUP_LANES
 
@@ -72,6 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
+    check_file(args.out)  # before minutes of measuring
     if args.from_runs:
         return _refit(args)
     if not args.model:

@@ -29,3 +29,9 @@ def add_config(parser: argparse.ArgumentParser, help: str = "experiment TOML") -
 def add_out(parser: argparse.ArgumentParser, help: str) -> None:
     """The required ``--out`` argument."""
     parser.add_argument("--out", type=Path, required=True, help=help)
+
+
+def add_force(parser: argparse.ArgumentParser) -> None:
+    """``--force``: replace an existing, non-empty output folder whole (easerve.cli.outputs)."""
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing, non-empty --out folder (default: refuse)")

@@ -14,7 +14,9 @@ import signal
 import sys
 
 from calibration.plans import plan_for
-from easerve.cli.common import add_config, add_out, command_parser
+from easerve.cli import Terminated
+from easerve.cli.common import add_config, add_force, add_out, command_parser
+from easerve.cli.outputs import RunFolder
 from easerve.resources import load_config
 
 
@@ -23,6 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                        help="run a config on real (random-weight) transformers models in worker processes")
     add_config(p, "experiment TOML file (see configs/tiny_*_cpu.toml)")
     add_out(p, "folder to write the result into")
+    add_force(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,20 +34,25 @@ def run(args: argparse.Namespace) -> int:
     # import, and every other subcommand's start-up would pay for them.
     from live.trial import Trial
 
+    folder = RunFolder(args.out, force=args.force)
     trial = Trial(plan)
     try:
         trial.start()
         result = trial.run()
-    except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the write short
+    except KeyboardInterrupt as exc:
+        for signum in (signal.SIGINT, signal.SIGTERM):  # a second signal must not cut the write short
+            signal.signal(signum, signal.SIG_IGN)
         trial.interrupted = True
         trial.close()
-        trial.result().write(args.out)
-        print(f"easerve live: interrupted; partial records written to {args.out}", file=sys.stderr)
-        return 130
+        with folder as staging:
+            trial.result().write(staging)
+        why = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"easerve live: {why}; partial records written to {args.out}", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
     finally:
         trial.close()
-    result.write(args.out)
+    with folder as staging:
+        result.write(staging)
     summary = result.summary()
     print(f"easerve live: {len(result.records)} requests, wrote {args.out}")
     print(summary.to_dict() if hasattr(summary, "to_dict") else summary)

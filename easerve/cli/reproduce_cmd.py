@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from easerve.cli.common import add_out, command_parser
+from easerve.cli.common import add_force, add_out, command_parser
+from easerve.cli.outputs import RunFolder
 from easerve.experiments.reproduce import reproduce
 
 
@@ -20,9 +21,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_out(p, "output folder")
     p.add_argument("--quick", action="store_true", help="a small version (under 3 minutes)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_force(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    path = reproduce(args.out, quick=args.quick, quiet=args.quiet)
-    print(f"report: {path}")
+    folder = RunFolder(args.out, force=args.force)
+    with folder as staging:
+        path = reproduce(staging, quick=args.quick, quiet=args.quiet)
+    print(f"report: {args.out / path.relative_to(staging)}")
     return 0

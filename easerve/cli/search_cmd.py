@@ -16,7 +16,10 @@ import argparse
 import hashlib
 import json
 import math
+import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +33,7 @@ from tqdm import tqdm
 
 from calibration.plans import plan_for
 from easerve.cli.common import add_config, add_out
+from easerve.cli.outputs import check_study_folder
 from easerve.resources import load_config
 from easerve_core import checks
 from easerve_core.config import ExperimentConfig
@@ -80,7 +84,10 @@ def _validate(args: argparse.Namespace) -> list[str]:
     checks.integer("seed", args.seed, minimum=0)
     checks.integer("top", args.top, minimum=1)
     checks.integer("num-requests", args.num_requests, minimum=1)
-    return list(SAMPLERS) if args.compare else [args.sampler]
+    samplers = list(SAMPLERS) if args.compare else [args.sampler]
+    if args.join and "grid" in samplers:
+        raise ValueError("--join: the grid is enqueued by one process; join tpe or random studies")
+    return samplers
 
 
 def _study_name(config: ExperimentConfig, args: argparse.Namespace, sampler: str) -> str:
@@ -150,13 +157,14 @@ class _Bar:
 
 def run(args: argparse.Namespace) -> int:
     samplers = _validate(args)
-    if args.storage:
-        open_storage(args.storage)  # fail on an unreachable URL before any work
     plan = plan_search(args.config, rate_hz=args.rate, tier=args.tier,
                        num_requests=args.num_requests)
-    _print_screen(plan.report)
     out = Path(args.out)
+    check_study_folder(out)  # the study's home: a rerun resumes the study kept there
+    if args.storage:
+        open_storage(args.storage)  # fail on an unreachable URL before any work
     out.mkdir(parents=True, exist_ok=True)
+    _print_screen(plan.report)
     storage = args.storage or str(out / "study.db")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     frames, walls = [], {}
@@ -177,9 +185,22 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_outputs(out: Path, config: ExperimentConfig, args: argparse.Namespace,
+def _write_outputs(folder: Path, config: ExperimentConfig, args: argparse.Namespace,
                    report: ScreenReport, frames: list[pd.DataFrame], walls: Mapping[str, float]
                    ) -> None:
+    """Every output file, written beside the study and moved into ``folder`` one by one (atomic)."""
+    staging = Path(tempfile.mkdtemp(dir=folder, prefix=".outputs."))
+    try:
+        _write_files(staging, config, args, report, frames, walls)
+        for item in sorted(staging.iterdir()):
+            os.replace(item, folder / item.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    print(f"wrote {folder}/: trials.parquet, trials.csv, best.toml, convergence.png, search.json")
+
+
+def _write_files(out: Path, config: ExperimentConfig, args: argparse.Namespace,
+                 report: ScreenReport, frames: list[pd.DataFrame], walls: Mapping[str, float]) -> None:
     trials = pd.concat(frames, ignore_index=True)
     trials.to_parquet(out / "trials.parquet", index=False)
     trials.to_csv(out / "trials.csv", index=False)
@@ -212,7 +233,6 @@ def _write_outputs(out: Path, config: ExperimentConfig, args: argparse.Namespace
     print(f"top {args.top} distinct deployments (goodput req/s):")
     for _, row in top_k(trials, args.top).iterrows():
         print(f"  {row['goodput_rps']:.3f}  {row['label']}  ({row['sampler']} trial {row['trial']})")
-    print(f"wrote {out}/: trials.parquet, trials.csv, best.toml, convergence.png, search.json")
 
 
 def _plot(path: Path, frames: list[pd.DataFrame], grid_best: float | None) -> None:

@@ -19,13 +19,14 @@ import numpy as np
 import torch
 
 from easerve_core.batcher import Batch, Batcher
+from easerve_core.deployment import SMSharing
 from easerve_core.policies import make_batcher, make_router
 from easerve_core.request import Modality
 from easerve_core.router import Route, Router
 from live.device import model_device, sync, use_device
 from live.partition import make_partitioner
 from live.stages import encode_batch
-from live.transport import Encoded, Job, clock
+from live.transport import Encoded, Job, WorkerDown, clock
 from live.workers.common import WorkerContext, run_prefill
 from live.workers.intake import IntakeLoop
 
@@ -47,6 +48,10 @@ class EncodeWorker:
             static_share=dep.static_encode_share, table=ctx.spec.sm_table,
         )
         self.local: queue.Queue[Any] = queue.Queue()
+        #: workers the front end said died (live.transport.WorkerDown)
+        self.down: set[tuple[str, int]] = set()
+        #: whether this worker can prefill locally when no remote Prefill is left
+        self.local_possible = dep.sm_sharing is not SMSharing.NONE
         self.device = model_device(ctx.model)
         self.max_positions = ctx.model.config.text_config.max_position_embeddings
 
@@ -73,7 +78,22 @@ class EncodeWorker:
         ctx = self.ctx
         loop = IntakeLoop(self.batcher, clock=clock, poll_s=ctx.poll_s,
                           is_request=lambda msg: isinstance(msg, Job))
-        loop.run(ctx.get, self._admit, self._run_batch, reap=ctx.outbox.reap)
+        loop.run(ctx.get, self._admit, self._run_batch, reap=ctx.outbox.reap, control=self._control)
+
+    def _control(self, msg: Any) -> None:
+        if isinstance(msg, WorkerDown):
+            self.down.add(msg.worker)
+
+    def _remote_for(self, job: Job) -> int | None:
+        """The live remote prefill worker for ``job``: its own, else the next one alive, else None."""
+        if job.prefill_worker < 0:  # the front end found none alive when it issued the request
+            return None
+        n = self.ctx.spec.deployment.prefill.num_workers
+        for k in range(n):
+            index = (job.prefill_worker + k) % n
+            if ("prefill", index) not in self.down:
+                return index
+        return None
 
     def _admit(self, job: Job, now: float) -> Batch[Job] | None:
         ctx = self.ctx
@@ -134,9 +154,17 @@ class EncodeWorker:
         ctx = self.ctx
         rid = job.request.request_id
         route = self.router.route()
+        remote = self._remote_for(job) if route is Route.REMOTE else None
+        if route is Route.REMOTE and remote is None:  # no remote Prefill left: use what remains
+            if not self.local_possible:
+                ctx.emit("fail", rid, error="no live prefill worker: every remote one died and this "
+                                            "deployment runs no local prefill (sm_sharing = 'none')")
+                return
+            route = Route.LOCAL
+            ctx.emit("note", rid, why="routed local: no live remote prefill worker")
         local = route is Route.LOCAL
         stamps = {**stamps, "mm_tokens": sum(f.shape[0] for f in items), "route": route.value,
-                  "prefill_worker": ctx.index if local else job.prefill_worker}
+                  "prefill_worker": ctx.index if local else remote}
         ctx.emit("stamp", rid, **stamps)
         hidden = ctx.model.config.text_config.hidden_size
         enc = Encoded(
@@ -149,7 +177,7 @@ class EncodeWorker:
         if local:
             self.local.put(enc)
         else:
-            dest = ("prefill", job.prefill_worker)
+            dest = ("prefill", int(remote))  # type: ignore[arg-type]
             ctx.emit("sent", rid, to=dest)
             ctx.outbox.send(dest, rid, enc)
 

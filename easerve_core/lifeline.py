@@ -1,4 +1,4 @@
-"""Pool workers that die with the process that started them.
+"""Worker processes that die with the process that started them (HAS pools, host probes).
 
 A search on ``num_workers`` > 1 runs its trials on spawned processes. When
 the driver is killed (``kill -9``, the OOM killer) nothing tells them: they
