@@ -37,9 +37,9 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from easerve_core import checks
 from easerve_core.deployment import Deployment
-from easerve_core.lifeline import die_with_parent, lifeline
 from easerve_core.has.space import SearchSpace, deployment_key
 from easerve_core.has.storage import normalize_url, open_storage, prepare_study
+from easerve_core.lifeline import die_with_parent, lifeline
 
 Evaluator = Callable[[Deployment], float]
 Progress = Callable[[int, int], None]
