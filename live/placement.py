@@ -29,8 +29,6 @@ import resource
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from easerve_core.deployment import Architecture, Deployment
 
 #: a queue is a pipe: a read end and a write end
@@ -75,8 +73,14 @@ def mem_available_bytes() -> int | None:
     return None
 
 
-def check_placement(deployment: Deployment, *, device: str, weights_bytes: int) -> dict[str, Any]:
-    """Refuse a deployment this host cannot run (see the module docstring); else describe its placement."""
+def check_placement(deployment: Deployment, *, device: str, weights_bytes: int = 0,
+                    cuda_available: bool | None = None) -> dict[str, Any]:
+    """Refuse a deployment this host cannot run (see the module docstring); else describe its placement.
+
+    Without torch loaded yet (``easerve live`` asks before its slow imports),
+    ``cuda_available`` is None and ``weights_bytes`` 0: the device and the
+    weights are checked again by the trial itself.
+    """
     if deployment.architecture is Architecture.AGGREGATED:
         raise ValueError("deployment.architecture: the live executor runs disaggregated deployments only")
     for group in _GROUPS:
@@ -84,7 +88,7 @@ def check_placement(deployment: Deployment, *, device: str, weights_bytes: int) 
         if tp > 1 and getattr(deployment, group).num_workers:
             raise ValueError(f"deployment.{group}.tp = {tp}: the live executor runs workers of one device "
                              "each (no tensor parallelism live); use tp = 1 or simulate it")
-    if device == "cuda" and not torch.cuda.is_available():
+    if device == "cuda" and cuda_available is False:
         raise ValueError("live.device = 'cuda': no CUDA device on this host")
     n = num_workers(deployment)
     fds = FDS_PER_QUEUE * queues_needed(n) + BASE_FDS

@@ -29,6 +29,7 @@ from itertools import cycle
 from typing import Any
 
 import numpy as np
+import torch
 import torch.multiprocessing as tmp
 
 from easerve_core.plan import RunPlan
@@ -90,7 +91,7 @@ class Trial:
         """Check the host can hold the workers (before any starts), then start them and wait."""
         weights = count_params(build_model(self.spec, device="meta")) * _BYTES_PER_PARAM
         self.placement = check_placement(self.plan.deployment, device=self.options.device,
-                                         weights_bytes=weights)
+                                         weights_bytes=weights, cuda_available=torch.cuda.is_available())
         folder = self.options.weights_dir or tempfile.mkdtemp(prefix="easerve-live-")
         if not self.options.weights_dir:
             self._tempdir = folder

@@ -18,6 +18,8 @@ from easerve.cli import Terminated
 from easerve.cli.common import add_config, add_force, add_out, command_parser
 from easerve.cli.outputs import RunFolder
 from easerve.resources import load_config
+from live.options import LiveOptions
+from live.placement import check_placement
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -30,11 +32,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     plan = plan_for(load_config(args.config), need_profile=False).plan
+    options = LiveOptions.from_dict(plan.engine("live"))
+    check_placement(plan.deployment, device=options.device)  # before the slow imports below
+    folder = RunFolder(args.out, force=args.force)
     # Imported here, not at the top: torch and transformers take seconds to
     # import, and every other subcommand's start-up would pay for them.
     from live.trial import Trial
 
-    folder = RunFolder(args.out, force=args.force)
     trial = Trial(plan)
     try:
         trial.start()
