@@ -5,15 +5,18 @@ pair; a deployment the host cannot hold used to fail after seconds of
 start-up ("too many open files"). :func:`check_placement` refuses it first,
 with one line naming the reason:
 
-* the aggregated architecture and ``tp > 1`` groups: the live executor runs
-  disaggregated workers of one device each (tensor parallelism is not
-  implemented live; the simulator models it), so it refuses rather than
-  ignore a TP;
+* ``tp > 1`` groups: the live executor runs workers of one device each
+  (tensor parallelism is not implemented live; the simulator models it), so
+  it refuses rather than ignore a TP;
 * ``device = "cuda"`` without a CUDA device;
 * file descriptors: every worker reads one queue per writer (its inbox and
   its acks) and the front end reads one per worker, each queue a pipe of
   :data:`FDS_PER_QUEUE` descriptors; the soft ``RLIMIT_NOFILE`` is raised
   toward the hard one when that helps;
+* the forkserver start method hands a new process at most
+  ``multiprocessing.forkserver.MAXFDS_TO_SEND`` (256) descriptors, and every
+  worker receives every queue: beyond six workers the trial starts its
+  workers with ``spawn`` instead (slower to start, no such limit), and says so;
 * host memory: each worker process holds about :data:`WORKER_BASE_BYTES`
   (torch and transformers loaded; 306-314 MB anonymous RSS measured for the
   tiny and small models on this CPU host, 2026-12-01) plus its weights twice
@@ -26,10 +29,11 @@ all workers share it; the run records that (``RunResult.meta["placement"]``).
 from __future__ import annotations
 
 import resource
+from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
-from easerve_core.deployment import Architecture, Deployment
+from easerve_core.deployment import Deployment
 
 #: a queue is a pipe: a read end and a write end
 FDS_PER_QUEUE = 2
@@ -73,16 +77,20 @@ def mem_available_bytes() -> int | None:
     return None
 
 
+def start_method(workers: int, wanted: str) -> str:
+    """``wanted``, unless it is the forkserver and these workers' queues exceed what it can hand over."""
+    passed = FDS_PER_QUEUE * queues_needed(workers) + 4  # the forkserver's own four
+    return "spawn" if wanted == "forkserver" and passed >= forkserver.MAXFDS_TO_SEND else wanted
+
+
 def check_placement(deployment: Deployment, *, device: str, weights_bytes: int = 0,
-                    cuda_available: bool | None = None) -> dict[str, Any]:
+                    cuda_available: bool | None = None, wanted_start: str = "forkserver") -> dict[str, Any]:
     """Refuse a deployment this host cannot run (see the module docstring); else describe its placement.
 
     Without torch loaded yet (``easerve live`` asks before its slow imports),
     ``cuda_available`` is None and ``weights_bytes`` 0: the device and the
     weights are checked again by the trial itself.
     """
-    if deployment.architecture is Architecture.AGGREGATED:
-        raise ValueError("deployment.architecture: the live executor runs disaggregated deployments only")
     for group in _GROUPS:
         tp = getattr(deployment, group).tp
         if tp > 1 and getattr(deployment, group).num_workers:
@@ -102,4 +110,4 @@ def check_placement(deployment: Deployment, *, device: str, weights_bytes: int =
         raise ValueError(f"deployment: {n} worker processes need about {need / 2**30:.1f} GiB of host "
                          f"memory, {free / 2**30:.1f} GiB is available; use fewer workers")
     return {"device": device, "workers": n, "shared": "host cores" if device == "cpu" else "one CUDA device",
-            "fds": fds, "memory_bytes": need}
+            "fds": fds, "memory_bytes": need, "start_method": start_method(n, wanted_start)}

@@ -13,7 +13,9 @@ terminating any that will not stop. :func:`run_trial` does all three.
 
 Placement: each request goes to the next live encode worker in turn, and is
 given the next live remote prefill and decode workers in turn; the encode
-worker's router decides whether the remote prefill worker is used.
+worker's router decides whether the remote prefill worker is used. In an
+aggregated deployment (the ``vllm`` preset) each request goes to the next
+live LM instance (:mod:`live.workers.aggregated`), which runs all three stages.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import numpy as np
 import torch
 import torch.multiprocessing as tmp
 
+from easerve_core.deployment import Architecture
 from easerve_core.plan import RunPlan
 from easerve_core.request import Modality, Request, Status
 from easerve_core.result import RunResult
@@ -91,13 +94,15 @@ class Trial:
         """Check the host can hold the workers (before any starts), then start them and wait."""
         weights = count_params(build_model(self.spec, device="meta")) * _BYTES_PER_PARAM
         self.placement = check_placement(self.plan.deployment, device=self.options.device,
-                                         weights_bytes=weights, cuda_available=torch.cuda.is_available())
+                                         weights_bytes=weights, cuda_available=torch.cuda.is_available(),
+                                         wanted_start=self.options.start_method)
+        method = self.placement["start_method"]
         folder = self.options.weights_dir or tempfile.mkdtemp(prefix="easerve-live-")
         if not self.options.weights_dir:
             self._tempdir = folder
         save_model(self.spec, folder)
-        ctx = tmp.get_context(self.options.start_method)
-        if self.options.start_method == "forkserver":
+        ctx = tmp.get_context(method)
+        if method == "forkserver":
             ctx.set_forkserver_preload(["live.workers"])
         self._channels = Channels.build(ctx, list(self.workers))
         for worker in self.workers:
@@ -176,16 +181,18 @@ class Trial:
 
     def _generate(self, jobs: list[Job], t0: float, outbox: Outbox) -> None:
         turns = {g: cycle(range(n)) for g, n in self._group_sizes().items()}
+        # a request enters at an encode worker, or at an LM instance of an aggregated deployment
+        entry = "decode" if self.plan.deployment.architecture is Architecture.AGGREGATED else "encode"
         for job in jobs:
             if self._stop.wait(max(0.0, t0 + job.request.arrival_s - clock())):
                 return
             with self._lock:
                 placed = {g: self._next_alive(g, turns[g]) for g in turns}
                 rid = job.request.request_id
-                if placed["encode"] is None or placed["decode"] is None:
-                    self.ledger.finish(rid, Status.FAILED, "no live encode or decode worker")
+                if placed[entry] is None or placed["decode"] is None:
+                    self.ledger.finish(rid, Status.FAILED, f"no live {entry} or decode worker")
                     continue
-                dest: WorkerId = ("encode", placed["encode"])
+                dest: WorkerId = (entry, placed[entry])
                 self.ledger.issue(rid, dest)
             outbox.send(dest, rid, Job(request=job.request, text_ids=job.text_ids, mm=job.mm,
                                        prefill_worker=-1 if placed["prefill"] is None else placed["prefill"],

@@ -18,6 +18,7 @@ from easerve.cli import Terminated
 from easerve.cli.common import add_config, add_force, add_out, command_parser
 from easerve.cli.outputs import RunFolder
 from easerve.resources import load_config
+from easerve_core.presets import PRESETS
 from live.options import LiveOptions
 from live.placement import check_placement
 
@@ -27,11 +28,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                        help="run a config on real (random-weight) transformers models in worker processes")
     add_config(p, "experiment TOML file (see configs/tiny_*_cpu.toml)")
     add_out(p, "folder to write the result into")
+    p.add_argument("--preset", default=None,
+                   help="baseline preset (default: [deployment] preset, else easerve): "
+                        f"{', '.join(sorted(PRESETS))}")
     add_force(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    plan = plan_for(load_config(args.config), need_profile=False).plan
+    plan = plan_for(load_config(args.config), preset=args.preset, need_profile=False).plan
     options = LiveOptions.from_dict(plan.engine("live"))
     check_placement(plan.deployment, device=options.device)  # before the slow imports below
     folder = RunFolder(args.out, force=args.force)
@@ -49,14 +53,14 @@ def run(args: argparse.Namespace) -> int:
         trial.interrupted = True
         trial.close()
         with folder as staging:
-            trial.result().write(staging)
+            trial.result().write(staging, slo=plan.slo)
         why = "terminated" if isinstance(exc, Terminated) else "interrupted"
         print(f"easerve live: {why}; partial records written to {args.out}", file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130
     finally:
         trial.close()
     with folder as staging:
-        result.write(staging)
+        result.write(staging, slo=plan.slo)
     summary = result.summary()
     print(f"easerve live: {len(result.records)} requests, wrote {args.out}")
     print(summary.to_dict() if hasattr(summary, "to_dict") else summary)

@@ -21,17 +21,13 @@ import torch
 from easerve_core.batcher import Batch, Batcher
 from easerve_core.deployment import SMSharing
 from easerve_core.policies import make_batcher, make_router
-from easerve_core.request import Modality
 from easerve_core.router import Route, Router
 from live.device import model_device, sync, use_device
 from live.partition import make_partitioner
 from live.stages import encode_batch
 from live.transport import Encoded, Job, WorkerDown, clock
-from live.workers.common import WorkerContext, run_prefill
+from live.workers.common import WorkerContext, run_prefill, validate_job
 from live.workers.intake import IntakeLoop
-
-#: LM tokens a family adds around each item (Qwen2.5-VL: vision start + end)
-_WRAPPER_TOKENS = {"qwen2.5-vl": 2}
 
 
 class EncodeWorker:
@@ -53,7 +49,6 @@ class EncodeWorker:
         #: whether this worker can prefill locally when no remote Prefill is left
         self.local_possible = dep.sm_sharing is not SMSharing.NONE
         self.device = model_device(ctx.model)
-        self.max_positions = ctx.model.config.text_config.max_position_embeddings
 
     def warm_up(self) -> None:
         ctx = self.ctx
@@ -101,7 +96,7 @@ class EncodeWorker:
         ctx.channels.ack(job.sender, rid, receiver=ctx.me)
         ctx.emit("at", rid)
         try:
-            self._validate(job)
+            validate_job(self.ctx, job)
         except ValueError as exc:
             ctx.emit("reject", rid, error=f"malformed input: {exc}")
             return None
@@ -109,26 +104,6 @@ class EncodeWorker:
             self._route(job, [], {"encode_start_s": now, "encode_end_s": now, "encode_worker": ctx.index})
             return None
         return self.batcher.offer(job, now)
-
-    def _validate(self, job: Job) -> tuple[int, ...]:
-        request, family = job.request, self.ctx.family
-        if job.mm is None:
-            if request.modality is not Modality.TEXT:
-                raise ValueError(f"{request.modality.value} request has zero items")
-            counts: tuple[int, ...] = ()
-        else:
-            if job.mm.modality is not request.modality:
-                raise ValueError(f"input is {job.mm.modality.value}, request is {request.modality.value}")
-            counts = family.validate(self.ctx.model.config, job.mm)
-        wrap = _WRAPPER_TOKENS.get(family.name, 0) * len(counts)
-        needed = len(job.text_ids) + sum(counts) + wrap + request.output_tokens
-        if needed > self.max_positions:
-            raise ValueError(
-                f"request needs {needed} tokens (prompt {len(job.text_ids)}, multimodal "
-                f"{sum(counts) + wrap}, output {request.output_tokens}) but the model's "
-                f"context is {self.max_positions}"
-            )
-        return counts
 
     def _run_batch(self, batch: Batch[Job]) -> None:
         ctx = self.ctx

@@ -244,9 +244,6 @@ CASES = [
     # -- live ------------------------------------------------------------------------------------
     Case("live-tp", live(("deployment.prefill.tp", 2), ("cluster.num_gpus", 8)),
          "deployment.prefill.tp = 2: the live executor runs workers of one device"),
-    Case("live-aggregated", live(("deployment.architecture", "aggregated"), ("deployment.encode.num_workers",
-                                                                             0),
-                                 ("deployment.prefill.num_workers", 0)), "deployment.architecture"),
     Case("live-too-many-workers", live(("cluster.num_gpus", 400), ("deployment.decode.num_workers", 300)),
          "302 worker processes need about"),
     Case("live-no-table", live(("profile", None)), "'dynamic' needs an SM-share table"),

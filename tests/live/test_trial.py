@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from calibration.plans import plan_for
 from easerve_core.config import load_experiment
+from easerve_core.plan import replan
 from easerve_core.request import RECORD_COLUMNS
 from easerve_core.result import STAGE_LOG_COLUMNS, UTILIZATION_COLUMNS
 from live import run_trial
@@ -52,3 +54,25 @@ def test_hundred_request_trial(name, no_orphans):
     assert log.loc[log["stage"] == "prefill", "batch_size"].sum() == 100
     assert list(result.utilization.columns) == list(UTILIZATION_COLUMNS)
     assert result.engine == "live" and result.config["live"]["mm_token_scale"] > 0
+
+
+@pytest.mark.parametrize("preset", ["easerve", "dynamo", "fixed-batch", "vllm"])
+def test_every_preset_runs_live(preset, no_orphans):
+    config = load_experiment(CONFIGS / "tiny_qwen2audio_cpu.toml")
+    config = dataclasses.replace(config, cluster={**config.cluster, "num_gpus": 3})  # vllm: 3 instances
+    plan = plan_for(config, preset=preset, need_profile=False).plan
+    plan = replan(plan, requests=plan.requests[:24])
+    result = run_trial(plan)
+    rec = result.records
+    assert len(rec) == 24 and rec["request_id"].is_unique
+    assert (rec["status"] == "ok").all(), rec["error"].tolist()
+    assert result.meta["preset"] == preset
+    placement = result.meta["placement"]
+    workers = sum(getattr(plan.deployment, g).num_workers for g in ("encode", "prefill", "decode"))
+    assert placement["workers"] == workers and placement["shared"] == "host cores"
+    if preset == "vllm":  # every instance ran all three stages
+        assert (rec["route"] == "local").all()
+        assert (rec["encode_worker"] == rec["decode_worker"]).all()
+        assert set(result.stage_log["stage"]) == {"encode", "prefill", "decode"}
+    if preset == "dynamo":
+        assert (rec["encode_batch_size"] == 1).all() and (rec["route"] == "remote").all()
