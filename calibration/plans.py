@@ -25,7 +25,7 @@ alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from calibration.analytic import Efficiency
@@ -40,6 +40,8 @@ from easerve_core.profile import ParallelProfile, ProfileDoc, StageProfile, load
 from easerve_core.request import Request
 from easerve_core.slo import SLO
 from easerve_core.sm_share import SMShareTable
+from easerve_core.workload.mixes import RequestMix
+from live.options import LiveOptions
 from sim.options import SimOptions, options_for
 
 Profile = StageProfile | ParallelProfile
@@ -70,6 +72,17 @@ class Resolved:
             raise ValueError(f"model {self.plan.model!r} on {self.plan.cluster.gpu!r} has no profile to "
                              "simulate with: set [profile] path (easerve calibrate writes one)")
         return self.profile
+
+
+def scaled_mix(config: ExperimentConfig) -> RequestMix:
+    """The workload's mix with item sizes scaled as the live side scales them (``[live] mm_token_scale``).
+
+    What a live run of the config feeds its model (before the family's own
+    geometry), so what the simulator should judge a live-capable config on.
+    """
+    mix = config.workload.mix
+    scale = LiveOptions.from_dict(config.engine.get("live")).mm_token_scale
+    return replace(mix, item_tokens=tuple(max(1, round(t * scale)) for t in mix.item_tokens))
 
 
 def committed_profile_path(model: str, size: str, gpu: str) -> Path:

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from tqdm import tqdm
 
-from calibration.plans import plan_for
+from calibration.plans import Resolved, plan_for, scaled_mix
+from easerve.cli import confirm_step
 from easerve.cli.common import add_config, add_out
 from easerve.cli.outputs import check_study_folder
 from easerve.resources import load_config
@@ -50,6 +51,7 @@ from easerve_core.has import (
     trials_frame,
     trials_to_reach,
 )
+from easerve_core.reference import slo_for
 from easerve_core.slo import SLO_TIERS
 from sim.evaluate import DEFAULT_NUM_REQUESTS, SimEvaluator, make_evaluator
 
@@ -72,6 +74,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--num-requests", type=int, default=DEFAULT_NUM_REQUESTS,
                    help="requests simulated per trial")
     add_out(p, "output folder")
+    confirm_step.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -118,6 +121,7 @@ class Plan:
     report: ScreenReport
     space: SearchSpace
     evaluator: SimEvaluator
+    resolved: Resolved
 
 
 def plan_search(config_path: str | Path, *, rate_hz: float, tier: str,
@@ -131,11 +135,16 @@ def plan_search(config_path: str | Path, *, rate_hz: float, tier: str,
     config = load_config(config_path)
     resolved = plan_for(config, preset="easerve", rate_hz=rate_hz, tier=tier)
     plan, profile = resolved.plan, resolved.sim_profile()
-    assert plan.slo is not None
-    report = screen(profile, plan.cluster, config.workload.mix, rate_hz=rate_hz, slo=plan.slo)
+    assert plan.slo is not None and plan.workload is not None
+    if "live" in config.engine:  # a live-capable config: judge the mix its live model gets
+        mix = scaled_mix(config)
+        plan = replace(plan, workload=replace(plan.workload, mix=mix),
+                       slo=slo_for(plan.slo.tier, profile, mix, plan.cluster))
+    assert plan.slo is not None and plan.workload is not None
+    report = screen(profile, plan.cluster, plan.workload.mix, rate_hz=rate_hz, slo=plan.slo)
     space = SearchSpace(allocations=report.survivor_allocations, base=plan.deployment)
     evaluator = make_evaluator(plan, profile, num_requests=num_requests, options=resolved.sim_options())
-    return Plan(config=config, report=report, space=space, evaluator=evaluator)
+    return Plan(config=config, report=report, space=space, evaluator=evaluator, resolved=resolved)
 
 
 class _Bar:
@@ -161,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
                        num_requests=args.num_requests)
     out = Path(args.out)
     check_study_folder(out)  # the study's home: a rerun resumes the study kept there
+    confirm_step.check(args, plan.resolved, out)  # before the search: a confirmation it cannot run
     if args.storage:
         open_storage(args.storage)  # fail on an unreachable URL before any work
     out.mkdir(parents=True, exist_ok=True)
@@ -182,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
         walls[sampler] = time.perf_counter() - start
         frames.append(trials_frame(study))
     _write_outputs(out, plan.config, args, plan.report, frames, walls)
+    if args.confirm:
+        return confirm_step.run(args, plan.config, plan.resolved, pd.concat(frames, ignore_index=True), out)
     return 0
 
 
