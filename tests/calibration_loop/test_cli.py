@@ -53,12 +53,6 @@ shutdown_timeout_s = 2.0
 """
 
 
-@pytest.fixture(scope="module")
-def profile_path(tmp_path_factory):
-    out = tmp_path_factory.mktemp("cal") / "tiny.json"
-    assert main(["calibrate", "--model", "qwen2-audio", "--size", "tiny", "--quick", "--out", str(out)]) == 0
-    return out
-
 
 @pytest.fixture(scope="module")
 def validated(tmp_path_factory, profile_path):

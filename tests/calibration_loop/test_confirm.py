@@ -1,0 +1,67 @@
+"""The confirmation loop, small: a search on a fitted tiny profile confirms two candidates and a baseline."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pandas as pd
+
+from easerve.cli import main
+
+CONFIG = """
+seed = 0
+[model]
+name = "qwen2-audio"
+size = "tiny"
+[cluster]
+gpu = "cpu"
+num_gpus = 3
+[profile]
+path = "{profile}"
+[deployment]
+encode = {{ num_workers = 1, tp = 1 }}
+prefill = {{ num_workers = 1, tp = 1 }}
+decode = {{ num_workers = 1, tp = 1 }}
+max_encode_batch = 2
+remote_fraction = 0.5
+sm_sharing = "dynamic"
+max_num_decode_seqs = 8
+[workload]
+mix = "ultravox-audio"
+arrival = "poisson"
+rate_hz = 15.0
+num_requests = 16
+prompt_tokens = [8, 16]
+output_tokens = [3, 6]
+[live]
+mm_token_scale = 0.25
+num_threads = 1
+encode_threads = 1
+trial_timeout_s = 60.0
+shutdown_timeout_s = 2.0
+"""
+
+
+def test_search_confirms_its_candidates_live_and_refits(profile_path, tmp_path, no_orphans):
+    config = tmp_path / "tiny.toml"
+    config.write_text(textwrap.dedent(CONFIG.format(profile=profile_path)))
+    out = tmp_path / "has"
+    assert main(["search", str(config), "--rate", "15", "--trials", "4", "--num-requests", "16",
+                 "--confirm", "2", "--repeats", "1", "--baselines", "dynamo", "--refit", "--out", str(out)]) == 0
+    folder = out / "confirm"
+    summary = json.loads((folder / "summary.json").read_text())
+    names = [c["name"] for c in summary["before_refit"]["candidates"]]
+    assert names[-1] == "dynamo" and names[0] == "has1" and len(names) in (2, 3)  # K distinct (at most 2)
+    for name in names:  # every request of every run accounted for
+        for side in ("sim", "live-0"):
+            rec = pd.read_parquet(folder / "runs" / name / side / "records.parquet")
+            assert len(rec) == 16 and rec["request_id"].is_unique
+    rank = summary["before_refit"]["ranking"]
+    assert set(rank["sim_order"]) == set(names) == set(rank["live_order"])
+    assert -1.0 <= rank["kendall_tau"] <= 1.0 and 0.0 <= rank["regret"] <= 1.0
+    assert summary["after_refit"]["ranking"]["live_order"] == rank["live_order"]  # same live runs, same SLO
+    assert (folder / "refit-profile.json").is_file() and (folder / "confirm.png").is_file()
+    report = (folder / "report.md").read_text()
+    for section in ("## Candidates", "## Agreement", "## After the refit", "Kendall tau", "regret"):
+        assert section in report
