@@ -47,8 +47,9 @@ def test_search_confirms_its_candidates_live_and_refits(profile_path, tmp_path, 
     config = tmp_path / "tiny.toml"
     config.write_text(textwrap.dedent(CONFIG.format(profile=profile_path)))
     out = tmp_path / "has"
-    assert main(["search", str(config), "--rate", "15", "--trials", "4", "--num-requests", "16",
-                 "--confirm", "2", "--repeats", "1", "--baselines", "dynamo", "--refit", "--out", str(out)]) == 0
+    argv = ["search", str(config), "--rate", "15", "--trials", "4", "--num-requests", "16",
+            "--confirm", "2", "--repeats", "1", "--baselines", "dynamo", "--refit", "--out", str(out)]
+    assert main(argv) == 0
     folder = out / "confirm"
     summary = json.loads((folder / "summary.json").read_text())
     names = [c["name"] for c in summary["before_refit"]["candidates"]]
