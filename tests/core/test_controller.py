@@ -1,4 +1,4 @@
-"""The online controller on scripted traffic: exact decisions, no oscillation, the same inputs the same output."""
+"""The online controller on scripted traffic: exact decisions, no oscillation, same inputs same output."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def test_no_estimate_before_enough_arrivals_and_bad_settings():
     for t in range(5):
         c.arrive(float(t))
     assert math.isnan(c.rate_hz(5.0)) and c.poll(5.0) is None
-    with pytest.raises(ValueError, match="controller.dwell_s"):
+    with pytest.raises(ValueError, match=r"controller\.dwell_s"):
         ControllerSettings(dwell_s=-1.0)
     with pytest.raises(ValueError, match="start_band"):
         Controller(TABLE, SETTINGS, start_band=3)
