@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from easerve_core import checks
 from easerve_core.deployment import Deployment
@@ -69,6 +71,26 @@ class PlanTable:
         rates = [b.rate_hz for b in self.bands]
         if rates != sorted(rates) or len(set(rates)) != len(rates):
             raise ValueError(f"plan table: band rates must increase, got {rates}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bands": [{"rate_hz": b.rate_hz, "deployment": b.deployment.to_dict()} for b in self.bands]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PlanTable:
+        """A table from its JSON form (``easerve plan-table`` writes it)."""
+        raw = data.get("bands") if isinstance(data, Mapping) else None
+        if not isinstance(raw, list) or not raw:
+            raise ValueError("plan table: 'bands' must be a non-empty list of {rate_hz, deployment}")
+        bands = []
+        for i, band in enumerate(raw):
+            if not isinstance(band, Mapping) or set(band) != {"rate_hz", "deployment"}:
+                raise ValueError(f"plan table: bands[{i}] must hold rate_hz and deployment")
+            try:
+                bands.append(Band(rate_hz=band["rate_hz"],
+                                  deployment=Deployment.from_dict(dict(band["deployment"]))))
+            except ValueError as exc:
+                raise ValueError(f"plan table: bands[{i}]: {exc}") from None
+        return cls(tuple(bands))
 
     def band_for(self, rate_hz: float) -> int:
         """The first band planned for at least ``rate_hz``; the top band above them all."""
@@ -100,6 +122,18 @@ class ControllerSettings:
         checks.fraction("controller.attainment_floor", self.attainment_floor)
         checks.integer("controller.min_arrivals", self.min_arrivals, minimum=1)
         checks.integer("controller.min_finished", self.min_finished, minimum=1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ControllerSettings:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown controller field(s): {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted(known))}")
+        return cls(**dict(data))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from easerve_core.deployment import Deployment
 from easerve_core.request import Modality, Request
 from live.families.base import MMInput
 from live.fanin import FanIn
@@ -91,6 +92,14 @@ class WorkerDown:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Retune:
+    """The online controller's fast knobs for the encode workers (easerve_core.policies.retune)."""
+
+    deployment: Deployment
+    generation: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
     """Something the front end must know. ``kind`` is one of :data:`EVENT_KINDS`."""
 
@@ -111,6 +120,7 @@ EVENT_KINDS = (
     "log",  # one stage-log row (data: the row)
     "crash",  # worker-level error (data: error); the worker is going down
     "note",  # something the run should report about a request (data: why), e.g. a fall-back route
+    "retuned",  # an encode worker applied the controller's fast knobs (data: generation, knobs)
 )
 
 

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 import torch.multiprocessing as tmp
 
+from easerve_core.controller import Controller
 from easerve_core.deployment import Architecture
 from easerve_core.plan import RunPlan
 from easerve_core.request import Modality, Request, Status
@@ -43,7 +44,8 @@ from live.ledger import Ledger, utilization
 from live.options import LiveOptions
 from live.placement import check_placement
 from live.procs import drain_events, stop_workers
-from live.transport import FRONTEND, Channels, Job, Outbox, WorkerDown, WorkerId, clock
+from live.steering import Steering
+from live.transport import FRONTEND, Channels, Job, Outbox, Retune, WorkerDown, WorkerId, clock
 from live.workers import WorkerSpec, run_worker
 from live.zoo import ModelSpec, build_model, count_params, save_model
 
@@ -60,8 +62,10 @@ class Trial:
     """
 
     def __init__(self, plan: RunPlan, options: LiveOptions | None = None, *,
-                 inputs: Mapping[int, MMInput | None] | None = None) -> None:
+                 inputs: Mapping[int, MMInput | None] | None = None,
+                 controller: Controller | None = None) -> None:
         self.plan = plan
+        self.steering = None if controller is None else Steering(controller, plan.deployment, plan.slo)
         self.options = options or LiveOptions.from_dict(plan.engine("live"))
         self.spec = ModelSpec(name=plan.model, size=plan.model_size,
                               init_std=self.options.init_std, seed=self.options.model_seed)
@@ -194,6 +198,8 @@ class Trial:
                     continue
                 dest: WorkerId = (entry, placed[entry])
                 self.ledger.issue(rid, dest)
+                if self.steering is not None:
+                    self.steering.arrived(clock() - t0)
             outbox.send(dest, rid, Job(request=job.request, text_ids=job.text_ids, mm=job.mm,
                                        prefill_worker=-1 if placed["prefill"] is None else placed["prefill"],
                                        decode_worker=placed["decode"]))
@@ -236,11 +242,27 @@ class Trial:
                 for event in events:
                     self.ledger.apply(event)
                 self._check_deaths()
+                if self.steering is not None:
+                    self._steer(clock() - t0)
                 if not gen.is_alive() and not self.ledger.open_ids:
                     return
                 if clock() > deadline:
                     self.ledger.fail_open(f"trial timeout after {self.options.trial_timeout_s} s")
                     return
+
+    def _steer(self, now: float) -> None:
+        """Offer the controller what settled; send its fast knobs to every live encode worker."""
+        assert self.steering is not None and self._channels is not None
+        settled = [self.ledger.records[rid] for rid in self.ledger.settled]
+        self.ledger.settled.clear()
+        tuned = self.steering.update(now, settled, len(self.ledger.open_ids))
+        if tuned is None:
+            return
+        message = Retune(deployment=tuned, generation=self.steering.generation)
+        for worker, proc in self.procs.items():
+            if worker[0] == "encode" and worker not in self.ledger.dead and proc.exitcode is None:
+                with contextlib.suppress(Exception):
+                    self._channels.inboxes[worker].put(FRONTEND, message)
 
     def _check_deaths(self) -> None:
         assert self._channels is not None
@@ -273,9 +295,15 @@ class Trial:
                 records=self.ledger.records_frame(), stage_log=stage_log,
                 utilization=utilization(stage_log, self.workers), config=config, engine="live",
                 meta={**self.plan.describe(), "placement": self.placement, "notes": list(self.ledger.notes),
+                      **self._controller_meta(),
                       "interrupted": self.interrupted, "wall_s": self._wall_s,
                       "workers": [f"{g}-{i}" for g, i in self.workers]},
             )
+
+    def _controller_meta(self) -> dict[str, Any]:
+        if self.steering is None:
+            return {}
+        return {"controller": {"decisions": list(self.steering.log), "retunes": list(self.ledger.retunes)}}
 
     def close(self) -> None:
         """Stop every worker (terminate those that will not stop) and free the weights."""

@@ -20,12 +20,12 @@ import torch
 
 from easerve_core.batcher import Batch, Batcher
 from easerve_core.deployment import SMSharing
-from easerve_core.policies import make_batcher, make_router
+from easerve_core.policies import make_batcher, make_router, retune
 from easerve_core.router import Route, Router
 from live.device import model_device, sync, use_device
 from live.partition import make_partitioner
 from live.stages import encode_batch
-from live.transport import Encoded, Job, WorkerDown, clock
+from live.transport import Encoded, Job, Retune, WorkerDown, clock
 from live.workers.common import WorkerContext, run_prefill, validate_job
 from live.workers.intake import IntakeLoop
 
@@ -71,13 +71,27 @@ class EncodeWorker:
 
     def _loop(self) -> None:
         ctx = self.ctx
-        loop = IntakeLoop(self.batcher, clock=clock, poll_s=ctx.poll_s,
-                          is_request=lambda msg: isinstance(msg, Job))
-        loop.run(ctx.get, self._admit, self._run_batch, reap=ctx.outbox.reap, control=self._control)
+        self.loop = IntakeLoop(self.batcher, clock=clock, poll_s=ctx.poll_s,
+                               is_request=lambda msg: isinstance(msg, Job))
+        self.loop.run(ctx.get, self._admit, self._run_batch, reap=ctx.outbox.reap, control=self._control)
 
     def _control(self, msg: Any) -> None:
         if isinstance(msg, WorkerDown):
             self.down.add(msg.worker)
+        elif isinstance(msg, Retune):
+            self._retune(msg)
+
+    def _retune(self, msg: Retune) -> None:
+        """The controller's fast knobs: new batcher and router; the open batch goes to the encoder now."""
+        spec = self.ctx.spec
+        tuned = retune(self.batcher, msg.deployment, now=clock(), seed=spec.seed, index=self.ctx.index,
+                       generation=msg.generation)
+        self.batcher = self.loop.batcher = tuned.batcher
+        self.router = tuned.router
+        self.ctx.emit("retuned", generation=msg.generation, max_encode_batch=msg.deployment.max_encode_batch,
+                      remote_fraction=msg.deployment.remote_fraction)
+        if tuned.flushed is not None:
+            self._run_batch(tuned.flushed)
 
     def _remote_for(self, job: Job) -> int | None:
         """The live remote prefill worker for ``job``: its own, else the next one alive, else None."""

@@ -15,6 +15,7 @@ from easerve_core.plan import replan
 from easerve_core.request import RECORD_COLUMNS
 from easerve_core.result import STAGE_LOG_COLUMNS, UTILIZATION_COLUMNS
 from live import run_trial
+from live.trial import Trial
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 STAMPS = ["arrival_s", "encode_start_s", "encode_end_s", "prefill_start_s", "first_token_s", "finish_s"]
@@ -76,3 +77,26 @@ def test_every_preset_runs_live(preset, no_orphans):
         assert set(result.stage_log["stage"]) == {"encode", "prefill", "decode"}
     if preset == "dynamo":
         assert (rec["encode_batch_size"] == 1).all() and (rec["route"] == "remote").all()
+
+
+def test_the_controller_retunes_the_running_encode_worker(no_orphans):
+    from easerve_core.controller import Band, Controller, ControllerSettings, PlanTable
+
+    config = load_experiment(CONFIGS / "tiny_qwen2audio_cpu.toml")
+    plan = plan_for(config, need_profile=False).plan
+    slow, fast = plan.deployment.with_(max_encode_batch=1), plan.deployment.with_(max_encode_batch=4)
+    plan = replan(plan, deployment=slow, requests=plan.requests[:60])
+    table = PlanTable((Band(rate_hz=2.0, deployment=slow), Band(rate_hz=25.0, deployment=fast)))
+    settings = ControllerSettings(window_s=1.0, check_every_s=0.25, settle_s=0.0, dwell_s=0.0,
+                                  min_arrivals=5, hysteresis_frac=0.1)
+    with Trial(plan, controller=Controller(table, settings)) as trial:  # 20 req/s: above band 0's 2.2
+        trial.start()
+        result = trial.run()
+    decisions = result.meta["controller"]["decisions"]
+    assert [(d["from_band"], d["band"], d["reason"]) for d in decisions] == [(0, 1, "rate")]
+    assert result.meta["controller"]["retunes"][0]["max_encode_batch"] == 4
+    rec = result.records.sort_values("arrival_s")
+    assert (rec["status"] == "ok").all()
+    early = rec[rec["encode_end_s"] < decisions[0]["at_s"]]
+    assert (early["encode_batch_size"] == 1).all()  # B = 1 until the retune
+    assert rec["encode_batch_size"].max() > 1  # then batches of up to 4
