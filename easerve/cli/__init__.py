@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "calibrate": "easerve.cli.calibrate_cmd",
     "validate": "easerve.cli.validate_cmd",
     "reproduce": "easerve.cli.reproduce_cmd",
+    "plan-table": "easerve.cli.plan_table_cmd",
 }
 #: set to 1 to see the traceback of an internal error (like ``--debug``)
 DEBUG_ENV = "EASERVE_DEBUG"

@@ -287,6 +287,15 @@ CASES = [
          "is not writable"),
     Case("reproduce-no-out", lambda tmp: ["reproduce", "--quick"],
          "the following arguments are required: --out"),
+    Case("plan-table-rates", lambda tmp: ["plan-table", str(config(SIM)(tmp)), "--rates", "one,two", "--out",
+                                          "pt"],
+         "--rates must be comma-separated numbers"),
+    Case("plan-table-rate-zero", lambda tmp: ["plan-table", str(config(SIM)(tmp)), "--rates", "0", "--out",
+                                              "pt"],
+         "--rates must be > 0"),
+    Case("plan-table-out-file", with_file(raw("pt", "x"), lambda tmp: [
+        "plan-table", str(config(SIM)(tmp)), "--rates", "1", "--out", "pt", "--trials", "1"]),
+         "--out pt: exists and is not a folder"),
     Case("unknown-command", lambda tmp: ["simulate"], "invalid choice: 'simulate'"),
 ]
 
@@ -304,7 +313,8 @@ def test_there_are_enough_cases_and_every_subcommand_has_some():
     assert len(CASES) >= 60
     assert len({c.name for c in CASES}) == len(CASES)
     commands = {c.name.split("-")[0] for c in CASES}
-    assert {"sim", "workload", "search", "profile", "live", "validate", "calibrate", "reproduce"} <= commands
+    assert {"sim", "workload", "search", "profile", "live", "validate", "calibrate", "reproduce",
+            "plan"} <= commands
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
