@@ -32,7 +32,7 @@ from calibration.analytic import Efficiency
 from calibration.fit import FittedProfile
 from calibration.loop.host import HostModel, host_of, with_overheads
 from calibration.registry import analytic_profile, cluster_for, profile_from_doc
-from calibration.specs import gpu_names, model_names
+from calibration.specs import gpu_names, gpu_spec, model_names
 from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Cluster
 from easerve_core.plan import RunPlan, resolve
@@ -90,6 +90,17 @@ def committed_profile_path(model: str, size: str, gpu: str) -> Path:
     return PROFILES_DIR / gpu / f"{model}-{size}--{gpu}.json"
 
 
+def same_gpu(measured: str, named: str) -> bool:
+    """Whether a profile measured on ``measured`` (torch's device name, e.g. ``NVIDIA H200``) is
+    for the config's GPU ``named`` (a spec name, e.g. ``h200``)."""
+    if measured == named:
+        return True
+    if named not in gpu_names():
+        return False
+    full = gpu_spec(named).full_name  # "NVIDIA H200 SXM 141GB"; torch says "NVIDIA H200"
+    return full.startswith(measured) or measured.startswith(full)
+
+
 def config_profile(config: ExperimentConfig, *, efficiency: Efficiency | None = None,
                    required: bool = True) -> tuple[Profile | None, ProfileDoc | None]:
     """The config's profile and its document (see the module docstring).
@@ -100,7 +111,7 @@ def config_profile(config: ExperimentConfig, *, efficiency: Efficiency | None = 
     gpu = str(config.cluster["gpu"])
     if config.profile_path is not None:
         doc = load_profile_doc(config.profile_path)
-        if doc.model != config.model or doc.gpu != gpu:
+        if doc.model != config.model or not same_gpu(doc.gpu, gpu):
             raise ValueError(f"profile.path is for {doc.model} on {doc.gpu}, "
                              f"but the config asks for {config.model} on {gpu}")
         return profile_from_doc(doc), doc
