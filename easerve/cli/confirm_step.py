@@ -30,6 +30,7 @@ from easerve_core import checks
 from easerve_core.config import ExperimentConfig
 from easerve_core.presets import PRESETS
 from easerve_core.profile import save_profile_doc
+from live.options import LiveOptions
 
 CONFIRM_FOLDER = "confirm"
 
@@ -64,6 +65,11 @@ def check(args: argparse.Namespace, resolved: Resolved, out: Path) -> None:
         raise ValueError("--confirm: needs a profile measured live ([profile] path, or a committed "
                          f"profile of {resolved.plan.model} on {resolved.plan.cluster.gpu}; "
                          "easerve calibrate writes one)")
+    if LiveOptions.from_dict(resolved.plan.engine("live")).device == "cuda":
+        import torch  # only a CUDA confirmation asks (and will load it anyway)
+
+        if not torch.cuda.is_available():
+            raise ValueError("--confirm: live.device = 'cuda' but this host has no CUDA device")
     folder = out / CONFIRM_FOLDER
     if folder.is_dir() and any(folder.iterdir()) and not args.force:
         raise ValueError(f"--confirm: {folder} holds an earlier confirmation; pass --force to replace it")
