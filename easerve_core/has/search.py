@@ -15,7 +15,7 @@ apply to it.
 become FAIL, COMPLETE ones are kept) and runs only the remainder, in this
 process or on a pool of ``num_workers`` processes that each open the same
 storage and call ``study.optimize``; the workers die with the process that
-started them (:mod:`~easerve_core.has.lifeline`). Each worker seeds its
+started them (:mod:`~easerve_core.parallel.lifeline`). Each worker seeds its
 sampler from (seed, trials already in the study, worker index): a fresh
 study with one worker is reproducible; a resumed one does not replay its
 first points.
@@ -37,7 +37,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from easerve_core import checks
 from easerve_core.deployment import Deployment
-from easerve_core.has.lifeline import die_with_parent, lifeline
+from easerve_core.parallel.lifeline import die_with_parent, lifeline
 from easerve_core.has.space import SearchSpace, deployment_key
 from easerve_core.has.storage import normalize_url, open_storage, prepare_study
 
@@ -235,7 +235,7 @@ def _run_pool(jobs: list[_Job], study: optuna.Study, planned: int, poll_s: float
               progress: Progress | None) -> None:
     """Run ``jobs`` on spawned processes, reporting progress until all finish.
 
-    The workers die with this process (:mod:`easerve_core.has.lifeline`).
+    The workers die with this process (:mod:`easerve_core.parallel.lifeline`).
     """
     ctx = multiprocessing.get_context("spawn")
     with lifeline(ctx) as reader, cf.ProcessPoolExecutor(

@@ -1,0 +1,2 @@
+"""Where embarrassingly parallel work runs (pool workers die with their parent:
+:mod:`~easerve_core.parallel.lifeline`)."""
