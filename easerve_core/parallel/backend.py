@@ -71,11 +71,15 @@ class BackendSettings:
         checks.positive("poll_s", self.poll_s)
 
     def describe(self) -> str:
-        """One line for reports: ``local, 2 jobs`` / ``ray at auto, all CPUs``."""
-        jobs = "all CPUs" if self.num_jobs is None and self.name == "ray" else \
-            f"{self.num_jobs or 1} job{'s' if (self.num_jobs or 1) > 1 else ''}"
-        where = f" at {self.address}" if self.address else (" (local)" if self.name == "ray" else "")
-        return f"{self.name}{where}, {jobs}"
+        """One line for reports: ``local, 2 jobs``, ``ray (local), all CPUs``, ``ray at auto, 8 jobs``."""
+        if self.name == "local":
+            return f"local, {_jobs(self.num_jobs or 1)}"
+        where = f"ray at {self.address}" if self.address else "ray (local)"
+        return f"{where}, {'all CPUs' if self.num_jobs is None else _jobs(self.num_jobs)}"
+
+
+def _jobs(n: int) -> str:
+    return f"{n} job{'s' if n > 1 else ''}"
 
 
 @contextmanager
