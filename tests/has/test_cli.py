@@ -10,7 +10,7 @@ import pytest
 
 from easerve.cli import main
 from easerve_core.config import load_experiment
-from tests.parallel.conftest import needs_ray
+from tests.backends import needs_ray
 
 CONFIG = """seed = 0
 [model]
@@ -79,6 +79,7 @@ def test_small_search_writes_every_output(config: Path, tmp_path: Path,
 
 
 @needs_ray
+@pytest.mark.usefixtures("ray_session")
 def test_search_on_ray_jobs_writes_the_planned_trials(config: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     argv = ["search", str(config), "--rate", "2", "--trials", "6", "--num-requests", "20",

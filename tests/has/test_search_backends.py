@@ -18,15 +18,19 @@ from optuna.trial import TrialState
 from easerve_core.deployment import Cluster
 from easerve_core.has import SearchSettings, SearchSpace, enumerate_allocations, run_search
 from easerve_core.parallel import BackendSettings, open_backend
+from tests.backends import needs_ray
 from tests.has.toy import AnalyticEvaluator, ToyProfile
-from tests.parallel.conftest import needs_ray
 
 BEST = "E2x2 P1x2 D1x2"
 
 
 @pytest.mark.parametrize("backend", ["local", pytest.param("ray", marks=needs_ray)])
-def test_jobs_on_a_backend_share_one_study_and_resume(tmp_path: Path, backend: str) -> None:
-    space = SearchSpace(allocations=tuple(enumerate_allocations(ToyProfile(), Cluster(gpu="toy", num_gpus=8))))
+def test_jobs_on_a_backend_share_one_study_and_resume(tmp_path: Path, backend: str,
+                                                      request: pytest.FixtureRequest) -> None:
+    if backend == "ray":
+        request.getfixturevalue("ray_session")
+    allocations = enumerate_allocations(ToyProfile(), Cluster(gpu="toy", num_gpus=8))
+    space = SearchSpace(allocations=tuple(allocations))
     settings = SearchSettings(storage=str(tmp_path / "study.db"), study_name="t", num_trials=10,
                               num_workers=2, poll_s=0.05)
     seen: list[int] = []

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.parallel.conftest import needs_ray
+from tests.backends import needs_ray
 
 ROOT = Path(__file__).resolve().parents[2]
 EXIT_WITHIN_S = 15.0
