@@ -9,11 +9,12 @@ Background, what travels to a worker and a Ray cluster set-up: docs/scaling.md.
 """
 
 from easerve_core.parallel.backend import BACKENDS, BackendSettings, open_backend
-from easerve_core.parallel.base import Backend, BackendError, InProcess, run_tasks
+from easerve_core.parallel.base import IN_PROCESS, Backend, BackendError, InProcess, run_tasks
 from easerve_core.parallel.local_pool import LocalPool
 
 __all__ = [
     "BACKENDS",
+    "IN_PROCESS",
     "Backend",
     "BackendError",
     "BackendSettings",

@@ -47,6 +47,10 @@ class InProcess:
         return out
 
 
+#: the default backend of functions that take one: every task here, in order
+IN_PROCESS = InProcess()
+
+
 def run_tasks(backend: Backend, tasks: Sequence[Callable[[], R]], *, poll: Poll | None = None) -> list[R]:
     """Call each picklable zero-argument task on ``backend``; results in the tasks' order.
 
