@@ -9,16 +9,16 @@ rates and says so: the report shows the rate HAS could plan for.
 exhaustive grid once, and returns the best-so-far curves. Both are made of
 independent tasks (a whole study; one grid point) that run on a backend
 (:mod:`easerve_core.parallel`), each study on one job, so a result does not
-depend on where it ran.
+depend on where it ran. A study is held in memory (``storage="memory:"``)
+unless a storage is given: the same trials as an SQLite file, without a
+database round trip per trial.
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import optuna
 import pandas as pd
@@ -26,6 +26,7 @@ import pandas as pd
 from easerve.experiments.setup import Setup
 from easerve_core import Deployment
 from easerve_core.has import (
+    MEMORY,
     ScreenReport,
     SearchSettings,
     SearchSpace,
@@ -99,11 +100,9 @@ def choose(setup: Setup, *, rate_hz: float, tier: str = "moderate", trials: int 
         except ValueError as exc:  # nothing carries this rate: plan for a lower one
             last_error = exc
             continue
-        with tempfile.TemporaryDirectory() as tmp:
-            url = storage or str(Path(tmp) / "has.db")
-            frame = _study(setup, space, rate_hz=rate, tier=tier, sampler="tpe", trials=trials,
-                           seed=seed, num_requests=num_requests, storage=url,
-                           num_samples=num_samples)
+        frame = _study(setup, space, rate_hz=rate, tier=tier, sampler="tpe", trials=trials,
+                       seed=seed, num_requests=num_requests, storage=storage or MEMORY,
+                       num_samples=num_samples)
         return Choice(modality=setup.modality, deployment=best_deployment(frame),
                       planned_rate_hz=rate, requested_rate_hz=rate_hz,
                       num_candidates=len(report.candidates), num_survivors=len(report.survivors),
@@ -117,9 +116,9 @@ def convergence(setup: Setup, *, rate_hz: float, tier: str = "moderate", trials:
                 storage: str | None = None, backend: Backend = IN_PROCESS) -> tuple[pd.DataFrame, float]:
     """Best-so-far curves of TPE and random per seed, and the exhaustive grid's best.
 
-    Each study is one task on ``backend`` (default: this process), in its own
-    storage unless ``storage`` is given; so is each grid point. The grid's
-    best is the best goodput over every distinct point of
+    Each study is one task on ``backend`` (default: this process), held in
+    that process's memory unless ``storage`` is given; so is each grid
+    point. The grid's best is the best goodput over every distinct point of
     :meth:`SearchSpace.grid`, judged by the same evaluator: what the ``grid``
     sampler's study finds, without an Optuna trial (and a read of the whole
     study) per point.
@@ -139,10 +138,8 @@ def convergence(setup: Setup, *, rate_hz: float, tier: str = "moderate", trials:
 
 def _curve(setup: Setup, space: SearchSpace, *, rate_hz: float, tier: str, sampler: str, trials: int,
            seed: int, num_requests: int, num_samples: int, storage: str | None) -> pd.DataFrame:
-    """One study's best-so-far curve (trial 1, 2, ...), in ``storage`` or a storage of its own."""
-    with tempfile.TemporaryDirectory() as tmp:
-        f = _study(setup, space, rate_hz=rate_hz, tier=tier, sampler=sampler, trials=trials, seed=seed,
-                   num_requests=num_requests, storage=storage or str(Path(tmp) / "has.db"),
-                   num_samples=num_samples)
+    """One study's best-so-far curve (trial 1, 2, ...), in ``storage`` or in memory."""
+    f = _study(setup, space, rate_hz=rate_hz, tier=tier, sampler=sampler, trials=trials, seed=seed,
+               num_requests=num_requests, storage=storage or MEMORY, num_samples=num_samples)
     return pd.DataFrame({"modality": setup.modality, "sampler": sampler, "seed": seed,
                          "trial": range(1, len(f) + 1), "best_goodput_rps": f["best_so_far_rps"]})

@@ -34,12 +34,13 @@ from dataclasses import dataclass
 import numpy as np
 import optuna
 from optuna.samplers import BaseSampler, RandomSampler, TPESampler
+from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from easerve_core import checks
 from easerve_core.deployment import Deployment
 from easerve_core.has.space import SearchSpace, deployment_key
-from easerve_core.has.storage import normalize_url, open_storage, prepare_study
+from easerve_core.has.storage import MEMORY, normalize_url, open_storage, prepare_study
 from easerve_core.parallel import Backend, BackendSettings, open_backend
 
 Evaluator = Callable[[Deployment], float]
@@ -91,6 +92,9 @@ class SearchSettings:
         if not isinstance(self.study_name, str) or not self.study_name:
             raise ValueError(f"study_name must be a non-empty string, got {self.study_name!r}")
         checks.integer("workers", self.num_workers, minimum=1)
+        if self.storage == MEMORY and (self.num_workers > 1 or self.join):
+            raise ValueError(f"storage {MEMORY!r} holds the study in this process only: "
+                             "it takes one worker and no join")
         checks.integer("tpe_startup_trials", self.tpe_startup_trials, minimum=1)
         checks.positive("poll_s", self.poll_s)
 
@@ -158,12 +162,15 @@ def _worker_seed(seed: int, existing: int, worker: int) -> int:
     return int(np.random.SeedSequence([seed, existing, worker]).generate_state(1)[0])
 
 
-def _run_job(job: _Job, callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None = None
-             ) -> int:
-    """Run ``job.num_trials`` trials of the study (the body of each pool worker)."""
+def _run_job(job: _Job, callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None = None,
+             storage: BaseStorage | None = None) -> int:
+    """Run ``job.num_trials`` trials of the study (the body of each pool worker).
+
+    ``storage``: the one this process already opened (else ``job.storage`` is opened).
+    """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = make_sampler(job.sampler, seed=job.seed, tpe_startup_trials=job.tpe_startup_trials)
-    study = optuna.load_study(study_name=job.study_name, storage=open_storage(job.storage),
+    study = optuna.load_study(study_name=job.study_name, storage=storage or open_storage(job.storage),
                               sampler=sampler)
     study.optimize(job.objective, n_trials=job.num_trials, callbacks=callbacks)
     return job.num_trials
@@ -228,8 +235,10 @@ def run_search(space: SearchSpace, evaluator: Evaluator, settings: SearchSetting
         def tick(study_: optuna.Study, trial: FrozenTrial) -> None:
             if progress:
                 progress(_count_complete(study_), planned)
-        _run_job(jobs[0], [tick])
+        _run_job(jobs[0], [tick], storage=storage)
         return study
+    if settings.storage == MEMORY:
+        raise ValueError(f"storage {MEMORY!r} holds the study in this process only: run it without a backend")
 
     def poll() -> None:
         if progress:
