@@ -198,11 +198,11 @@ def reproduce(out: Path, *, quick: bool = False, quiet: bool = False,
     plan = QUICK if quick else FULL
     settings = resolve_backend(backend, quick=quick)
     log = _Log(quiet)
-    out.mkdir(parents=True, exist_ok=True)
     eff = paper_anchored_efficiency()
     setups = {m: load_setup(m, efficiency=eff) for m in MODALITIES}
     log(f"backend: {settings.describe()}")
     with open_backend(settings) as pool:
+        out.mkdir(parents=True, exist_ok=True)  # once the backend is up: a refused one writes nothing
         tables = _studies(out, setups, plan, pool, log)
     for name, frame in tables.items():
         frame.to_csv(out / f"{name}.csv", index=False)
