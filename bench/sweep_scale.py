@@ -7,12 +7,16 @@ seed, 1,500 requests each, mapped as 48 points by
 :func:`easerve.experiments.studies.goodput_sweep`. Each backend runs it in a
 fresh pool (or a fresh local Ray); the bench prints the wall time of the
 whole run (opening the backend, the sweep, closing it) and of the sweep
-alone, checks that the three CSV tables are byte-identical, and prints the
-machine's load average before and after (the 2-core machines are shared).
+alone, checks that every run's CSV table is byte-identical, and prints the
+machine's load average before and after each run (the 2-core machines are
+shared, and Linux shares the CPU between sessions, not processes: two
+workers gain nothing while other sessions keep both cores busy). The
+backends take turns, ``--repeats`` rounds, and the bar is judged on each
+backend's fastest run, the one least disturbed by other work.
 
 Bar: two workers take at most 0.6x the serial wall time (end to end).
 
-Run: ``.venv/bin/python bench/sweep_scale.py [--jobs 2] [--num-requests 1500] [--no-ray]``.
+Run: ``.venv/bin/python bench/sweep_scale.py [--jobs 2] [--num-requests 1500] [--repeats 2] [--no-ray]``.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2, help="workers of the parallel runs (default 2)")
     parser.add_argument("--num-requests", type=int, default=1500, help="requests per simulation")
+    parser.add_argument("--repeats", type=int, default=2, help="rounds of every backend, taking turns")
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray run")
     args = parser.parse_args()
     eff = paper_anchored_efficiency()
@@ -76,23 +81,33 @@ def main() -> int:
     else:
         runs.append(BackendSettings(name="ray", num_jobs=args.jobs))
     points = len(setups) * len(studies.SYSTEMS) * len(RATES_HZ) * scale.num_seeds
-    print(f"sweep: {points} simulations of {args.num_requests} requests; {os.cpu_count()} cores; "
-          f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    results = []
-    for settings in runs:
-        r = run(settings, setups, scale)
-        results.append(r)
-        print(f"  {r['backend']:<22} wall {r['wall_s']:6.1f} s  (backend up {r['open_s']:5.1f} s, "
-              f"sweep {r['sweep_s']:6.1f} s)  rows {r['rows']}  table sha256 {r['sha']}", flush=True)
-    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    identical = all(r["csv"] == results[0]["csv"] for r in results)
-    print(f"tables byte-identical across backends: {identical}")
-    serial = float(results[0]["wall_s"])  # type: ignore[arg-type]
-    for r in results[1:]:
-        frac = float(r["wall_s"]) / serial  # type: ignore[arg-type]
+    print(f"sweep: {points} simulations of {args.num_requests} requests; {os.cpu_count()} cores")
+    results: dict[str, list[dict[str, object]]] = {}
+    for round_ in range(args.repeats):
+        for settings in runs:
+            before = _load()
+            r = run(settings, setups, scale)
+            results.setdefault(str(r["backend"]), []).append(r)
+            print(f"  round {round_ + 1}  {r['backend']:<22} wall {r['wall_s']:6.1f} s  (backend up "
+                  f"{r['open_s']:5.1f} s, sweep {r['sweep_s']:6.1f} s)  rows {r['rows']}  table sha256 "
+                  f"{r['sha']}  load {before} -> {_load()}", flush=True)
+    tables = {r["csv"] for rs in results.values() for r in rs}
+    print(f"tables byte-identical across backends and rounds: {len(tables) == 1}")
+    best = {name: min(float(r["wall_s"]) for r in rs) for name, rs in results.items()}  # type: ignore[arg-type]
+    serial_name = runs[0].describe()
+    for name, wall in best.items():
+        if name == serial_name:
+            print(f"{name}: fastest {wall:.1f} s")
+            continue
+        frac = wall / best[serial_name]
         verdict = "meets" if frac <= BAR_FRAC else "misses"
-        print(f"{r['backend']}: {frac:.2f}x the serial wall time ({verdict} the bar of {BAR_FRAC}x)")
-    return 0 if identical else 1
+        print(f"{name}: fastest {wall:.1f} s, {frac:.2f}x the serial fastest "
+              f"({verdict} the bar of {BAR_FRAC}x)")
+    return 0 if len(tables) == 1 else 1
+
+
+def _load() -> str:
+    return f"{os.getloadavg()[0]:.2f}"
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from easerve.experiments.choose import Choice, choose, convergence
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.setup import Setup, load_setup, paper_anchored_efficiency, with_item_scale, with_mix
 from easerve_core import Deployment
+from easerve_core.has.space import GRID_REMOTE_FRACTIONS
 from easerve_core.parallel import IN_PROCESS, Backend, BackendSettings, open_backend, run_tasks
 from easerve_core.workload import mixes
 
@@ -49,6 +50,8 @@ class Plan:
     nominal_rate_hz: float = 2.0
     ablation_rate_hz: float = 10.0
     ablation_remote_fraction: float = 0.55
+    #: s values of the HAS-convergence study's exhaustive grid baseline
+    grid_remote_fractions: tuple[float, ...] = GRID_REMOTE_FRACTIONS
     #: what-if: other video mixes than the headline's (our documented 5-20 s 720p clips) ...
     clip_mixes: tuple[str, ...] = ("qwen-video",)
     #: ... each at these multiples of its LM tokens
@@ -56,7 +59,7 @@ class Plan:
 
 
 QUICK = Plan(scale=studies.QUICK, has_trials=12, has_requests=150, convergence_seeds=(0,),
-             clip_scales=(1.0,))
+             grid_remote_fractions=(0.0, 0.5, 1.0), clip_scales=(1.0,))
 FULL = Plan(scale=studies.FULL, has_trials=30, has_requests=500, convergence_seeds=(0, 1, 2, 3, 4),
             has_samples=2)
 
@@ -187,6 +190,8 @@ def cuts(plan: Plan, full: Plan = FULL) -> list[str]:
         ("requests per HAS trial", plan.has_requests, full.has_requests),
         ("request streams per HAS trial", plan.has_samples, full.has_samples),
         ("HAS-convergence seeds (TPE and random)", len(plan.convergence_seeds), len(full.convergence_seeds)),
+        ("s values of the convergence study's grid baseline", len(plan.grid_remote_fractions),
+         len(full.grid_remote_fractions)),
         ("clip lengths in the video what-if", len(plan.clip_scales), len(full.clip_scales)),
     ]
     return [f"{what}: {ours:g} (full run: {theirs:g})" for what, ours, theirs in pairs if ours != theirs]
@@ -290,7 +295,8 @@ def _convergence(setups: dict[str, Setup], chooser: _Chooser, plan: Plan, backen
         rate = chooser(modality, plan.nominal_rate_hz).planned_rate_hz
         frame, best = convergence(setup, rate_hz=rate, trials=plan.has_trials,
                                   seeds=plan.convergence_seeds, num_requests=plan.has_requests,
-                                  num_samples=plan.has_samples, backend=backend)
+                                  num_samples=plan.has_samples, backend=backend,
+                                  grid_remote_fractions=plan.grid_remote_fractions)
         conv_frames.append(frame.assign(rate_hz=rate))
         grid_best[modality] = best
     tables = {"has_convergence": pd.concat(conv_frames, ignore_index=True),
