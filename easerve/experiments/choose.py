@@ -114,11 +114,11 @@ def choose(setup: Setup, *, rate_hz: float, tier: str = "moderate", trials: int 
 def convergence(setup: Setup, *, rate_hz: float, tier: str = "moderate", trials: int = 30,
                 seeds: Sequence[int] = (0, 1, 2), num_requests: int = 250, num_samples: int = 1,
                 storage: str | None = None, backend: Backend = IN_PROCESS,
-                grid_remote_fractions: Sequence[float] | None = None) -> tuple[pd.DataFrame, float]:
+                grid_batches: Sequence[int] | None = None) -> tuple[pd.DataFrame, float]:
     """Best-so-far curves of TPE and random per seed, and the exhaustive grid's best.
 
-    ``grid_remote_fractions`` replaces the grid's s values (default: the
-    space's, :data:`easerve_core.has.space.GRID_REMOTE_FRACTIONS`).
+    ``grid_batches`` replaces the grid's B values (default: the space's,
+    :data:`easerve_core.has.space.GRID_BATCHES`).
 
     Each study is one task on ``backend`` (default: this process), held in
     that process's memory unless ``storage`` is given; so is each grid
@@ -128,8 +128,8 @@ def convergence(setup: Setup, *, rate_hz: float, tier: str = "moderate", trials:
     study) per point.
     """
     _report, space = _space(setup, rate_hz, tier)
-    if grid_remote_fractions is not None:
-        space = replace(space, grid_remote_fractions=tuple(grid_remote_fractions))
+    if grid_batches is not None:
+        space = replace(space, grid_batches=tuple(grid_batches))
     studies = [(sampler, seed) for sampler in ("tpe", "random") for seed in seeds]
     tasks = [partial(_curve, setup, space, rate_hz=rate_hz, tier=tier, sampler=sampler, trials=trials,
                      seed=seed, num_requests=num_requests, num_samples=num_samples, storage=storage)
