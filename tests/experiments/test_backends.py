@@ -10,6 +10,7 @@ own: a row equals the same point simulated alone.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from io import StringIO
 
 import pandas as pd
 import pytest
@@ -55,8 +56,6 @@ def test_a_sweep_and_its_has_choices_are_byte_identical_on_every_backend(
 
 
 def test_seeds_belong_to_points_not_workers(audio: Setup, serial_sweep: tuple[str, str]) -> None:
-    from io import StringIO
-
     sweep = pd.read_csv(StringIO(serial_sweep[0]))
     per_rate = sweep.groupby(["system", "rate_hz"])["seed"].apply(list)
     assert all(seeds == [0, 1] for seeds in per_rate)

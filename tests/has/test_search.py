@@ -17,6 +17,7 @@ from easerve_core.has import (
     top_k,
     trials_frame,
 )
+from easerve_core.parallel import IN_PROCESS
 from tests.has.toy import AnalyticEvaluator, ToyProfile
 
 BEST = "E2x2 P1x2 D1x2"
@@ -148,7 +149,5 @@ def test_memory_storage_runs_the_same_trials_as_a_file(tmp_path: Path, space: Se
 def test_memory_storage_takes_one_worker_in_this_process(tmp_path: Path, space: SearchSpace) -> None:
     with pytest.raises(ValueError, match="this process only"):
         _settings(tmp_path, storage="memory:", num_workers=2)
-    from easerve_core.parallel import IN_PROCESS
-
     with pytest.raises(ValueError, match="without a backend"):
         run_search(space, AnalyticEvaluator(BEST), _settings(tmp_path, storage="memory:"), backend=IN_PROCESS)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import multiprocessing
 import sys
 import time
+from functools import partial
 
 import pytest
 
@@ -28,8 +29,6 @@ def test_results_come_in_task_order_and_from_the_tasks_seeds(backend: Backend) -
 
 
 def test_tasks_of_different_kinds_run_in_one_map(backend: Backend) -> None:
-    from functools import partial
-
     out = run_tasks(backend, [partial(tasks.draw, 5), partial(tasks.sleep_then, 0.0)])
     assert out == [tasks.draw(5), 0.0]
 
