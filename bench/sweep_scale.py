@@ -12,7 +12,9 @@ machine's load average before and after each run (the 2-core machines are
 shared, and Linux shares the CPU between sessions, not processes: two
 workers gain nothing while other sessions keep both cores busy). The
 backends take turns, ``--repeats`` rounds, and the bar is judged on each
-backend's fastest run, the one least disturbed by other work.
+backend's fastest run, the one least disturbed by other work. A control
+first times a pure-Python loop (8 equal tasks) on one and two local
+workers: what parallelism the machine gives this session right now.
 
 Bar: two workers take at most 0.6x the serial wall time (end to end).
 
@@ -49,6 +51,25 @@ def _static(setups: dict[str, Setup]):  # type: ignore[no-untyped-def]
     return pick
 
 
+def burn(n: int) -> int:
+    """The control's task: pure CPU, no memory traffic, nothing shared."""
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+
+
+def control(jobs: int) -> None:
+    walls = []
+    for n in (1, jobs):
+        start = time.perf_counter()
+        with open_backend(BackendSettings(num_jobs=n)) as backend:
+            backend.map(burn, [12_000_000] * 8)
+        walls.append(time.perf_counter() - start)
+    print(f"control (8 pure-CPU tasks): 1 worker {walls[0]:.1f} s, {jobs} workers {walls[1]:.1f} s "
+          f"({walls[1] / walls[0]:.2f}x; 1/{jobs} = {1 / jobs:.2f}x on idle cores)", flush=True)
+
+
 def run(settings: BackendSettings, setups: dict[str, Setup], scale: studies.Scale) -> dict[str, object]:
     start = time.perf_counter()
     with open_backend(settings) as backend:
@@ -81,7 +102,9 @@ def main() -> int:
     else:
         runs.append(BackendSettings(name="ray", num_jobs=args.jobs))
     points = len(setups) * len(studies.SYSTEMS) * len(RATES_HZ) * scale.num_seeds
-    print(f"sweep: {points} simulations of {args.num_requests} requests; {os.cpu_count()} cores")
+    print(f"sweep: {points} simulations of {args.num_requests} requests; {os.cpu_count()} cores; "
+          f"load {_load()}")
+    control(args.jobs)
     results: dict[str, list[dict[str, object]]] = {}
     for round_ in range(args.repeats):
         for settings in runs:
