@@ -32,7 +32,7 @@ from typing import Any
 import torch
 import torch.multiprocessing as tmp
 
-from easerve_core.lifeline import die_with_parent, lifeline
+from easerve_core.parallel.lifeline import die_with_parent, lifeline
 from live.transport import Event
 
 #: bytes per float32 element

@@ -3,11 +3,12 @@
 Screens the config's cluster at the target rate, then runs an Optuna study
 per sampler (``--sampler``, or tpe, random and grid with ``--compare``) in an
 Optuna storage (default ``OUT/study.db``; rerunning the same command resumes
-it). Writes into ``--out``: ``trials.parquet`` and ``trials.csv`` (every
-trial of every sampler run), ``best.toml`` (the config with the best
-deployment, ready for ``easerve sim``/``easerve live``), ``convergence.png``
-(best goodput vs trial) and ``search.json`` (screen and per-sampler summary).
-See docs/has.md.
+it), as ``--workers`` jobs: processes on this machine, or Ray tasks with
+``--backend ray`` (docs/scaling.md). Writes into ``--out``:
+``trials.parquet`` and ``trials.csv`` (every trial of every sampler run),
+``best.toml`` (the config with the best deployment, ready for ``easerve
+sim``/``easerve live``), ``convergence.png`` (best goodput vs trial) and
+``search.json`` (screen and per-sampler summary). See docs/has.md.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,7 @@ from tqdm import tqdm
 
 from calibration.plans import Resolved, plan_for, scaled_mix
 from easerve.cli import confirm_step
-from easerve.cli.common import add_config, add_out
+from easerve.cli.common import add_backend, add_config, add_out, backend_settings
 from easerve.cli.outputs import check_study_folder
 from easerve.resources import load_config
 from easerve_core import checks
@@ -44,6 +46,7 @@ from easerve_core.has import (
     SearchSettings,
     SearchSpace,
     best_deployment,
+    normalize_url,
     open_storage,
     run_search,
     screen,
@@ -51,6 +54,7 @@ from easerve_core.has import (
     trials_frame,
     trials_to_reach,
 )
+from easerve_core.parallel import open_backend
 from easerve_core.reference import slo_for
 from easerve_core.slo import SLO_TIERS
 from sim.evaluate import DEFAULT_NUM_REQUESTS, SimEvaluator, make_evaluator
@@ -66,7 +70,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--sampler", default="tpe", help=f"{' | '.join(SAMPLERS)} (default tpe)")
     p.add_argument("--compare", action="store_true", help="run tpe, random and grid")
     p.add_argument("--storage", help="Optuna storage URL or path (default OUT/study.db)")
-    p.add_argument("--workers", type=int, default=1, help="processes on this machine")
+    p.add_argument("--workers", type=int, default=1,
+                   help="jobs: processes on this machine, or Ray tasks with --backend ray")
+    add_backend(p, jobs=False)
     p.add_argument("--join", action="store_true",
                    help="add workers to a study another machine runs (shared --storage)")
     p.add_argument("--seed", type=int, default=0)
@@ -166,6 +172,7 @@ class _Bar:
 
 def run(args: argparse.Namespace) -> int:
     samplers = _validate(args)
+    backend = backend_settings(args, num_jobs=args.workers)
     plan = plan_search(args.config, rate_hz=args.rate, tier=args.tier,
                        num_requests=args.num_requests)
     out = Path(args.out)
@@ -173,24 +180,30 @@ def run(args: argparse.Namespace) -> int:
     confirm_step.check(args, plan.resolved, out)  # before the search: a confirmation it cannot run
     if args.storage:
         open_storage(args.storage)  # fail on an unreachable URL before any work
+    storage = args.storage or str(out / "study.db")
+    if backend.address is not None and normalize_url(storage).startswith("sqlite"):
+        raise ValueError("--backend ray --address: every node opens the study, so its storage must be "
+                         "shared: a database server (--storage postgresql+psycopg://...) or a journal "
+                         "on a shared path (--storage journal:/shared/has.journal), not an SQLite file")
     out.mkdir(parents=True, exist_ok=True)
     _print_screen(plan.report)
-    storage = args.storage or str(out / "study.db")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     frames, walls = [], {}
-    for sampler in samplers:
-        settings = SearchSettings(sampler=sampler, num_trials=args.trials, seed=args.seed,
-                                  storage=storage,
-                                  study_name=_study_name(plan.config, args, sampler),
-                                  num_workers=args.workers, join=args.join)
-        start = time.perf_counter()
-        bar = _Bar(sampler)
-        try:
-            study = run_search(plan.space, plan.evaluator, settings, progress=bar)
-        finally:
-            bar.close()
-        walls[sampler] = time.perf_counter() - start
-        frames.append(trials_frame(study))
+    # local jobs keep the search's own path (this process, or a pool of --workers processes)
+    with open_backend(backend) if backend.name == "ray" else nullcontext(None) as pool:
+        for sampler in samplers:
+            settings = SearchSettings(sampler=sampler, num_trials=args.trials, seed=args.seed,
+                                      storage=storage,
+                                      study_name=_study_name(plan.config, args, sampler),
+                                      num_workers=args.workers, join=args.join)
+            start = time.perf_counter()
+            bar = _Bar(sampler)
+            try:
+                study = run_search(plan.space, plan.evaluator, settings, progress=bar, backend=pool)
+            finally:
+                bar.close()
+            walls[sampler] = time.perf_counter() - start
+            frames.append(trials_frame(study))
     _write_outputs(out, plan.config, args, plan.report, frames, walls)
     if args.confirm:
         return confirm_step.run(args, plan.config, plan.resolved, pd.concat(frames, ignore_index=True), out)
