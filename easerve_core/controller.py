@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -100,6 +100,18 @@ class PlanTable:
         return len(self.bands) - 1
 
 
+def _count(name: str, value: Any) -> int:
+    return checks.integer(name, value, minimum=1)
+
+
+#: how each setting is checked (a ValueError naming it)
+_SETTING_CHECKS: Mapping[str, Callable[[str, Any], Any]] = {
+    "window_s": checks.positive, "check_every_s": checks.positive, "hysteresis_frac": checks.fraction,
+    "settle_s": checks.non_negative, "dwell_s": checks.non_negative, "min_arrivals": _count,
+    "min_finished": _count, "attainment_floor": checks.fraction,
+}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ControllerSettings:
     """The controller's knobs (see the module docstring)."""
@@ -114,14 +126,8 @@ class ControllerSettings:
     attainment_floor: float = 0.9
 
     def __post_init__(self) -> None:
-        for name in ("window_s", "check_every_s"):
-            checks.positive(f"controller.{name}", getattr(self, name))
-        for name in ("settle_s", "dwell_s"):
-            checks.non_negative(f"controller.{name}", getattr(self, name))
-        checks.fraction("controller.hysteresis_frac", self.hysteresis_frac)
-        checks.fraction("controller.attainment_floor", self.attainment_floor)
-        checks.integer("controller.min_arrivals", self.min_arrivals, minimum=1)
-        checks.integer("controller.min_finished", self.min_finished, minimum=1)
+        for name, check in _SETTING_CHECKS.items():
+            check(f"controller.{name}", getattr(self, name))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -3,49 +3,16 @@
 from __future__ import annotations
 
 import json
-import textwrap
 
 import pandas as pd
 
 from easerve.cli import main
-
-CONFIG = """
-seed = 0
-[model]
-name = "qwen2-audio"
-size = "tiny"
-[cluster]
-gpu = "cpu"
-num_gpus = 3
-[profile]
-path = "{profile}"
-[deployment]
-encode = {{ num_workers = 1, tp = 1 }}
-prefill = {{ num_workers = 1, tp = 1 }}
-decode = {{ num_workers = 1, tp = 1 }}
-max_encode_batch = 2
-remote_fraction = 0.5
-sm_sharing = "dynamic"
-max_num_decode_seqs = 8
-[workload]
-mix = "ultravox-audio"
-arrival = "poisson"
-rate_hz = 15.0
-num_requests = 16
-prompt_tokens = [8, 16]
-output_tokens = [3, 6]
-[live]
-mm_token_scale = 0.25
-num_threads = 1
-encode_threads = 1
-trial_timeout_s = 60.0
-shutdown_timeout_s = 2.0
-"""
+from tests.calibration_loop.helpers import tiny_config
 
 
 def test_search_confirms_its_candidates_live_and_refits(profile_path, tmp_path, no_orphans):
     config = tmp_path / "tiny.toml"
-    config.write_text(textwrap.dedent(CONFIG.format(profile=profile_path)))
+    config.write_text(tiny_config(num_gpus=3, rate_hz=15.0, num_requests=16, profile=profile_path))
     out = tmp_path / "has"
     argv = ["search", str(config), "--rate", "15", "--trials", "4", "--num-requests", "16",
             "--confirm", "2", "--repeats", "1", "--baselines", "dynamo", "--refit", "--out", str(out)]
