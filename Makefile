@@ -1,31 +1,39 @@
 # easerve: two commands on a fresh machine.
 #   make run   set up .venv, run the headline evaluation (quick) on embedded defaults
-#   make test  set up .venv, run the whole test suite
+#   make test  set up .venv (with the test extras), run the whole test suite
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 OUT    ?= runs/headline
+PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
 .PHONY: run test lint bench clean
 
+# the package alone: what `make run` needs
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch first and pinned: 2.13.0 is a local CPU wheel here; an unpinned
 	# torch would pull a multi-GB CUDA build.
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PIP) torch==2.13.0
+	$(PIP) -e .
 	touch $(STAMP)
 
-run: $(STAMP)
-	$(BIN)/easerve reproduce --quick --out $(OUT)
+# the test extras besides (pytest, ruff, mypy, the PostgreSQL driver, Ray)
+$(TEST_STAMP): $(STAMP)
+	$(PIP) -e '.[test]'
+	touch $(TEST_STAMP)
 
-test: $(STAMP)
+run: $(STAMP)
+	$(BIN)/easerve reproduce --quick --force --out $(OUT)
+
+test: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 

@@ -25,14 +25,14 @@ alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from calibration.analytic import Efficiency
 from calibration.fit import FittedProfile
 from calibration.loop.host import HostModel, host_of, with_overheads
 from calibration.registry import analytic_profile, cluster_for, profile_from_doc
-from calibration.specs import gpu_names, model_names
+from calibration.specs import gpu_names, gpu_spec, model_names
 from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Cluster
 from easerve_core.plan import RunPlan, resolve
@@ -40,6 +40,8 @@ from easerve_core.profile import ParallelProfile, ProfileDoc, StageProfile, load
 from easerve_core.request import Request
 from easerve_core.slo import SLO
 from easerve_core.sm_share import SMShareTable
+from easerve_core.workload.mixes import RequestMix
+from live.options import LiveOptions
 from sim.options import SimOptions, options_for
 
 Profile = StageProfile | ParallelProfile
@@ -72,9 +74,31 @@ class Resolved:
         return self.profile
 
 
+def scaled_mix(config: ExperimentConfig) -> RequestMix:
+    """The workload's mix with item sizes scaled as the live side scales them (``[live] mm_token_scale``).
+
+    What a live run of the config feeds its model (before the family's own
+    geometry), so what the simulator should judge a live-capable config on.
+    """
+    mix = config.workload.mix
+    scale = LiveOptions.from_dict(config.engine.get("live")).mm_token_scale
+    return replace(mix, item_tokens=tuple(max(1, round(t * scale)) for t in mix.item_tokens))
+
+
 def committed_profile_path(model: str, size: str, gpu: str) -> Path:
     """Where a live model's committed profile on ``gpu`` would be."""
     return PROFILES_DIR / gpu / f"{model}-{size}--{gpu}.json"
+
+
+def same_gpu(measured: str, named: str) -> bool:
+    """Whether a profile measured on ``measured`` (torch's device name, e.g. ``NVIDIA H200``) is
+    for the config's GPU ``named`` (a spec name, e.g. ``h200``)."""
+    if measured == named:
+        return True
+    if named not in gpu_names():
+        return False
+    full = gpu_spec(named).full_name  # "NVIDIA H200 SXM 141GB"; torch says "NVIDIA H200"
+    return full.startswith(measured) or measured.startswith(full)
 
 
 def config_profile(config: ExperimentConfig, *, efficiency: Efficiency | None = None,
@@ -87,7 +111,7 @@ def config_profile(config: ExperimentConfig, *, efficiency: Efficiency | None = 
     gpu = str(config.cluster["gpu"])
     if config.profile_path is not None:
         doc = load_profile_doc(config.profile_path)
-        if doc.model != config.model or doc.gpu != gpu:
+        if doc.model != config.model or not same_gpu(doc.gpu, gpu):
             raise ValueError(f"profile.path is for {doc.model} on {doc.gpu}, "
                              f"but the config asks for {config.model} on {gpu}")
         return profile_from_doc(doc), doc

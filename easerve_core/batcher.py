@@ -38,6 +38,7 @@ class DispatchReason(StrEnum):
     AGE = "age"
     GAP = "gap"
     TIMEOUT = "timeout"
+    RETUNE = "retune"  # the open batch closed because the controller changed the knobs (flush)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,8 @@ class Batcher(Protocol[T]):
     def poll(self, now: float) -> Batch[T] | None: ...
 
     def next_deadline(self) -> float | None: ...
+
+    def flush(self, now: float) -> Batch[T] | None: ...
 
     def __len__(self) -> int: ...
 
@@ -171,6 +174,10 @@ class AdaptiveBatcher(Generic[T]):
             deadline = min(deadline, self._pending.newest_s + threshold)
         return deadline
 
+    def flush(self, now: float) -> Batch[T] | None:
+        """Close the open batch at once (reason ``retune``), or None if it is empty."""
+        return self._pending.close(DispatchReason.RETUNE, now) if self._pending.items else None
+
     def _observe_arrival(self, now: float) -> None:
         last = self._last_arrival_s
         if last is not None:
@@ -219,3 +226,7 @@ class FixedBatcher(Generic[T]):
         if not self._pending.items:
             return None
         return self._pending.oldest_s + self.timeout_s
+
+    def flush(self, now: float) -> Batch[T] | None:
+        """Close the open batch at once (reason ``retune``), or None if it is empty."""
+        return self._pending.close(DispatchReason.RETUNE, now) if self._pending.items else None

@@ -104,6 +104,10 @@ class ExperimentConfig:
             raise ValueError(f"unknown cluster field(s): {', '.join(bad)}")
         if "gpu" not in cluster:
             raise ValueError("cluster.gpu is required")
+        try:
+            Cluster(**cluster)  # each key's type and range, named, before anything builds on it
+        except ValueError as exc:
+            raise ValueError(f"cluster.{exc}") from None
         dep = _table(data, "deployment")
         preset = dep.pop("preset", None)
         deployment = Deployment.from_dict(dep)

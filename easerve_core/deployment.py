@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from easerve_core import checks
+from easerve_core import checks, limits
 from easerve_core.router import ROUTERS
 
 
@@ -62,7 +62,8 @@ class Cluster:
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, str) or not self.gpu:
             raise ValueError(f"gpu must be a non-empty name, got {self.gpu!r}")
-        checks.integer("num_gpus", self.num_gpus, minimum=1)
+        limits.at_most("num_gpus", checks.integer("num_gpus", self.num_gpus, minimum=1), limits.MAX_NUM_GPUS,
+                       "the simulator keeps per-GPU state and HAS enumerates the cluster's allocations")
         checks.positive("link_bytes_per_s", self.link_bytes_per_s)
         checks.non_negative("link_latency_s", self.link_latency_s)
         checks.integer("num_links", self.num_links, minimum=1)
@@ -76,14 +77,31 @@ class StageGroup:
     tp: int = 1
 
     def __post_init__(self) -> None:
-        checks.integer("num_workers", self.num_workers, minimum=0)
-        tp = checks.integer("tp", self.tp, minimum=1)
+        limits.at_most("num_workers", checks.integer("num_workers", self.num_workers, minimum=0),
+                       limits.MAX_NUM_GPUS, "a worker holds at least one GPU")
+        tp = limits.at_most("tp", checks.integer("tp", self.tp, minimum=1), limits.MAX_TP,
+                            "the largest NVLink domain")
         if tp & (tp - 1):
             raise ValueError(f"tp must be a power of two, got {tp!r}")
 
     @property
     def num_gpus(self) -> int:
         return self.num_workers * self.tp
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, name: str = "group") -> StageGroup:
+        """A group from a config table (``encode = { num_workers = 1, tp = 2 }``), fields named."""
+        known = ("num_workers", "tp")
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ValueError(f"unknown deployment.{name} field(s): {', '.join(unknown)}; "
+                             f"known: {', '.join(known)}")
+        if "num_workers" not in data:
+            raise ValueError(f"deployment.{name}.num_workers is required")
+        try:
+            return cls(**data)
+        except ValueError as exc:
+            raise ValueError(f"deployment.{name}.{exc}") from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,14 +128,16 @@ class Deployment:
         for name in ("encode", "prefill", "decode"):
             group = getattr(self, name)
             if isinstance(group, dict):
-                object.__setattr__(self, name, StageGroup(**group))
+                object.__setattr__(self, name, StageGroup.from_dict(group, name=name))
             elif not isinstance(group, StageGroup):
                 raise ValueError(f"{name} must be a StageGroup, got {group!r}")
         set_ = object.__setattr__
         set_(self, "architecture", _enum(Architecture, "architecture", self.architecture))
         set_(self, "batching", _enum(BatchingMode, "batching", self.batching))
         set_(self, "sm_sharing", _enum(SMSharing, "sm_sharing", self.sm_sharing))
-        checks.integer("max_encode_batch", self.max_encode_batch, minimum=1)
+        limits.at_most("max_encode_batch", checks.integer("max_encode_batch", self.max_encode_batch,
+                                                          minimum=1),
+                       limits.MAX_ENCODE_BATCH, "the SM-share table is profiled for every size 1..B")
         checks.fraction("remote_fraction", self.remote_fraction)
         checks.non_negative("batch_timeout_s", self.batch_timeout_s)
         checks.positive("gap_factor", self.gap_factor)
@@ -130,7 +150,9 @@ class Deployment:
                 f"static_encode_share must be in (0, 1), got {self.static_encode_share!r}"
             )
         checks.one_of("router", self.router, ROUTERS)
-        checks.integer("max_num_decode_seqs", self.max_num_decode_seqs, minimum=1)
+        limits.at_most("max_num_decode_seqs",
+                       checks.integer("max_num_decode_seqs", self.max_num_decode_seqs, minimum=1),
+                       limits.MAX_NUM_DECODE_SEQS, "sequences one Decode worker batches")
         if self.decode.num_workers < 1:
             raise ValueError("decode.num_workers must be >= 1")
         if self.architecture is Architecture.AGGREGATED:
@@ -183,7 +205,13 @@ class Deployment:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown deployment field(s): {', '.join(unknown)}")
-        return cls(**data)
+        try:
+            return cls(**data)
+        except ValueError as exc:  # name the table: "max_encode_batch ..." -> "deployment.max_..."
+            message = str(exc)
+            if message.split(" ", 1)[0].split(".")[0] in known:
+                message = f"deployment.{message}"
+            raise ValueError(message) from None
 
     def label(self) -> str:
         """A short human-readable name, e.g. ``E2x1 P1x2 D2x2 B8 s0.50 dynamic``."""

@@ -18,12 +18,13 @@ evenly over the encode workers, so each sees that rate.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from easerve_core.batcher import AdaptiveBatcher, Batcher, FixedBatcher
-from easerve_core.deployment import BatchingMode, Deployment
+from easerve_core.batcher import AdaptiveBatcher, Batch, Batcher, FixedBatcher
+from easerve_core.deployment import BatchingMode, Deployment, SMSharing
 from easerve_core.router import ROUTERS, Router
 
 
@@ -50,16 +51,60 @@ def make_batcher(deployment: Deployment) -> Batcher[Any]:
     return BATCHERS[deployment.batching](deployment)
 
 
-def make_routers(deployment: Deployment, seed: int) -> list[Router]:
-    """One router per encode worker, in worker order (see the module docstring)."""
+def make_routers(deployment: Deployment, seed: int, generation: int = 0) -> list[Router]:
+    """One router per encode worker, in worker order (see the module docstring).
+
+    ``generation`` counts the controller's retunes (:func:`retune`): generation
+    g > 0 draws from the children of ``SeedSequence((seed, g))``, so a
+    retuned random router does not replay its first draws.
+    """
     n = deployment.encode.num_workers
     build = ROUTERS[deployment.router]
-    children = np.random.SeedSequence(seed).spawn(n)
-    return [build(deployment.remote_fraction, np.random.default_rng(child)) for child in children]
+    root = np.random.SeedSequence(seed if generation == 0 else (seed, generation))
+    return [build(deployment.remote_fraction, np.random.default_rng(child)) for child in root.spawn(n)]
 
 
-def make_router(deployment: Deployment, seed: int, index: int) -> Router:
+def make_router(deployment: Deployment, seed: int, index: int, generation: int = 0) -> Router:
     """The router of encode worker ``index`` alone (a live worker process builds only its own)."""
     if not 0 <= index < deployment.encode.num_workers:
         raise ValueError(f"index must be in [0, {deployment.encode.num_workers}), got {index!r}")
-    return make_routers(deployment, seed)[index]
+    return make_routers(deployment, seed, generation)[index]
+
+
+@dataclass(frozen=True, slots=True)
+class Retuned:
+    """An encode worker's policies after a controller's retune, and the batch the old batcher closed."""
+
+    batcher: Batcher[Any]
+    router: Router
+    flushed: Batch[Any] | None
+
+
+def fast_knobs(current: Deployment, target: Deployment) -> Deployment:
+    """``current`` with ``target``'s fast knobs (B, s, batching mode and its knobs, rate hint).
+
+    What changes without moving weights: the allocation and the SM-sharing
+    mode stay ``current``'s (s is clamped where the allocation has no remote
+    Prefill or no local prefill).
+    """
+    s = target.remote_fraction
+    if current.prefill.num_workers == 0:
+        s = 0.0
+    elif current.sm_sharing is SMSharing.NONE:  # no local prefill on this allocation's encode GPUs
+        s = 1.0
+    return current.with_(max_encode_batch=target.max_encode_batch, remote_fraction=s,
+                         batching=target.batching, batch_timeout_s=target.batch_timeout_s,
+                         gap_factor=target.gap_factor, max_wait_s=target.max_wait_s,
+                         rate_hint_hz=target.rate_hint_hz)
+
+
+def retune(batcher: Batcher[Any], deployment: Deployment, *, now: float, seed: int, index: int,
+           generation: int) -> Retuned:
+    """New policies for encode worker ``index`` under ``deployment`` (one rule for both engines).
+
+    The open micro-batch closes at once (reason ``retune``) and goes to the
+    encoder as is; the new batcher starts empty, the new router's counts
+    (and, for a random router, its stream: ``generation``) start afresh.
+    """
+    return Retuned(batcher=make_batcher(deployment), router=make_router(deployment, seed, index, generation),
+                   flushed=batcher.flush(now))

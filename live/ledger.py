@@ -43,6 +43,12 @@ class Ledger:
         self.t0 = math.nan
         self.dead: dict[WorkerId, str] = {}
         self.crashes: dict[WorkerId, str] = {}
+        #: what workers reported about single requests (fall-back routes), in arrival order of the reports
+        self.notes: list[dict[str, Any]] = []
+        #: the encode workers' reports of applied controller decisions
+        self.retunes: list[dict[str, Any]] = []
+        #: requests that finished (any status) since the front end last took them
+        self.settled: list[int] = []
         self._holders: dict[int, dict[WorkerId, int]] = {}
         self._open = set(self.records)
 
@@ -72,6 +78,7 @@ class Ledger:
             rec.fail(error, status=status)
         self._open.discard(rid)
         self._holders.pop(rid, None)
+        self.settled.append(rid)
 
     def apply(self, event: Event) -> None:
         handler = getattr(self, f"_on_{event.kind}", None)
@@ -133,6 +140,12 @@ class Ledger:
 
     def _on_reject(self, event: Event) -> None:
         self.finish(event.request_id, Status.REJECTED, str(event.data.get("error", "rejected")))
+
+    def _on_retuned(self, event: Event) -> None:
+        self.retunes.append({"worker": list(event.worker), **dict(event.data)})
+
+    def _on_note(self, event: Event) -> None:
+        self.notes.append({"request_id": event.request_id, "why": str(event.data.get("why", ""))})
 
     def _on_log(self, event: Event) -> None:
         row = dict(event.data)

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 import torch.multiprocessing as tmp
 
+from easerve_core.parallel.lifeline import die_with_parent, lifeline
 from live.transport import Event
 
 #: bytes per float32 element
@@ -49,8 +50,9 @@ def _context(start_method: str) -> Any:
     return ctx
 
 
-def _echo(inbox: Any, outbox: Any) -> None:
-    """Child: stamp each message's receipt and send the stamp back."""
+def _echo(inbox: Any, outbox: Any, parent: Any) -> None:
+    """Child: stamp each message's receipt and send the stamp back (and die with its parent)."""
+    die_with_parent(parent)
     while True:
         msg = inbox.get()
         if msg is None:
@@ -64,8 +66,14 @@ def measure_transfer(byte_sizes: Sequence[int], *, reps: int = 7,
     """One-way latency per message size (median over ``reps``, fresh tensor each time)."""
     ctx = _context(start_method)
     inbox, outbox = ctx.Queue(), ctx.Queue()
-    child = ctx.Process(target=_echo, args=(inbox, outbox), daemon=True, name="easerve-echo")
-    child.start()
+    with lifeline(ctx) as parent:
+        child = ctx.Process(target=_echo, args=(inbox, outbox, parent), daemon=True, name="easerve-echo")
+        child.start()
+        return _transfer_rounds(byte_sizes, reps, inbox, outbox, child)
+
+
+def _transfer_rounds(byte_sizes: Sequence[int], reps: int, inbox: Any, outbox: Any,
+                     child: Any) -> list[dict[str, Any]]:
     rows = []
     try:
         for size in [min(byte_sizes), *byte_sizes]:  # the first round warms the path up
@@ -102,8 +110,10 @@ def _matmul_work() -> Callable[[], Any]:
     return step
 
 
-def _spin(commands: Any, results: Any, make_work: Callable[[], Callable[[], Any]] | None) -> None:
+def _spin(commands: Any, results: Any, make_work: Callable[[], Callable[[], Any]] | None,
+          parent: Any) -> None:
     """Child: build the work, say ready, then on each (start_at, duration) count its calls in that window."""
+    die_with_parent(parent)
     torch.set_num_threads(1)
     step = (make_work or _matmul_work)()
     results.put("ready")
@@ -133,32 +143,34 @@ def measure_contention(max_procs: int, *, duration_s: float = 0.5, reps: int = 3
     the device, so the speeds say how the processes share the one GPU.
     """
     ctx = _context(start_method)
-    commands = [ctx.Queue() for _ in range(max_procs)]
-    results = ctx.Queue()
-    procs = [ctx.Process(target=_spin, args=(c, results, make_work), daemon=True, name=f"easerve-spin-{i}")
-             for i, c in enumerate(commands)]
-    for p in procs:
-        p.start()
-    rates: dict[int, list[float]] = {k: [] for k in range(1, max_procs + 1)}
-    try:
-        for _ in procs:  # every child has built its work before a window starts
-            if results.get(timeout=ready_timeout_s) != "ready":
-                raise RuntimeError("a contention child answered before it was ready")
-        for _ in range(reps):
-            for k in range(1, max_procs + 1):
-                start_at = time.monotonic() + _START_LEAD_S
-                for c in commands[:k]:
-                    c.put((start_at, duration_s))
-                counts = [results.get(timeout=60) for _ in range(k)]
-                rates[k].append(statistics.mean(counts) / duration_s)
-    finally:
-        for c in commands:
-            c.put(None)
+    with lifeline(ctx) as parent:  # the children end if this process dies
+        commands = [ctx.Queue() for _ in range(max_procs)]
+        results = ctx.Queue()
+        procs = [ctx.Process(target=_spin, args=(c, results, make_work, parent), daemon=True,
+                             name=f"easerve-spin-{i}")
+                 for i, c in enumerate(commands)]
         for p in procs:
-            p.join(timeout=10)
-            if p.is_alive():
-                p.terminate()
-                p.join()
+            p.start()
+        rates: dict[int, list[float]] = {k: [] for k in range(1, max_procs + 1)}
+        try:
+            for _ in procs:  # every child has built its work before a window starts
+                if results.get(timeout=ready_timeout_s) != "ready":
+                    raise RuntimeError("a contention child answered before it was ready")
+            for _ in range(reps):
+                for k in range(1, max_procs + 1):
+                    start_at = time.monotonic() + _START_LEAD_S
+                    for c in commands[:k]:
+                        c.put((start_at, duration_s))
+                    counts = [results.get(timeout=60) for _ in range(k)]
+                    rates[k].append(statistics.mean(counts) / duration_s)
+        finally:
+            for c in commands:
+                c.put(None)
+            for p in procs:
+                p.join(timeout=10)
+                if p.is_alive():
+                    p.terminate()
+                    p.join()
     alone = statistics.median(rates[1])
     return [{"procs": k, "speed_frac": statistics.median(v) / alone, "rate_hz": statistics.median(v),
              "reps": reps} for k, v in rates.items()]

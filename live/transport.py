@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from easerve_core.deployment import Deployment
 from easerve_core.request import Modality, Request
 from live.families.base import MMInput
 from live.fanin import FanIn
@@ -84,6 +85,21 @@ class Prefilled:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerDown:
+    """The front end's word to the encode workers that ``worker`` died: route around it."""
+
+    worker: WorkerId
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retune:
+    """The online controller's fast knobs for the encode workers (easerve_core.policies.retune)."""
+
+    deployment: Deployment
+    generation: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
     """Something the front end must know. ``kind`` is one of :data:`EVENT_KINDS`."""
 
@@ -103,6 +119,8 @@ EVENT_KINDS = (
     "reject",  # request rejected as malformed (data: error)
     "log",  # one stage-log row (data: the row)
     "crash",  # worker-level error (data: error); the worker is going down
+    "note",  # something the run should report about a request (data: why), e.g. a fall-back route
+    "retuned",  # an encode worker applied the controller's fast knobs (data: generation, knobs)
 )
 
 

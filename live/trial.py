@@ -13,11 +13,14 @@ terminating any that will not stop. :func:`run_trial` does all three.
 
 Placement: each request goes to the next live encode worker in turn, and is
 given the next live remote prefill and decode workers in turn; the encode
-worker's router decides whether the remote prefill worker is used.
+worker's router decides whether the remote prefill worker is used. In an
+aggregated deployment (the ``vllm`` preset) each request goes to the next
+live LM instance (:mod:`live.workers.aggregated`), which runs all three stages.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -28,21 +31,27 @@ from itertools import cycle
 from typing import Any
 
 import numpy as np
+import torch
 import torch.multiprocessing as tmp
 
+from easerve_core.controller import Controller
+from easerve_core.deployment import Architecture
 from easerve_core.plan import RunPlan
 from easerve_core.request import Modality, Request, Status
 from easerve_core.result import RunResult
 from live.families.base import MMInput
 from live.ledger import Ledger, utilization
 from live.options import LiveOptions
+from live.placement import check_placement
 from live.procs import drain_events, stop_workers
-from live.transport import FRONTEND, Channels, Job, Outbox, WorkerId, clock
+from live.steering import Steering
+from live.transport import FRONTEND, Channels, Job, Outbox, Retune, WorkerDown, WorkerId, clock
 from live.workers import WorkerSpec, run_worker
-from live.zoo import ModelSpec, save_model
+from live.zoo import ModelSpec, build_model, count_params, save_model
 
 _SPECIAL_HEADROOM = 8  # text ids stay clear of the placeholder ids at the top of a tiny vocab
 _MAX_TEXT_ID = 32000  # and below every full-size model's special tokens
+_BYTES_PER_PARAM = 4  # the random-weight models are float32
 
 
 class Trial:
@@ -53,15 +62,15 @@ class Trial:
     """
 
     def __init__(self, plan: RunPlan, options: LiveOptions | None = None, *,
-                 inputs: Mapping[int, MMInput | None] | None = None) -> None:
+                 inputs: Mapping[int, MMInput | None] | None = None,
+                 controller: Controller | None = None) -> None:
         self.plan = plan
+        self.steering = None if controller is None else Steering(controller, plan.deployment, plan.slo)
         self.options = options or LiveOptions.from_dict(plan.engine("live"))
         self.spec = ModelSpec(name=plan.model, size=plan.model_size,
                               init_std=self.options.init_std, seed=self.options.model_seed)
-        dep = plan.deployment
-        if dep.architecture.value != "disaggregated":
-            raise ValueError("the live executor runs disaggregated deployments only")
         self.requests = list(plan.requests)
+        dep = plan.deployment
         self.overrides = dict(inputs or {})
         self.workers: list[WorkerId] = (
             [("encode", i) for i in range(dep.encode.num_workers)]
@@ -76,6 +85,7 @@ class Trial:
         self._tempdir: str | None = None
         self._channels: Channels | None = None
         self._wall_s = 0.0
+        self.placement: dict[str, Any] = {}
 
     def __enter__(self) -> Trial:
         return self
@@ -85,12 +95,18 @@ class Trial:
 
     # -- start ---------------------------------------------------------------
     def start(self) -> None:
+        """Check the host can hold the workers (before any starts), then start them and wait."""
+        weights = count_params(build_model(self.spec, device="meta")) * _BYTES_PER_PARAM
+        self.placement = check_placement(self.plan.deployment, device=self.options.device,
+                                         weights_bytes=weights, cuda_available=torch.cuda.is_available(),
+                                         wanted_start=self.options.start_method)
+        method = self.placement["start_method"]
         folder = self.options.weights_dir or tempfile.mkdtemp(prefix="easerve-live-")
         if not self.options.weights_dir:
             self._tempdir = folder
         save_model(self.spec, folder)
-        ctx = tmp.get_context(self.options.start_method)
-        if self.options.start_method == "forkserver":
+        ctx = tmp.get_context(method)
+        if method == "forkserver":
             ctx.set_forkserver_preload(["live.workers"])
         self._channels = Channels.build(ctx, list(self.workers))
         for worker in self.workers:
@@ -169,17 +185,21 @@ class Trial:
 
     def _generate(self, jobs: list[Job], t0: float, outbox: Outbox) -> None:
         turns = {g: cycle(range(n)) for g, n in self._group_sizes().items()}
+        # a request enters at an encode worker, or at an LM instance of an aggregated deployment
+        entry = "decode" if self.plan.deployment.architecture is Architecture.AGGREGATED else "encode"
         for job in jobs:
             if self._stop.wait(max(0.0, t0 + job.request.arrival_s - clock())):
                 return
             with self._lock:
                 placed = {g: self._next_alive(g, turns[g]) for g in turns}
                 rid = job.request.request_id
-                if placed["encode"] is None or placed["decode"] is None:
-                    self.ledger.finish(rid, Status.FAILED, "no live encode or decode worker")
+                if placed[entry] is None or placed["decode"] is None:
+                    self.ledger.finish(rid, Status.FAILED, f"no live {entry} or decode worker")
                     continue
-                dest: WorkerId = ("encode", placed["encode"])
+                dest: WorkerId = (entry, placed[entry])
                 self.ledger.issue(rid, dest)
+                if self.steering is not None:
+                    self.steering.arrived(clock() - t0)
             outbox.send(dest, rid, Job(request=job.request, text_ids=job.text_ids, mm=job.mm,
                                        prefill_worker=-1 if placed["prefill"] is None else placed["prefill"],
                                        decode_worker=placed["decode"]))
@@ -222,11 +242,27 @@ class Trial:
                 for event in events:
                     self.ledger.apply(event)
                 self._check_deaths()
+                if self.steering is not None:
+                    self._steer(clock() - t0)
                 if not gen.is_alive() and not self.ledger.open_ids:
                     return
                 if clock() > deadline:
                     self.ledger.fail_open(f"trial timeout after {self.options.trial_timeout_s} s")
                     return
+
+    def _steer(self, now: float) -> None:
+        """Offer the controller what settled; send its fast knobs to every live encode worker."""
+        assert self.steering is not None and self._channels is not None
+        settled = [self.ledger.records[rid] for rid in self.ledger.settled]
+        self.ledger.settled.clear()
+        tuned = self.steering.update(now, settled, len(self.ledger.open_ids))
+        if tuned is None:
+            return
+        message = Retune(deployment=tuned, generation=self.steering.generation)
+        for worker, proc in self.procs.items():
+            if worker[0] == "encode" and worker not in self.ledger.dead and proc.exitcode is None:
+                with contextlib.suppress(Exception):
+                    self._channels.inboxes[worker].put(FRONTEND, message)
 
     def _check_deaths(self) -> None:
         assert self._channels is not None
@@ -236,6 +272,15 @@ class Trial:
             for event in drain_events(self._channels.events, 0.0):  # what it said before dying
                 self.ledger.apply(event)
             self.ledger.worker_died(worker, proc.exitcode)
+            self._tell_encoders(worker)
+
+    def _tell_encoders(self, worker: WorkerId) -> None:
+        """Every live encode worker learns that ``worker`` died (it routes around a dead Prefill)."""
+        assert self._channels is not None
+        for other, proc in self.procs.items():
+            if other[0] == "encode" and other not in self.ledger.dead and proc.exitcode is None:
+                with contextlib.suppress(Exception):
+                    self._channels.inboxes[other].put(FRONTEND, WorkerDown(worker=worker))
 
     # -- result and shutdown -------------------------------------------------
     def result(self) -> RunResult:
@@ -249,9 +294,16 @@ class Trial:
             return RunResult(
                 records=self.ledger.records_frame(), stage_log=stage_log,
                 utilization=utilization(stage_log, self.workers), config=config, engine="live",
-                meta={**self.plan.describe(), "interrupted": self.interrupted, "wall_s": self._wall_s,
+                meta={**self.plan.describe(), "placement": self.placement, "notes": list(self.ledger.notes),
+                      **self._controller_meta(),
+                      "interrupted": self.interrupted, "wall_s": self._wall_s,
                       "workers": [f"{g}-{i}" for g, i in self.workers]},
             )
+
+    def _controller_meta(self) -> dict[str, Any]:
+        if self.steering is None:
+            return {}
+        return {"controller": {"decisions": list(self.steering.log), "retunes": list(self.ledger.retunes)}}
 
     def close(self) -> None:
         """Stop every worker (terminate those that will not stop) and free the weights."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from calibration.loop.host import HostModel
-from calibration.plans import Resolved, plan_for
+from calibration.plans import Resolved, plan_for, scaled_mix
 from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Deployment
 from easerve_core.plan import RunPlan, replan
@@ -34,7 +34,6 @@ from easerve_core.profile import ProfileDoc
 from easerve_core.reference import slo_for
 from easerve_core.request import Request
 from easerve_core.result import RunResult
-from easerve_core.workload.mixes import RequestMix
 from live.options import LiveOptions
 from live.trial import Trial, run_trial
 from sim import simulate
@@ -51,13 +50,6 @@ def setup(config: ExperimentConfig, doc: ProfileDoc, *, host_cores: float | None
     slo = slo_for(plan.slo.tier if plan.slo else config.slo_tier, resolved.sim_profile(), scaled_mix(config),
                   plan.cluster)
     return replace(resolved, plan=replace(plan, slo=slo))
-
-
-def scaled_mix(config: ExperimentConfig) -> RequestMix:
-    """The workload's mix with item sizes scaled as the live side scales them (for the SLO)."""
-    mix = config.workload.mix
-    scale = LiveOptions.from_dict(config.engine.get("live")).mm_token_scale
-    return replace(mix, item_tokens=tuple(max(1, round(t * scale)) for t in mix.item_tokens))
 
 
 def requests_for(plan: RunPlan) -> list[Request]:

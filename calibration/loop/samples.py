@@ -29,6 +29,9 @@ STAGES = ("encode", "prefill", "decode")
 #: fraction of each stage's points held out when checking the fit
 HELD_OUT_FRAC = 0.25
 
+#: threads of a live CPU worker (``[live] num_threads``): one, which no share can split
+CPU_SHARE_STEPS = 1
+
 
 def to_samples(points: Sequence[Mapping[str, Any]], *, model: str, gpu: str, embed_bytes_per_token: int,
                kv_bytes_per_token: int, share_steps: int, source: str) -> dict[str, Any]:

@@ -4,17 +4,27 @@ Each subcommand module exposes ``register(subparsers)``, which adds its
 parser and sets ``func`` to a callable taking the parsed namespace and
 returning an exit status. :data:`COMMANDS` is the one table of subcommands.
 
-Errors: a ``ValueError`` (bad config, bad argument, bad file) becomes one
-line on stderr and exit status 2, with no traceback; commands write their
-outputs only after their inputs validated, so nothing is half-written.
+Errors: :func:`main` is the one error boundary (docs/cli.md). Bad input of
+any kind (a ``ValueError`` from a config, argument or file, an ``OSError``
+from an unusable path, a ``MemoryError`` from an absurd size) becomes one
+line on stderr naming the culprit and exit status 2, with no traceback;
+argparse's own errors too (no usage block). Anything else is a bug: one
+line, exit status 1, and the traceback with ``easerve --debug ...`` or
+``EASERVE_DEBUG=1``. SIGTERM stops a command as Ctrl-C does (exit status 143;
+130 for Ctrl-C). Commands check their outputs before they start and write
+them whole (:mod:`easerve.cli.outputs`), so nothing is half-written.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn
 
 from easerve import __version__
 
@@ -28,20 +38,71 @@ COMMANDS: dict[str, str] = {
     "calibrate": "easerve.cli.calibrate_cmd",
     "validate": "easerve.cli.validate_cmd",
     "reproduce": "easerve.cli.reproduce_cmd",
+    "plan-table": "easerve.cli.plan_table_cmd",
 }
+#: set to 1 to see the traceback of an internal error (like ``--debug``)
+DEBUG_ENV = "EASERVE_DEBUG"
 
 
 class UsageError(ValueError):
     """A bad argument or input; reported as one line and exit status 2."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered as an interrupt so every command's Ctrl-C path handles it."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors as one line (no usage block) and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {one_line(message)}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def one_line(text: str) -> str:
+    """``text`` with its lines joined by ``; `` (a message must stay one line)."""
+    return "; ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def describe(exc: BaseException) -> tuple[str, int]:
+    """(the one line to print, the exit status) for an exception a command raised."""
+    if isinstance(exc, ValueError):
+        return one_line(str(exc)), 2
+    if isinstance(exc, OSError):
+        where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
+        what = exc.strerror or type(exc).__name__
+        return one_line(f"{where}: {what}" if where else f"{what}: {exc}"), 2
+    if isinstance(exc, MemoryError):
+        return one_line(f"too large for this machine's memory ({exc or 'MemoryError'}); "
+                        "see the size limits in docs/cli.md"), 2
+    return one_line(f"internal error: {type(exc).__name__}: {exc} (a bug; rerun with --debug "
+                    f"or {DEBUG_ENV}=1 for the traceback)"), 1
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While a command runs, SIGTERM raises :class:`Terminated` in the main thread."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="easerve",
         description="Encode-aware disaggregated serving of multimodal LLMs: "
         "simulate, search, run live and calibrate.",
     )
     parser.add_argument("--version", action="version", version=f"easerve {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help=f"show the traceback of an internal error (also {DEBUG_ENV}=1)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMANDS.values():
         importlib.import_module(module_name).register(subparsers)
@@ -50,18 +111,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a one-line usage error
+        return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
-        return int(args.func(args) or 0)
-    except ValueError as exc:
-        print(f"easerve {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"easerve {args.command}: interrupted", file=sys.stderr)
-        return 130
+        with sigterm_as_interrupt():
+            return int(args.func(args) or 0)
+    except KeyboardInterrupt as exc:
+        why = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"easerve {args.command}: {why}", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
+    except Exception as exc:
+        if debug:
+            raise
+        message, status = describe(exc)
+        print(f"easerve {args.command}: error: {message}", file=sys.stderr)
+        return status
 
 
 if __name__ == "__main__":

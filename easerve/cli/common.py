@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from easerve_core.parallel import BACKENDS, BackendSettings
+
 
 def command_parser(subparsers: Any, name: str, *, help: str, doc: str | None,
                    func: Callable[[argparse.Namespace], int] | None) -> argparse.ArgumentParser:
@@ -29,3 +31,32 @@ def add_config(parser: argparse.ArgumentParser, help: str = "experiment TOML") -
 def add_out(parser: argparse.ArgumentParser, help: str) -> None:
     """The required ``--out`` argument."""
     parser.add_argument("--out", type=Path, required=True, help=help)
+
+
+def add_force(parser: argparse.ArgumentParser) -> None:
+    """``--force``: replace an existing, non-empty output folder whole (easerve.cli.outputs)."""
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing, non-empty --out folder (default: refuse)")
+
+
+def add_backend(parser: argparse.ArgumentParser, *, jobs: bool = True, jobs_default: str = "1") -> None:
+    """Where the command's independent tasks run: ``--backend``, ``--address`` and (``jobs``) ``--jobs``.
+
+    ``jobs_default`` only words the help; the default itself is resolved by
+    the command (docs/scaling.md).
+    """
+    parser.add_argument("--backend", default="local",
+                        help=f"where independent tasks run: {' | '.join(BACKENDS)} (default local)")
+    if jobs:
+        parser.add_argument("--jobs", type=int, default=None,
+                            help=f"tasks at once (default {jobs_default}; local 1 runs in this process; "
+                                 "ray: every CPU of the cluster)")
+    parser.add_argument("--address", default=None,
+                        help="the Ray cluster to join (--backend ray): auto, HEAD:6379 or "
+                             "ray://HEAD:10001; none starts a local Ray on this machine's cores")
+
+
+def backend_settings(args: argparse.Namespace, *, num_jobs: int | None = None) -> BackendSettings:
+    """The backend ``args`` ask for (``num_jobs`` when the command resolved it, else ``--jobs``)."""
+    jobs = num_jobs if num_jobs is not None else getattr(args, "jobs", None)
+    return BackendSettings(name=args.backend, num_jobs=jobs, address=args.address)

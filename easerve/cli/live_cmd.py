@@ -14,8 +14,13 @@ import signal
 import sys
 
 from calibration.plans import plan_for
-from easerve.cli.common import add_config, add_out, command_parser
+from easerve.cli import Terminated
+from easerve.cli.common import add_config, add_force, add_out, command_parser
+from easerve.cli.outputs import RunFolder
 from easerve.resources import load_config
+from easerve_core.presets import PRESETS
+from live.options import LiveOptions
+from live.placement import check_placement
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -23,10 +28,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                        help="run a config on real (random-weight) transformers models in worker processes")
     add_config(p, "experiment TOML file (see configs/tiny_*_cpu.toml)")
     add_out(p, "folder to write the result into")
+    p.add_argument("--preset", default=None,
+                   help="baseline preset (default: [deployment] preset, else easerve): "
+                        f"{', '.join(sorted(PRESETS))}")
+    add_force(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    plan = plan_for(load_config(args.config), need_profile=False).plan
+    plan = plan_for(load_config(args.config), preset=args.preset, need_profile=False).plan
+    options = LiveOptions.from_dict(plan.engine("live"))
+    check_placement(plan.deployment, device=options.device)  # before the slow imports below
+    folder = RunFolder(args.out, force=args.force)
     # Imported here, not at the top: torch and transformers take seconds to
     # import, and every other subcommand's start-up would pay for them.
     from live.trial import Trial
@@ -35,16 +47,20 @@ def run(args: argparse.Namespace) -> int:
     try:
         trial.start()
         result = trial.run()
-    except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the write short
+    except KeyboardInterrupt as exc:
+        for signum in (signal.SIGINT, signal.SIGTERM):  # a second signal must not cut the write short
+            signal.signal(signum, signal.SIG_IGN)
         trial.interrupted = True
         trial.close()
-        trial.result().write(args.out)
-        print(f"easerve live: interrupted; partial records written to {args.out}", file=sys.stderr)
-        return 130
+        with folder as staging:
+            trial.result().write(staging, slo=plan.slo)
+        why = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"easerve live: {why}; partial records written to {args.out}", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
     finally:
         trial.close()
-    result.write(args.out)
+    with folder as staging:
+        result.write(staging, slo=plan.slo)
     summary = result.summary()
     print(f"easerve live: {len(result.records)} requests, wrote {args.out}")
     print(summary.to_dict() if hasattr(summary, "to_dict") else summary)

@@ -29,6 +29,7 @@ from calibration import (
 )
 from calibration.specs import gpu_spec, model_spec
 from easerve.cli.common import add_out, command_parser
+from easerve.cli.outputs import check_file
 from easerve_core import capacity
 from easerve_core.capacity import RequestShape
 from easerve_core.profile import ProfileDoc, load_profile_doc, profile_for_tp, save_profile_doc
@@ -67,6 +68,7 @@ def run_analytic(args: argparse.Namespace) -> int:
     if args.tp < 1:
         raise ValueError(f"--tp must be >= 1, got {args.tp}")
     doc = analytic_doc(args.model, args.gpu, lm_tp=args.tp, created=_today())
+    check_file(args.out)
     save_profile_doc(doc, args.out)
     print(f"wrote analytic profile {args.model} on {args.gpu} (tp={args.tp}) to {args.out}")
     return 0
@@ -76,10 +78,22 @@ def run_fit(args: argparse.Namespace) -> int:
     samples = load_samples(args.samples)
     result = fit_samples(samples)
     doc = fitted_doc(result, samples, created=_today())
+    check_file(args.out)
     save_profile_doc(doc, args.out)
     errors = ", ".join(f"{k} {v:.1%}" for k, v in result.fit_error.items())
     print(f"wrote fitted profile to {args.out} (fit error: {errors})")
     return 0
+
+
+def _items(text: str) -> tuple[int, ...]:
+    """``--items 2928,1948``: LM tokens per item, each a whole number >= 1."""
+    try:
+        items = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise ValueError(f"--items must be comma-separated whole numbers, got {text!r}") from None
+    if not items or min(items) < 1:
+        raise ValueError(f"--items must hold token counts >= 1, got {text!r}")
+    return items
 
 
 def _shape(doc: ProfileDoc, args: argparse.Namespace) -> RequestShape:
@@ -91,7 +105,7 @@ def _shape(doc: ProfileDoc, args: argparse.Namespace) -> RequestShape:
             raise ValueError(f"model {doc.model!r} has no spec: give --prompt-tokens and "
                              "--output-tokens (and --items)") from None
         base = (0, 1, ())
-    items = base[2] if args.items is None else tuple(int(v) for v in args.items.split(",") if v)
+    items = base[2] if args.items is None else _items(args.items)
     return RequestShape(
         prompt_tokens=base[0] if args.prompt_tokens is None else args.prompt_tokens,
         output_tokens=base[1] if args.output_tokens is None else args.output_tokens,

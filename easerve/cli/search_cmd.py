@@ -3,11 +3,12 @@
 Screens the config's cluster at the target rate, then runs an Optuna study
 per sampler (``--sampler``, or tpe, random and grid with ``--compare``) in an
 Optuna storage (default ``OUT/study.db``; rerunning the same command resumes
-it). Writes into ``--out``: ``trials.parquet`` and ``trials.csv`` (every
-trial of every sampler run), ``best.toml`` (the config with the best
-deployment, ready for ``easerve sim``/``easerve live``), ``convergence.png``
-(best goodput vs trial) and ``search.json`` (screen and per-sampler summary).
-See docs/has.md.
+it), as ``--workers`` jobs: processes on this machine, or Ray tasks with
+``--backend ray`` (docs/scaling.md). Writes into ``--out``:
+``trials.parquet`` and ``trials.csv`` (every trial of every sampler run),
+``best.toml`` (the config with the best deployment, ready for ``easerve
+sim``/``easerve live``), ``convergence.png`` (best goodput vs trial) and
+``search.json`` (screen and per-sampler summary). See docs/has.md.
 """
 
 from __future__ import annotations
@@ -16,10 +17,14 @@ import argparse
 import hashlib
 import json
 import math
+import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +33,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 from tqdm import tqdm
 
-from calibration.plans import plan_for
-from easerve.cli.common import add_config, add_out
+from calibration.plans import Resolved, plan_for, scaled_mix
+from easerve.cli import confirm_step
+from easerve.cli.common import add_backend, add_config, add_out, backend_settings
+from easerve.cli.outputs import check_study_folder
 from easerve.resources import load_config
 from easerve_core import checks
 from easerve_core.config import ExperimentConfig
@@ -39,6 +46,7 @@ from easerve_core.has import (
     SearchSettings,
     SearchSpace,
     best_deployment,
+    normalize_url,
     open_storage,
     run_search,
     screen,
@@ -46,6 +54,8 @@ from easerve_core.has import (
     trials_frame,
     trials_to_reach,
 )
+from easerve_core.parallel import open_backend
+from easerve_core.reference import slo_for
 from easerve_core.slo import SLO_TIERS
 from sim.evaluate import DEFAULT_NUM_REQUESTS, SimEvaluator, make_evaluator
 
@@ -60,7 +70,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--sampler", default="tpe", help=f"{' | '.join(SAMPLERS)} (default tpe)")
     p.add_argument("--compare", action="store_true", help="run tpe, random and grid")
     p.add_argument("--storage", help="Optuna storage URL or path (default OUT/study.db)")
-    p.add_argument("--workers", type=int, default=1, help="processes on this machine")
+    p.add_argument("--workers", type=int, default=1,
+                   help="jobs: processes on this machine, or Ray tasks with --backend ray")
+    add_backend(p, jobs=False)
     p.add_argument("--join", action="store_true",
                    help="add workers to a study another machine runs (shared --storage)")
     p.add_argument("--seed", type=int, default=0)
@@ -68,6 +80,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--num-requests", type=int, default=DEFAULT_NUM_REQUESTS,
                    help="requests simulated per trial")
     add_out(p, "output folder")
+    confirm_step.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -80,7 +93,10 @@ def _validate(args: argparse.Namespace) -> list[str]:
     checks.integer("seed", args.seed, minimum=0)
     checks.integer("top", args.top, minimum=1)
     checks.integer("num-requests", args.num_requests, minimum=1)
-    return list(SAMPLERS) if args.compare else [args.sampler]
+    samplers = list(SAMPLERS) if args.compare else [args.sampler]
+    if args.join and "grid" in samplers:
+        raise ValueError("--join: the grid is enqueued by one process; join tpe or random studies")
+    return samplers
 
 
 def _study_name(config: ExperimentConfig, args: argparse.Namespace, sampler: str) -> str:
@@ -111,6 +127,7 @@ class Plan:
     report: ScreenReport
     space: SearchSpace
     evaluator: SimEvaluator
+    resolved: Resolved
 
 
 def plan_search(config_path: str | Path, *, rate_hz: float, tier: str,
@@ -124,11 +141,16 @@ def plan_search(config_path: str | Path, *, rate_hz: float, tier: str,
     config = load_config(config_path)
     resolved = plan_for(config, preset="easerve", rate_hz=rate_hz, tier=tier)
     plan, profile = resolved.plan, resolved.sim_profile()
-    assert plan.slo is not None
-    report = screen(profile, plan.cluster, config.workload.mix, rate_hz=rate_hz, slo=plan.slo)
+    assert plan.slo is not None and plan.workload is not None
+    if "live" in config.engine:  # a live-capable config: judge the mix its live model gets
+        mix = scaled_mix(config)
+        plan = replace(plan, workload=replace(plan.workload, mix=mix),
+                       slo=slo_for(plan.slo.tier, profile, mix, plan.cluster))
+    assert plan.slo is not None and plan.workload is not None
+    report = screen(profile, plan.cluster, plan.workload.mix, rate_hz=rate_hz, slo=plan.slo)
     space = SearchSpace(allocations=report.survivor_allocations, base=plan.deployment)
     evaluator = make_evaluator(plan, profile, num_requests=num_requests, options=resolved.sim_options())
-    return Plan(config=config, report=report, space=space, evaluator=evaluator)
+    return Plan(config=config, report=report, space=space, evaluator=evaluator, resolved=resolved)
 
 
 class _Bar:
@@ -150,36 +172,60 @@ class _Bar:
 
 def run(args: argparse.Namespace) -> int:
     samplers = _validate(args)
-    if args.storage:
-        open_storage(args.storage)  # fail on an unreachable URL before any work
+    backend = backend_settings(args, num_jobs=args.workers)
     plan = plan_search(args.config, rate_hz=args.rate, tier=args.tier,
                        num_requests=args.num_requests)
-    _print_screen(plan.report)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    check_study_folder(out)  # the study's home: a rerun resumes the study kept there
+    confirm_step.check(args, plan.resolved, out)  # before the search: a confirmation it cannot run
+    if args.storage:
+        open_storage(args.storage)  # fail on an unreachable URL before any work
     storage = args.storage or str(out / "study.db")
+    if backend.address is not None and normalize_url(storage).startswith("sqlite"):
+        raise ValueError("--backend ray --address: every node opens the study, so its storage must be "
+                         "shared: a database server (--storage postgresql+psycopg://...) or a journal "
+                         "on a shared path (--storage journal:/shared/has.journal), not an SQLite file")
+    out.mkdir(parents=True, exist_ok=True)
+    _print_screen(plan.report)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     frames, walls = [], {}
-    for sampler in samplers:
-        settings = SearchSettings(sampler=sampler, num_trials=args.trials, seed=args.seed,
-                                  storage=storage,
-                                  study_name=_study_name(plan.config, args, sampler),
-                                  num_workers=args.workers, join=args.join)
-        start = time.perf_counter()
-        bar = _Bar(sampler)
-        try:
-            study = run_search(plan.space, plan.evaluator, settings, progress=bar)
-        finally:
-            bar.close()
-        walls[sampler] = time.perf_counter() - start
-        frames.append(trials_frame(study))
+    # local jobs keep the search's own path (this process, or a pool of --workers processes)
+    with open_backend(backend) if backend.name == "ray" else nullcontext(None) as pool:
+        for sampler in samplers:
+            settings = SearchSettings(sampler=sampler, num_trials=args.trials, seed=args.seed,
+                                      storage=storage,
+                                      study_name=_study_name(plan.config, args, sampler),
+                                      num_workers=args.workers, join=args.join)
+            start = time.perf_counter()
+            bar = _Bar(sampler)
+            try:
+                study = run_search(plan.space, plan.evaluator, settings, progress=bar, backend=pool)
+            finally:
+                bar.close()
+            walls[sampler] = time.perf_counter() - start
+            frames.append(trials_frame(study))
     _write_outputs(out, plan.config, args, plan.report, frames, walls)
+    if args.confirm:
+        return confirm_step.run(args, plan.config, plan.resolved, pd.concat(frames, ignore_index=True), out)
     return 0
 
 
-def _write_outputs(out: Path, config: ExperimentConfig, args: argparse.Namespace,
+def _write_outputs(folder: Path, config: ExperimentConfig, args: argparse.Namespace,
                    report: ScreenReport, frames: list[pd.DataFrame], walls: Mapping[str, float]
                    ) -> None:
+    """Every output file, written beside the study and moved into ``folder`` one by one (atomic)."""
+    staging = Path(tempfile.mkdtemp(dir=folder, prefix=".outputs."))
+    try:
+        _write_files(staging, config, args, report, frames, walls)
+        for item in sorted(staging.iterdir()):
+            os.replace(item, folder / item.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    print(f"wrote {folder}/: trials.parquet, trials.csv, best.toml, convergence.png, search.json")
+
+
+def _write_files(out: Path, config: ExperimentConfig, args: argparse.Namespace,
+                 report: ScreenReport, frames: list[pd.DataFrame], walls: Mapping[str, float]) -> None:
     trials = pd.concat(frames, ignore_index=True)
     trials.to_parquet(out / "trials.parquet", index=False)
     trials.to_csv(out / "trials.csv", index=False)
@@ -212,7 +258,6 @@ def _write_outputs(out: Path, config: ExperimentConfig, args: argparse.Namespace
     print(f"top {args.top} distinct deployments (goodput req/s):")
     for _, row in top_k(trials, args.top).iterrows():
         print(f"  {row['goodput_rps']:.3f}  {row['label']}  ({row['sampler']} trial {row['trial']})")
-    print(f"wrote {out}/: trials.parquet, trials.csv, best.toml, convergence.png, search.json")
 
 
 def _plot(path: Path, frames: list[pd.DataFrame], grid_best: float | None) -> None:

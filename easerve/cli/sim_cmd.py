@@ -23,7 +23,8 @@ from typing import Any
 from tqdm import tqdm
 
 from calibration.plans import plan_for
-from easerve.cli.common import add_config, add_out, command_parser
+from easerve.cli.common import add_config, add_force, add_out, command_parser
+from easerve.cli.outputs import RunFolder
 from easerve.resources import load_config
 from easerve_core import Architecture, Deployment
 from easerve_core.presets import PRESETS
@@ -42,20 +43,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--preset", default=None, help=f"baseline preset: {', '.join(sorted(PRESETS))}")
     p.add_argument("--rate", type=float, default=None, help="override the mean arrival rate (req/s)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    add_force(p)
 
 
 def run(args: argparse.Namespace) -> int:
     resolved = plan_for(load_config(args.config), preset=args.preset, rate_hz=args.rate)
     plan, profile = resolved.plan, resolved.sim_profile()
     options = resolved.sim_options()
+    folder = RunFolder(args.out, force=args.force)  # checked before the run, written whole after it
     with tqdm(total=len(plan.requests), desc=f"sim {plan.preset}", unit="req", delay=PROGRESS_DELAY_S,
               leave=False) as bar:
         result = simulate(plan, profile, options=options, progress=bar.update)
     result = replace(result, config={**plan.config, "sim": options.to_dict()})
-    out = result.write(args.out, slo=plan.slo)
-    if not args.no_plots:
-        _plots(result, plan.deployment, out, plan.slo,
-               title=f"{plan.model} {plan.preset} {plan.deployment.label()}")
+    with folder as staging:
+        result.write(staging, slo=plan.slo)
+        if not args.no_plots:
+            _plots(result, plan.deployment, staging, plan.slo,
+                   title=f"{plan.model} {plan.preset} {plan.deployment.label()}")
+    out = args.out
     s = result.summary(plan.slo)
     tier = plan.slo.tier if plan.slo is not None else "no SLO"
     print(f"{plan.preset}: {s.num_ok}/{s.num_requests} ok, throughput {s.throughput_rps:.3f} req/s, "

@@ -44,7 +44,8 @@ from calibration.loop.fidelity import (
     ranking,
     side_metrics,
 )
-from easerve.cli.common import add_config, add_out, command_parser
+from easerve.cli.common import add_config, add_force, add_out, command_parser
+from easerve.cli.outputs import RunFolder
 from easerve.resources import load_config
 from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Deployment, SMSharing, StageGroup
@@ -62,6 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_config(p, "experiment TOML (e.g. configs/small_qwen2audio_cpu.toml)")
     p.add_argument("--profile", type=Path, required=True, help="fitted profile (easerve calibrate)")
     add_out(p, "folder to write the report into")
+    add_force(p)
     p.add_argument("--repeats", type=int, default=3, help="live trials per deployment (default 3)")
     p.add_argument("--sweep", nargs="*", default=None, metavar="SPEC",
                    help="run several deployments (default set if no SPEC) and check the ranking")
@@ -125,13 +127,15 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"profile {args.profile} is for {doc.model}, the config runs {config.model}")
     fixed, remeasure = _host_cores(args.host_cores)
     s = setup(config, doc, host_cores=fixed)
+    folder = RunFolder(args.out, force=args.force)  # checked before the trials, written whole after
     names = [n for n, _ in deployments]
     recorded = None if args.live_from is None else recorded_live(args.live_from, names)
     if recorded is not None and remeasure is not None:
         remeasure = recorded_cores(args.live_from, names)
     results = compare(config, s, deployments, repeats=args.repeats, host_cores=remeasure, recorded=recorded)
     speed = remeasure.speed_hz if isinstance(remeasure, _Remeasure) else {}
-    table = _write(args, config, s.plan.slo, results, host_speed_hz=speed)
+    with folder as staging:
+        table = _write(args, config, s.plan.slo, results, host_speed_hz=speed, out=staging)
     print(markdown_table(table[["deployment", "metric", "sim", "live", "rel_error"]]))
     return 0
 
@@ -225,9 +229,7 @@ def _host_cores(value: str) -> tuple[float | None, Any]:
 
 
 def _write(args: argparse.Namespace, config: ExperimentConfig, slo: Any, results: list[Any], *,
-           host_speed_hz: dict[str, float]) -> pd.DataFrame:
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
+           host_speed_hz: dict[str, float], out: Path) -> pd.DataFrame:
     rows, sides = [], []
     for c in results:
         sim_m, _ = side_metrics([c.sim.records], slo)

@@ -15,6 +15,7 @@ import argparse
 import numpy as np
 
 from easerve.cli.common import add_config, add_out, command_parser
+from easerve.cli.outputs import check_file
 from easerve.resources import find_config
 from easerve_core import checks
 from easerve_core.files import read_toml
@@ -45,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
         spec = spec.with_rate(args.rate)
     seed = checks.integer("seed", args.seed if args.seed is not None else data.get("seed", 0), minimum=0)
     requests = generate(spec, np.random.default_rng(seed))
+    check_file(args.out)
     write_trace(requests, args.out)
     span = requests[-1].arrival_s - requests[0].arrival_s if len(requests) > 1 else 0.0
     print(f"wrote {len(requests)} requests over {span:.1f} s to {args.out}")

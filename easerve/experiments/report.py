@@ -95,6 +95,15 @@ def _clip_table(frame: pd.DataFrame) -> pd.DataFrame:
     return wide
 
 
+def _cuts_section(cuts: Sequence[str]) -> list[str]:
+    if not cuts:
+        return []
+    return ["## What the quick run cuts",
+            "A smaller run than the committed full one, to finish in about a minute and a half; "
+            "its numbers are noisier and its curves coarser:",
+            "\n".join(f"- {line}" for line in cuts)]
+
+
 def write_report(out: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping[str, Any]) -> Path:
     t = tables
     overhead = meta["encode_call_overhead_s"]
@@ -116,7 +125,9 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping[st
         "a-time carries the paper's measured 0.75 req/s. Without it the roofline encoder takes "
         "about 11 ms per image and Encode is never a bottleneck (docs/results/README.md). "
         f"Command: `easerve reproduce{' --quick' if meta['quick'] else ''} --out DIR`; "
-        f"wall time {meta['wall_s']:.0f} s.",
+        f"wall time {meta['wall_s']:.0f} s on {meta.get('backend', 'local, 1 job')} (the tables do "
+        "not depend on the backend or its number of workers).",
+        *_cuts_section(meta.get("cuts", [])),
         "## Goodput at the moderate tier vs the paper",
         "Peak goodput over the swept arrival rates (median over seeds); each curve's peak is "
         "refined by bisecting the rate interval around it (`Scale.refine_levels`, the same rule "

@@ -4,17 +4,25 @@
 the paper-anchored analytic profiles of 8x RTX 6000 Ada (docs/results
 explains the anchor), writes each study's table as CSV and figure as PNG,
 and :mod:`easerve.experiments.report` writes ``report.md`` beside them.
-``quick`` shrinks every study (fewer requests, rates, trials and seeds) to
-finish in under three minutes; the committed report is the full run.
+``quick`` shrinks every study (fewer requests, rates, trials and seeds;
+:func:`cuts` lists them, and the quick report repeats the list) to finish in
+about a minute and a half on two cores; the committed report is the full run.
+
+Every study's simulations, and HAS's choices and convergence studies, are
+independent tasks on one backend (:mod:`easerve_core.parallel`): by default
+this process for the full run and two local workers for ``quick``, or more
+workers, or Ray. The tables do not depend on it (docs/scaling.md).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +33,8 @@ from easerve.experiments.choose import Choice, choose, convergence
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.setup import Setup, load_setup, paper_anchored_efficiency, with_item_scale, with_mix
 from easerve_core import Deployment
+from easerve_core.has.space import GRID_BATCHES
+from easerve_core.parallel import IN_PROCESS, Backend, BackendSettings, open_backend, run_tasks
 from easerve_core.workload import mixes
 
 
@@ -40,14 +50,19 @@ class Plan:
     nominal_rate_hz: float = 2.0
     ablation_rate_hz: float = 10.0
     ablation_remote_fraction: float = 0.55
+    #: B values of the HAS-convergence study's exhaustive grid baseline
+    grid_batches: tuple[int, ...] = GRID_BATCHES
     #: what-if: other video mixes than the headline's (our documented 5-20 s 720p clips) ...
     clip_mixes: tuple[str, ...] = ("qwen-video",)
     #: ... each at these multiples of its LM tokens
     clip_scales: tuple[float, ...] = (1.0, 0.5, 0.25)
 
 
-QUICK = Plan(scale=studies.QUICK, has_trials=12, has_requests=150, convergence_seeds=(0, 1),
-             clip_scales=(1.0,))
+#: the quick run's convergence study: one seed, and a grid of every other B (2, 8, 32: half the
+#: grid's points; at the quick settings its best is within 0.03% of the full grid's for all three
+#: models, measured 2026-12-01; docs/scaling.md)
+QUICK = Plan(scale=studies.QUICK, has_trials=12, has_requests=150, convergence_seeds=(0,),
+             grid_batches=(2, 8, 32), clip_scales=(1.0,))
 FULL = Plan(scale=studies.FULL, has_trials=30, has_requests=500, convergence_seeds=(0, 1, 2, 3, 4),
             has_samples=2)
 
@@ -62,19 +77,32 @@ class _Log:
 
 
 class _Chooser:
-    """HAS per (modality, rate), cached: EAServe's deployment at every swept rate."""
+    """HAS per (modality, rate), cached: EAServe's deployment at every swept rate.
 
-    def __init__(self, setups: dict[str, Setup], plan: Plan) -> None:
-        self.setups, self.plan = setups, plan
+    :meth:`prepare` makes a sweep round's missing choices at once, one study
+    per task on the backend; :meth:`table` lists the choices modality by
+    modality (the setups' order), each in the order its rates were first
+    asked for, which is the order a sweep asks in.
+    """
+
+    def __init__(self, setups: dict[str, Setup], plan: Plan, backend: Backend = IN_PROCESS) -> None:
+        self.setups, self.plan, self.backend = setups, plan, backend
         self.cache: dict[tuple[str, float], Choice] = {}
+
+    def _task(self, modality: str, rate_hz: float) -> Callable[[], Choice]:
+        return partial(choose, self.setups[modality], rate_hz=rate_hz, trials=self.plan.has_trials,
+                       num_requests=self.plan.has_requests, num_samples=self.plan.has_samples)
+
+    def prepare(self, keys: Sequence[tuple[str, str, float]]) -> None:
+        missing = list(dict.fromkeys((m, rate) for m, system, rate in keys
+                                     if system == "easerve" and (m, rate) not in self.cache))
+        choices = run_tasks(self.backend, [self._task(*key) for key in missing])
+        self.cache.update(zip(missing, choices, strict=True))
 
     def __call__(self, modality: str, rate_hz: float) -> Choice:
         key = (modality, rate_hz)
         if key not in self.cache:
-            self.cache[key] = choose(self.setups[modality], rate_hz=rate_hz,
-                                     trials=self.plan.has_trials,
-                                     num_requests=self.plan.has_requests,
-                                     num_samples=self.plan.has_samples)
+            self.cache[key] = self._task(modality, rate_hz)()
         return self.cache[key]
 
     def deployment_for(self) -> Callable[[str, str, float], Deployment]:
@@ -90,6 +118,8 @@ class _Chooser:
         return pick
 
     def table(self) -> pd.DataFrame:
+        order = list(self.setups)
+        ranked = sorted(self.cache.items(), key=lambda item: order.index(item[0][0]))  # stable
         return pd.DataFrame([{
             "modality": c.modality, "requested_rate_hz": c.requested_rate_hz,
             "planned_rate_hz": c.planned_rate_hz, "candidates": c.num_candidates,
@@ -97,15 +127,15 @@ class _Chooser:
             "deployment": c.deployment.label(), "encode_tp": c.deployment.encode.tp,
             "max_encode_batch": c.deployment.max_encode_batch,
             "remote_fraction": c.deployment.remote_fraction,
-        } for c in self.cache.values()])
+        } for _, c in ranked])
 
 
 #: the systems of the clip-length what-if (fixed-batch EPD adds nothing to the question)
 CLIP_SYSTEMS = ("dynamo", "vllm", "easerve")
 
 
-def clip_length_whatif(video: Setup, headline_peak: pd.DataFrame,
-                       plan: Plan) -> tuple[pd.DataFrame, pd.DataFrame]:
+def clip_length_whatif(video: Setup, headline_peak: pd.DataFrame, plan: Plan,
+                       backend: Backend = IN_PROCESS) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Peak goodput per system for other video clips than the headline's, and the sweep.
 
     The clips: each mix of ``plan.clip_mixes`` at each of ``plan.clip_scales``
@@ -116,8 +146,9 @@ def clip_length_whatif(video: Setup, headline_peak: pd.DataFrame,
     """
     setups = {f"{name} x{k:g}": with_item_scale(with_mix(video, mixes.mix(name), name), k)
               for name in plan.clip_mixes for k in plan.clip_scales}
-    sweep = studies.goodput_sweep(setups, _Chooser(setups, plan).deployment_for(), plan.scale,
-                                  systems=CLIP_SYSTEMS)
+    chooser = _Chooser(setups, plan, backend)
+    sweep = studies.goodput_sweep(setups, chooser.deployment_for(), plan.scale, systems=CLIP_SYSTEMS,
+                                  backend=backend, prepare=chooser.prepare)
     peak = studies.peak_goodput(sweep).rename(columns={"modality": "mix"})
     headline = video.workload.mix_name
     head = headline_peak[(headline_peak["modality"] == "video")
@@ -136,30 +167,87 @@ def _mean_item_tokens(mix: Any) -> float:
     return sum(t * w for t, w in zip(mix.item_tokens, weights, strict=True)) / sum(weights)
 
 
-def reproduce(out: Path, *, quick: bool = False, quiet: bool = False) -> Path:
-    """Run the evaluation into ``out``; return the report's path."""
+#: ``quick``'s default workers on the local backend (``make run`` on a 2-core machine), at most the cores
+QUICK_JOBS = 2
+
+
+def resolve_backend(settings: BackendSettings | None, *, quick: bool) -> BackendSettings:
+    """``settings`` with its jobs filled in: unset on ``local``, :data:`QUICK_JOBS` (capped at
+    the cores) for ``quick`` and 1 (this process, the serial path) for the full run."""
+    settings = settings or BackendSettings()
+    if settings.name != "local" or settings.num_jobs is not None:
+        return settings
+    return replace(settings, num_jobs=min(QUICK_JOBS, os.cpu_count() or 1) if quick else 1)
+
+
+def cuts(plan: Plan, full: Plan = FULL) -> list[str]:
+    """What ``plan`` runs smaller than ``full``, one line each (the quick report lists them)."""
+    a, b = plan.scale, full.scale
+    pairs = [
+        ("requests per simulation", a.num_requests, b.num_requests),
+        ("arrival rates swept", len(a.rates_hz), len(b.rates_hz)),
+        ("refinement levels around each peak", a.refine_levels, b.refine_levels),
+        ("seeds per point", a.num_seeds, b.num_seeds),
+        ("rate-shift timeline (s)", a.timeline_s, b.timeline_s),
+        ("HAS trials per choice", plan.has_trials, full.has_trials),
+        ("requests per HAS trial", plan.has_requests, full.has_requests),
+        ("request streams per HAS trial", plan.has_samples, full.has_samples),
+        ("HAS-convergence seeds (TPE and random)", len(plan.convergence_seeds), len(full.convergence_seeds)),
+        ("B values of the convergence study's grid baseline", len(plan.grid_batches),
+         len(full.grid_batches)),
+        ("clip lengths in the video what-if", len(plan.clip_scales), len(full.clip_scales)),
+    ]
+    return [f"{what}: {ours:g} (full run: {theirs:g})" for what, ours, theirs in pairs if ours != theirs]
+
+
+def reproduce(out: Path, *, quick: bool = False, quiet: bool = False,
+              backend: BackendSettings | None = None) -> Path:
+    """Run the evaluation into ``out`` on ``backend`` (:func:`resolve_backend`); return the report's path."""
     plan = QUICK if quick else FULL
+    settings = resolve_backend(backend, quick=quick)
     log = _Log(quiet)
-    out.mkdir(parents=True, exist_ok=True)
     eff = paper_anchored_efficiency()
     setups = {m: load_setup(m, efficiency=eff) for m in MODALITIES}
-    chooser = _Chooser(setups, plan)
+    log(f"backend: {settings.describe()}")
+    with open_backend(settings) as pool:
+        out.mkdir(parents=True, exist_ok=True)  # once the backend is up: a refused one writes nothing
+        tables = _studies(out, setups, plan, pool, log)
+    for name, frame in tables.items():
+        frame.to_csv(out / f"{name}.csv", index=False)
+    meta: dict[str, Any] = {"quick": quick, "plan": asdict(plan),
+                            "encode_call_overhead_s": eff.encode_call_overhead_s,
+                            "slos": {m: {t: asdict(s) for t, s in st.slos.items()}
+                                     for m, st in setups.items()},
+                            "backend": settings.describe(), "cuts": cuts(plan) if quick else [],
+                            "wall_s": time.perf_counter() - log.start}
+    (out / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    path = report.write_report(out, tables, meta)
+    log(f"report: {path}")
+    return path
+
+
+def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
+             log: _Log) -> dict[str, pd.DataFrame]:
+    """Every study's tables (and figures into ``out``), each study's tasks on ``backend``."""
+    chooser = _Chooser(setups, plan, backend)
     tables: dict[str, pd.DataFrame] = {}
 
     log("goodput vs arrival rate (HAS per rate for EAServe)")
-    sweep = studies.goodput_sweep(setups, chooser.deployment_for(), plan.scale)
+    sweep = studies.goodput_sweep(setups, chooser.deployment_for(), plan.scale, backend=backend,
+                                  prepare=chooser.prepare)
     tables["goodput_sweep"] = sweep
     tables["peak_goodput"] = studies.peak_goodput(sweep)
     figures.goodput_curves(sweep, out / "goodput_curves.png")
 
     log("same, vLLM-like with a free in-step encoder (sensitivity)")
-    free = {m: load_setup(m, efficiency=eff, free_in_step_encoder=True) for m in MODALITIES}
+    free = {m: load_setup(m, efficiency=setups[m].efficiency, free_in_step_encoder=True)
+            for m in MODALITIES}
     tables["vllm_free_encoder"] = studies.peak_goodput(studies.goodput_sweep(
-        free, chooser.deployment_for(), plan.scale, systems=("vllm",)))
+        free, chooser.deployment_for(), plan.scale, systems=("vllm",), backend=backend))
 
     log("what-if: video clip length")
     tables["video_clip_length"], tables["video_clip_length_sweep"] = clip_length_whatif(
-        setups["video"], tables["peak_goodput"], plan)
+        setups["video"], tables["peak_goodput"], plan, backend)
     figures.clip_length_plot(tables["video_clip_length"], out / "video_clip_length.png")
 
     image = setups["image"]
@@ -167,12 +255,12 @@ def reproduce(out: Path, *, quick: bool = False, quiet: bool = False) -> Path:
     log("fixed-batch trade-off (LLaVA-34B)")
     dep_image = chooser("image", nominal).deployment
     tables["fixed_batch"] = studies.fixed_batch_tradeoff(
-        image, image.deployment, rate_hz=nominal, num_requests=plan.scale.num_requests * 2)
+        image, image.deployment, rate_hz=nominal, num_requests=plan.scale.num_requests * 2, backend=backend)
 
     log("burstiness")
     tables["burstiness"] = studies.burstiness(
         image, dep_image, rate_hz=nominal, num_requests=plan.scale.num_requests * 2,
-        num_seeds=plan.scale.num_seeds)
+        num_seeds=plan.scale.num_seeds, backend=backend)
     figures.burst_plot(tables["burstiness"], out / "burstiness.png")
 
     log("rate shifts")
@@ -188,39 +276,34 @@ def reproduce(out: Path, *, quick: bool = False, quiet: bool = False) -> Path:
     tables["sm_ablation"] = studies.sm_ablation(
         setups["audio"], setups["audio"].deployment, rate_hz=plan.ablation_rate_hz,
         num_requests=plan.scale.num_requests * 4, remote_fraction=plan.ablation_remote_fraction,
-        num_seeds=plan.scale.num_seeds)
+        num_seeds=plan.scale.num_seeds, backend=backend)
 
     log("encoder utilisation traces")
     util = studies.encoder_utilization(image, image.deployment, rate_hz=nominal,
                                        num_requests=plan.scale.num_requests * 2, bin_s=5.0,
-                                       easerve=dep_image)
+                                       easerve=dep_image, backend=backend)
     tables["encoder_utilization"] = util
     figures.utilization_traces(util, out / "encoder_utilization.png")
 
     log("HAS convergence: TPE vs random vs grid")
+    tables.update(_convergence(setups, chooser, plan, backend, out))
+    tables["has_choices"] = chooser.table()
+    return tables
+
+
+def _convergence(setups: dict[str, Setup], chooser: _Chooser, plan: Plan, backend: Backend,
+                 out: Path) -> dict[str, pd.DataFrame]:
     conv_frames, grid_best = [], {}
     for modality, setup in setups.items():
-        rate = chooser(modality, nominal).planned_rate_hz
+        rate = chooser(modality, plan.nominal_rate_hz).planned_rate_hz
         frame, best = convergence(setup, rate_hz=rate, trials=plan.has_trials,
                                   seeds=plan.convergence_seeds, num_requests=plan.has_requests,
-                                  num_samples=plan.has_samples)
+                                  num_samples=plan.has_samples, backend=backend,
+                                  grid_batches=plan.grid_batches)
         conv_frames.append(frame.assign(rate_hz=rate))
         grid_best[modality] = best
-    tables["has_convergence"] = pd.concat(conv_frames, ignore_index=True)
-    tables["has_grid_best"] = pd.DataFrame(
-        [{"modality": m, "grid_best_goodput_rps": v} for m, v in grid_best.items()])
-    figures.convergence_plot(tables["has_convergence"], out / "has_convergence.png",
-                             grid_best=grid_best)
-    tables["has_choices"] = chooser.table()
-
-    for name, frame in tables.items():
-        frame.to_csv(out / f"{name}.csv", index=False)
-    meta: dict[str, Any] = {"quick": quick, "plan": asdict(plan),
-                            "encode_call_overhead_s": eff.encode_call_overhead_s,
-                            "slos": {m: {t: asdict(s) for t, s in st.slos.items()}
-                                     for m, st in setups.items()},
-                            "wall_s": time.perf_counter() - log.start}
-    (out / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
-    path = report.write_report(out, tables, meta)
-    log(f"report: {path}")
-    return path
+    tables = {"has_convergence": pd.concat(conv_frames, ignore_index=True),
+              "has_grid_best": pd.DataFrame([{"modality": m, "grid_best_goodput_rps": v}
+                                             for m, v in grid_best.items()])}
+    figures.convergence_plot(tables["has_convergence"], out / "has_convergence.png", grid_best=grid_best)
+    return tables

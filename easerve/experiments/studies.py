@@ -1,8 +1,12 @@
 """The evaluation's studies, each a function returning a tidy DataFrame.
 
 Every study simulates with :func:`easerve.experiments.setup.run` on the
-analytic profiles; the report (:mod:`easerve.experiments.report`) turns the
-frames into tables and figures. ``deployments`` maps a modality to the
+analytic profiles, one :class:`~easerve.experiments.points.Point` per
+simulation, mapped on ``backend`` (default: this process, one after
+another; :mod:`easerve_core.parallel`) and assembled in the points' order,
+so a table does not depend on the backend or its number of workers. The
+report (:mod:`easerve.experiments.report`) turns the frames into tables and
+figures. ``deployments`` maps a modality to the
 EAServe deployment HAS chose for it; the baselines are presets of it
 (request-at-a-time ``dynamo`` and ``fixed-batch`` keep its allocation with
 all prefill remote; ``vllm`` turns every GPU into aggregated LM instances).
@@ -18,8 +22,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from easerve.experiments.setup import Arrivals, Setup, run, summary_row
+from easerve.experiments.points import Point, summarise
+from easerve.experiments.setup import Arrivals, Setup, run
 from easerve_core import Deployment, SMSharing
+from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
 
 SYSTEMS = ("easerve", "dynamo", "vllm", "fixed-batch")
 
@@ -44,10 +50,13 @@ FULL = Scale(num_requests=500, rates_hz=(0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0
 
 
 DeploymentFor = Callable[[str, str, float], Deployment]
+#: told every (modality, system, rate) of a sweep round before ``deployment_for`` is asked for them
+Prepare = Callable[[Sequence[tuple[str, str, float]]], None]
 
 
 def goodput_sweep(setups: Mapping[str, Setup], deployment_for: DeploymentFor, scale: Scale,
-                  systems: Sequence[str] = SYSTEMS, tier: str = "moderate") -> pd.DataFrame:
+                  systems: Sequence[str] = SYSTEMS, tier: str = "moderate", *,
+                  backend: Backend = IN_PROCESS, prepare: Prepare | None = None) -> pd.DataFrame:
     """Goodput, throughput and tail latency per modality, system, rate and seed.
 
     ``deployment_for(modality, system, rate)`` gives the deployment each
@@ -56,33 +65,41 @@ def goodput_sweep(setups: Mapping[str, Setup], deployment_for: DeploymentFor, sc
     times the midpoints on either side of its peak (median ``tier`` goodput
     over seeds); those rows have ``refined`` set. Each system gets its own
     refinement, by the same rule.
+
+    The sweep runs in rounds, every curve's points of one level in one map on
+    ``backend``; ``prepare``, if given, first hears every (modality, system,
+    rate) of the round (so HAS's choices can be made in parallel too). The
+    rows are those of curve after curve, each in the order of its levels,
+    rates and seeds.
     """
     col = f"goodput_{tier}_rps"
-    rows: list[dict[str, Any]] = []
-    for modality, setup in setups.items():
-        for system in systems:
-            points = partial(_curve_points, setup, deployment_for, scale, modality=modality,
-                             system=system)
-            curve = points(scale.rates_hz)
-            for _ in range(scale.refine_levels):
-                med = pd.DataFrame(curve).groupby("rate_hz")[col].median()
-                curve += points(refine_rates(med.index.tolist(), med.tolist()), refined=True)
-            rows.extend(curve)
-    return pd.DataFrame(rows)
+    curves = [(modality, system) for modality in setups for system in systems]
+    rows: dict[tuple[str, str], list[dict[str, Any]]] = {c: [] for c in curves}
+    rates = {c: list(scale.rates_hz) for c in curves}
+    for level in range(scale.refine_levels + 1):
+        if level:
+            for c in curves:
+                med = pd.DataFrame(rows[c]).groupby("rate_hz")[col].median()
+                rates[c] = refine_rates(med.index.tolist(), med.tolist())
+        keys = [(m, s, r) for (m, s) in curves for r in rates[(m, s)]]
+        if prepare is not None:
+            prepare(keys)
+        points = [p for m, s, r in keys
+                  for p in _curve_points(setups[m], deployment_for(m, s, r), scale, r,
+                                         modality=m, system=s, refined=level > 0)]
+        done = iter(backend.map(summarise, points))
+        for c in curves:
+            rows[c].extend(next(done) for _ in rates[c] for _ in range(scale.num_seeds))
+    return pd.DataFrame([row for c in curves for row in rows[c]])
 
 
-def _curve_points(setup: Setup, deployment_for: DeploymentFor, scale: Scale, rates: Sequence[float],
-                  *, modality: str, system: str, refined: bool = False) -> list[dict[str, Any]]:
-    """One system's goodput-vs-rate rows at ``rates``, seed by seed."""
-    rows = []
-    for rate in rates:
-        dep = deployment_for(modality, system, rate)
-        for seed in range(scale.num_seeds):
-            result = run(setup, dep, rate_hz=rate, num_requests=scale.num_requests, seed=seed,
-                         preset=system)
-            rows.append(summary_row(result, setup, modality=modality, system=system, rate_hz=rate,
-                                    seed=seed, refined=refined))
-    return rows
+def _curve_points(setup: Setup, deployment: Deployment, scale: Scale, rate: float, *, modality: str,
+                  system: str, refined: bool) -> list[Point]:
+    """One system's points at ``rate``, seed by seed."""
+    return [Point.of(setup, deployment, rate_hz=rate, num_requests=scale.num_requests, seed=seed,
+                     preset=system, labels={"modality": modality, "system": system, "rate_hz": rate,
+                                            "seed": seed, "refined": refined})
+            for seed in range(scale.num_seeds)]
 
 
 def refine_rates(rates: Sequence[float], goodputs: Sequence[float]) -> list[float]:
@@ -120,27 +137,23 @@ def peak_goodput(sweep: pd.DataFrame, tier: str = "moderate") -> pd.DataFrame:
 
 def fixed_batch_tradeoff(setup: Setup, deployment: Deployment, *, rate_hz: float,
                          num_requests: int, batches: Sequence[int] = (1, 8),
-                         seed: int = 0) -> pd.DataFrame:
+                         seed: int = 0, backend: Backend = IN_PROCESS) -> pd.DataFrame:
     """The paper's fixed-batch experiment: throughput and mean TTFT/TPOT per fixed batch."""
-    rows = []
-    for b in batches:
-        dep = deployment.with_(max_encode_batch=b)
-        result = run(setup, dep, rate_hz=rate_hz, num_requests=num_requests, seed=seed,
-                     preset="fixed-batch" if b > 1 else "dynamo")
-        rows.append(summary_row(result, setup, batch=b, rate_hz=rate_hz))
-    return pd.DataFrame(rows)
+    points = [Point.of(setup, deployment.with_(max_encode_batch=b), rate_hz=rate_hz,
+                       num_requests=num_requests, seed=seed, preset="fixed-batch" if b > 1 else "dynamo",
+                       labels={"batch": b, "rate_hz": rate_hz})
+              for b in batches]
+    return pd.DataFrame(backend.map(summarise, points))
 
 
 def burstiness(setup: Setup, deployment: Deployment, *, rate_hz: float, num_requests: int,
-               cvs: Sequence[float] = (1.0, 2.0, 4.0, 8.0), num_seeds: int = 1) -> pd.DataFrame:
+               cvs: Sequence[float] = (1.0, 2.0, 4.0, 8.0), num_seeds: int = 1,
+               backend: Backend = IN_PROCESS) -> pd.DataFrame:
     """Gamma arrivals at one mean rate with rising CV, EAServe deployment."""
-    rows = []
-    for cv in cvs:
-        for seed in range(num_seeds):
-            result = run(setup, deployment, rate_hz=rate_hz, num_requests=num_requests, seed=seed,
-                         arrivals=Arrivals(cv=cv))
-            rows.append(summary_row(result, setup, cv=cv, burstiness=1.0 / cv**2, seed=seed))
-    return median_over_seeds(pd.DataFrame(rows), ["cv"])
+    points = [Point.of(setup, deployment, rate_hz=rate_hz, num_requests=num_requests, seed=seed,
+                       arrivals=Arrivals(cv=cv), labels={"cv": cv, "burstiness": 1.0 / cv**2, "seed": seed})
+              for cv in cvs for seed in range(num_seeds)]
+    return median_over_seeds(pd.DataFrame(backend.map(summarise, points)), ["cv"])
 
 
 def rate_shift(setup: Setup, deployment: Deployment, *, mean_rate_hz: float, num_requests: int,
@@ -173,34 +186,36 @@ def rate_shift(setup: Setup, deployment: Deployment, *, mean_rate_hz: float, num
 
 
 def sm_ablation(setup: Setup, deployment: Deployment, *, rate_hz: float, num_requests: int,
-                remote_fraction: float, num_seeds: int = 1) -> pd.DataFrame:
+                remote_fraction: float, num_seeds: int = 1, backend: Backend = IN_PROCESS) -> pd.DataFrame:
     """Dynamic vs static 50/50 vs time-slice sharing, same deployment and s."""
-    rows = []
-    for mode in (SMSharing.DYNAMIC, SMSharing.STATIC, SMSharing.TIME_SLICE):
-        dep = deployment.with_(sm_sharing=mode, remote_fraction=remote_fraction,
-                               static_encode_share=0.5)
-        for seed in range(num_seeds):
-            result = run(setup, dep, rate_hz=rate_hz, num_requests=num_requests, seed=seed)
-            rows.append(summary_row(result, setup, sharing=str(mode), seed=seed))
-    return median_over_seeds(pd.DataFrame(rows), ["sharing"])
+    points = [Point.of(setup, deployment.with_(sm_sharing=mode, remote_fraction=remote_fraction,
+                                               static_encode_share=0.5),
+                       rate_hz=rate_hz, num_requests=num_requests, seed=seed,
+                       labels={"sharing": str(mode), "seed": seed})
+              for mode in (SMSharing.DYNAMIC, SMSharing.STATIC, SMSharing.TIME_SLICE)
+              for seed in range(num_seeds)]
+    return median_over_seeds(pd.DataFrame(backend.map(summarise, points)), ["sharing"])
 
 
 def encoder_utilization(setup: Setup, deployment: Deployment, *, rate_hz: float,
                         num_requests: int, bin_s: float, seed: int = 0,
-                        easerve: Deployment | None = None) -> pd.DataFrame:
+                        easerve: Deployment | None = None, backend: Backend = IN_PROCESS) -> pd.DataFrame:
     """Busy SM fraction of the first encode GPU over time, per system, binned.
 
     The baselines run ``deployment``; EAServe runs ``easerve`` (default the same).
     """
-    frames = []
+    tasks = []
     for system in ("dynamo", "fixed-batch", "easerve"):
         dep = easerve if system == "easerve" and easerve is not None else deployment
-        result = run(setup, dep, rate_hz=rate_hz, num_requests=num_requests, seed=seed,
-                     preset=system)
-        util = result.utilization
-        gpu0 = util[util["gpu"] == 0].sort_values("time_s")
-        frames.append(_binned_step(gpu0, bin_s).assign(system=system))
-    return pd.concat(frames, ignore_index=True)
+        point = Point.of(setup, dep, rate_hz=rate_hz, num_requests=num_requests, seed=seed, preset=system)
+        tasks.append(partial(_first_encode_gpu, point, bin_s))
+    return pd.concat(run_tasks(backend, tasks), ignore_index=True)
+
+
+def _first_encode_gpu(point: Point, bin_s: float) -> pd.DataFrame:
+    util = point.simulate().utilization
+    gpu0 = util[util["gpu"] == 0].sort_values("time_s")
+    return _binned_step(gpu0, bin_s).assign(system=point.preset)
 
 
 def _binned_step(step: pd.DataFrame, bin_s: float) -> pd.DataFrame:

@@ -38,9 +38,10 @@ from easerve_core.has.space import (
     enumerate_allocations,
     local_prefill_fits,
 )
-from easerve_core.has.storage import normalize_url, open_storage, prepare_study
+from easerve_core.has.storage import MEMORY, normalize_url, open_storage, prepare_study
 
 __all__ = [
+    "MEMORY",
     "SAMPLERS",
     "Allocation",
     "AllocationCapacity",

@@ -12,34 +12,36 @@ Samplers (:data:`SAMPLERS`): ``tpe`` (seeded, multivariate, constant liar),
 apply to it.
 
 :func:`run_search` opens the storage, resumes the study (stale RUNNING trials
-become FAIL, COMPLETE ones are kept) and runs only the remainder, in this
-process or on a pool of ``num_workers`` processes that each open the same
-storage and call ``study.optimize``; the workers die with the process that
-started them (:mod:`~easerve_core.has.lifeline`). Each worker seeds its
-sampler from (seed, trials already in the study, worker index): a fresh
-study with one worker is reproducible; a resumed one does not replay its
-first points.
+become FAIL, COMPLETE ones are kept) and runs only the remainder as
+``num_workers`` jobs that each open the same storage and call
+``study.optimize``: in this process for one job, else on a backend
+(:mod:`easerve_core.parallel`): by default a local pool, whose workers die
+with the process that started them, or the Ray tasks of a given backend,
+which coordinate through the storage alone (an RDB server or a journal on a
+shared path when the tasks run on other machines). Each job seeds its
+sampler from (seed, trials already in the study, job index), whichever
+process runs it: a fresh study with one job is reproducible; a resumed one
+does not replay its first points.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import hashlib
 import json
-import multiprocessing
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import optuna
 from optuna.samplers import BaseSampler, RandomSampler, TPESampler
+from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from easerve_core import checks
 from easerve_core.deployment import Deployment
-from easerve_core.has.lifeline import die_with_parent, lifeline
 from easerve_core.has.space import SearchSpace, deployment_key
-from easerve_core.has.storage import normalize_url, open_storage, prepare_study
+from easerve_core.has.storage import MEMORY, normalize_url, open_storage, prepare_study
+from easerve_core.parallel import Backend, BackendSettings, open_backend
 
 Evaluator = Callable[[Deployment], float]
 Progress = Callable[[int, int], None]
@@ -90,6 +92,9 @@ class SearchSettings:
         if not isinstance(self.study_name, str) or not self.study_name:
             raise ValueError(f"study_name must be a non-empty string, got {self.study_name!r}")
         checks.integer("workers", self.num_workers, minimum=1)
+        if self.storage == MEMORY and (self.num_workers > 1 or self.join):
+            raise ValueError(f"storage {MEMORY!r} holds the study in this process only: "
+                             "it takes one worker and no join")
         checks.integer("tpe_startup_trials", self.tpe_startup_trials, minimum=1)
         checks.positive("poll_s", self.poll_s)
 
@@ -157,12 +162,15 @@ def _worker_seed(seed: int, existing: int, worker: int) -> int:
     return int(np.random.SeedSequence([seed, existing, worker]).generate_state(1)[0])
 
 
-def _run_job(job: _Job, callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None = None
-             ) -> int:
-    """Run ``job.num_trials`` trials of the study (the body of each pool worker)."""
+def _run_job(job: _Job, callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] | None = None,
+             storage: BaseStorage | None = None) -> int:
+    """Run ``job.num_trials`` trials of the study (the body of each pool worker).
+
+    ``storage``: the one this process already opened (else ``job.storage`` is opened).
+    """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = make_sampler(job.sampler, seed=job.seed, tpe_startup_trials=job.tpe_startup_trials)
-    study = optuna.load_study(study_name=job.study_name, storage=open_storage(job.storage),
+    study = optuna.load_study(study_name=job.study_name, storage=storage or open_storage(job.storage),
                               sampler=sampler)
     study.optimize(job.objective, n_trials=job.num_trials, callbacks=callbacks)
     return job.num_trials
@@ -189,11 +197,13 @@ def _count_complete(study: optuna.Study) -> int:
 
 
 def run_search(space: SearchSpace, evaluator: Evaluator, settings: SearchSettings, *,
-               progress: Progress | None = None) -> optuna.Study:
+               progress: Progress | None = None, backend: Backend | None = None) -> optuna.Study:
     """Create or resume the study and run it to its planned size; return it.
 
-    With ``num_workers`` > 1, ``evaluator`` must pickle (a module-level class
-    or :func:`functools.partial`): each pool process gets a copy.
+    The ``settings.num_workers`` jobs run on ``backend``; without one, a
+    single job runs in this process and several on a local pool of that
+    many processes. Off this process, ``evaluator`` must pickle (a
+    module-level class or :func:`functools.partial`): each job gets a copy.
     """
     storage = open_storage(settings.storage)
     if settings.join and settings.sampler == "grid":
@@ -221,34 +231,23 @@ def run_search(space: SearchSpace, evaluator: Evaluator, settings: SearchSetting
              objective=Objective(space=space, evaluator=evaluator))
         for w, n in enumerate(_quotas(remaining, settings.num_workers))
     ]
-    if len(jobs) == 1:
+    if len(jobs) == 1 and backend is None:
         def tick(study_: optuna.Study, trial: FrozenTrial) -> None:
             if progress:
                 progress(_count_complete(study_), planned)
-        _run_job(jobs[0], [tick])
+        _run_job(jobs[0], [tick], storage=storage)
+        return study
+    if settings.storage == MEMORY:
+        raise ValueError(f"storage {MEMORY!r} holds the study in this process only: run it without a backend")
+
+    def poll() -> None:
+        if progress:
+            progress(_count_complete(study), planned)
+
+    if backend is not None:
+        backend.map(_run_job, jobs, poll=poll)
     else:
-        _run_pool(jobs, study, planned, settings.poll_s, progress)
+        with open_backend(BackendSettings(num_jobs=len(jobs), poll_s=settings.poll_s)) as pool:
+            pool.map(_run_job, jobs, poll=poll)
+    poll()
     return study
-
-
-def _run_pool(jobs: list[_Job], study: optuna.Study, planned: int, poll_s: float,
-              progress: Progress | None) -> None:
-    """Run ``jobs`` on spawned processes, reporting progress until all finish.
-
-    The workers die with this process (:mod:`easerve_core.has.lifeline`).
-    """
-    ctx = multiprocessing.get_context("spawn")
-    with lifeline(ctx) as reader, cf.ProcessPoolExecutor(
-            max_workers=len(jobs), mp_context=ctx, initializer=die_with_parent,
-            initargs=(reader,)) as pool:
-        futures = [pool.submit(_run_job, job) for job in jobs]
-        pending: set[cf.Future[int]] = set(futures)
-        while pending:
-            _, pending = cf.wait(pending, timeout=poll_s, return_when=cf.FIRST_EXCEPTION)
-            if progress:
-                progress(_count_complete(study), planned)
-            failed = [f for f in futures if f.done() and f.exception() is not None]
-            if failed:
-                for f in pending:
-                    f.cancel()
-                failed[0].result()

@@ -13,8 +13,12 @@ uses the cluster's GPUs and fits in memory (docs/has.md §1):
 * zero prefill workers means every request prefills locally (s = 0), so it
   is offered only where local prefill fits.
 
-A profile without a memory model (a plain :class:`StageProfile`) admits
-everything. :class:`SearchSpace` turns an allocation, B and s into a
+A profile without a memory model (a plain :class:`StageProfile`, e.g. one
+fitted from live runs at one device per worker) admits every allocation of
+TP 1 workers: it has no TP model, so a larger TP would look as fast as one
+device, and the live executor runs one device per worker. On a CPU host the
+cluster's "GPUs" are the worker slots the live executor places.
+:class:`SearchSpace` turns an allocation, B and s into a
 :class:`~easerve_core.deployment.Deployment`, clamping s to what the
 allocation allows, and lists the exhaustive grid baseline's points.
 """
@@ -125,6 +129,8 @@ def enumerate_allocations(
     at no TP in ``lm_tps``.
     """
     n = cluster.num_gpus
+    if not isinstance(profile, ParallelProfile):  # no TP model: every TP would cost the same as one
+        encode_tps, lm_tps = (1,), (1,)
     fitting = [tp for tp in _lm_tps_that_fit(profile, lm_tps, need) if tp <= n]
     if not fitting:
         raise ValueError(

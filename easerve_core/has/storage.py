@@ -7,7 +7,12 @@
   ``postgresql+psycopg://user@host/db`` with the ``postgres`` extra,
   ``mysql+pymysql://...``): many workers on many machines share one database;
 * ``journal:PATH`` or a path ending in ``.journal`` / ``.log``: Optuna's
-  ``JournalStorage`` on a file (NFS-friendly, no database server).
+  ``JournalStorage`` on a file (NFS-friendly, no database server);
+* ``memory:``: a study held in this process only (Optuna's
+  ``InMemoryStorage``), for throw-away studies run by one worker: nothing
+  persists, nothing resumes, and there is no database round trip per trial
+  (the evaluation's HAS studies, about three times faster than an SQLite
+  file at the same trials).
 
 A storage that cannot be opened raises ``ValueError`` naming the URL.
 :func:`prepare_study` creates or loads a study and makes a rerun resume:
@@ -22,11 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
-from optuna.storages import BaseStorage, JournalStorage, RDBStorage
+from optuna.storages import BaseStorage, InMemoryStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
 _JOURNAL_PREFIX = "journal:"
+#: the storage URL of a study held in this process only
+MEMORY = "memory:"
 _JOURNAL_SUFFIXES = (".journal", ".log")
 #: seconds an SQLite writer waits for a lock before failing (parallel workers)
 SQLITE_TIMEOUT_S = 60.0
@@ -37,6 +44,8 @@ def normalize_url(url: str) -> str:
     if not isinstance(url, str) or not url.strip():
         raise ValueError(f"storage must be a non-empty URL or path, got {url!r}")
     url = url.strip()
+    if url == MEMORY:
+        return url
     if url.startswith(_JOURNAL_PREFIX):
         return _JOURNAL_PREFIX + str(Path(url[len(_JOURNAL_PREFIX):]).expanduser().resolve())
     if "://" in url:
@@ -50,6 +59,8 @@ def normalize_url(url: str) -> str:
 def open_storage(url: str) -> BaseStorage:
     """Open the storage named by ``url`` (see the module docstring)."""
     url = normalize_url(url)
+    if url == MEMORY:
+        return InMemoryStorage()
     try:
         if url.startswith(_JOURNAL_PREFIX):
             path = Path(url[len(_JOURNAL_PREFIX):])

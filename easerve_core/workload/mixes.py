@@ -30,8 +30,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from easerve_core import checks
+from easerve_core import checks, limits
 from easerve_core.request import Modality, Request
+
+#: the upper bound of each [min, max] range of a mix, and why (easerve_core.limits)
+_RANGE_LIMITS = {
+    "items_per_request": (limits.MAX_ITEMS_PER_REQUEST, "items one request carries"),
+    "prompt_tokens": (limits.MAX_TOKENS, "the longest context of public LLMs"),
+    "output_tokens": (limits.MAX_TOKENS, "the longest context of public LLMs"),
+}
 
 
 def _range(name: str, value: Sequence[int]) -> tuple[int, int]:
@@ -41,6 +48,8 @@ def _range(name: str, value: Sequence[int]) -> tuple[int, int]:
         raise ValueError(f"{name} must be [min, max], got {value!r}") from None
     lo = checks.integer(f"{name}[0]", lo, minimum=0)
     hi = checks.integer(f"{name}[1]", hi, minimum=0)
+    limit, why = _RANGE_LIMITS[name]
+    limits.at_most(f"{name}[1]", hi, limit, why)
     if hi < lo:
         raise ValueError(f"{name} must be [min, max] with min <= max, got {value!r}")
     return lo, hi
@@ -70,7 +79,9 @@ class RequestMix:
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         set_(self, "modality", Modality.parse(self.modality))
-        tokens = tuple(checks.integer("item_tokens", t, minimum=1) for t in self.item_tokens)
+        tokens = tuple(limits.at_most("item_tokens", checks.integer("item_tokens", t, minimum=1),
+                                      limits.MAX_TOKENS, "the longest context of public LLMs")
+                       for t in self.item_tokens)
         set_(self, "item_tokens", tokens)
         set_(self, "items_per_request", _range("items_per_request", self.items_per_request))
         set_(self, "prompt_tokens", _range("prompt_tokens", self.prompt_tokens))

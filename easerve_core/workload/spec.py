@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from easerve_core import checks
+from easerve_core import checks, limits
 from easerve_core.request import Request
 from easerve_core.workload.arrivals import (
     ArrivalProcess,
@@ -68,7 +68,8 @@ class WorkloadSpec:
     trace: Trace | None = None
 
     def __post_init__(self) -> None:
-        checks.integer("num_requests", self.num_requests, minimum=1)
+        limits.at_most("num_requests", checks.integer("num_requests", self.num_requests, minimum=1),
+                       limits.MAX_NUM_REQUESTS, "about 2 KB each while a run lasts; split longer studies")
         if self.trace is None and self.arrivals is None:
             raise ValueError("a workload needs arrivals or a trace")
 
@@ -107,6 +108,8 @@ class WorkloadSpec:
             return cls(mix=req_mix, arrivals=None, num_requests=trace.num_requests,
                        mix_name=mix_name, trace=trace)
         num = checks.integer("workload.num_requests", data.get("num_requests", 500), minimum=1)
+        limits.at_most("workload.num_requests", num, limits.MAX_NUM_REQUESTS,
+                       "about 2 KB each while a run lasts; split longer studies")
         return cls(mix=req_mix, arrivals=_arrivals(kind, data), num_requests=num, mix_name=mix_name)
 
 

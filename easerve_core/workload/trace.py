@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from easerve_core.files import jsonl_objects, write_text_atomic
+from easerve_core.files import jsonl_objects, read_text, write_text_atomic
 from easerve_core.request import Request
 
 TRACE_FIELDS = ("request_id", "arrival_s", "modality", "prompt_tokens", "output_tokens",
@@ -84,10 +84,7 @@ def read_trace(path: str | os.PathLike[str]) -> list[Request]:
     """Load a trace file as requests sorted by arrival time."""
     path = Path(path)
     suffix = _suffix(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ValueError(f"trace file not found: {path}") from None
+    text = read_text(path, what="trace")
     rows: list[tuple[int, dict[str, Any]]] = []
     if suffix == ".csv":
         reader = csv.DictReader(io.StringIO(text))

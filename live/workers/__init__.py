@@ -18,15 +18,20 @@ import traceback
 import torch
 from transformers.utils import logging as hf_logging
 
+from easerve_core.deployment import Architecture
 from live.device import use_device
 from live.transport import Channels, Event
+from live.workers.aggregated import AggregatedWorker
 from live.workers.common import WorkerContext, WorkerSpec
 from live.workers.encode import EncodeWorker
 from live.workers.llm import DecodeWorker, PrefillWorker
 from live.zoo import load_model
 
-#: worker group -> role class
-ROLES: dict[str, type] = {"encode": EncodeWorker, "prefill": PrefillWorker, "decode": DecodeWorker}
+#: architecture -> worker group -> role class
+ROLES: dict[Architecture, dict[str, type]] = {
+    Architecture.DISAGGREGATED: {"encode": EncodeWorker, "prefill": PrefillWorker, "decode": DecodeWorker},
+    Architecture.AGGREGATED: {"decode": AggregatedWorker},  # each LM instance runs all three stages
+}
 
 
 def run_worker(spec: WorkerSpec, channels: Channels) -> None:
@@ -40,7 +45,7 @@ def run_worker(spec: WorkerSpec, channels: Channels) -> None:
     try:
         model = load_model(spec.model, spec.weights_dir, device=spec.options.device)
         ctx = WorkerContext(spec, channels, model)
-        role = _role(spec.me[0])(ctx)
+        role = _role(spec.deployment.architecture, spec.me[0])(ctx)
         role.warm_up()
         ctx.emit("ready")
         role.run()
@@ -53,10 +58,12 @@ def run_worker(spec: WorkerSpec, channels: Channels) -> None:
             ctx.outbox.drain(spec.options.shutdown_timeout_s)
 
 
-def _role(group: str) -> type:
-    if group not in ROLES:
-        raise ValueError(f"unknown worker group {group!r}; known: {', '.join(sorted(ROLES))}")
-    return ROLES[group]
+def _role(architecture: Architecture, group: str) -> type:
+    roles = ROLES[architecture]
+    if group not in roles:
+        raise ValueError(f"no {group!r} workers in a {architecture} deployment; "
+                         f"known: {', '.join(sorted(roles))}")
+    return roles[group]
 
 
 __all__ = ["ROLES", "WorkerSpec", "run_worker"]

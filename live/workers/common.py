@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from easerve_core.deployment import Deployment
+from easerve_core.request import Modality
 from easerve_core.sm_share import SMShareTable
 from live.families.base import Family
 from live.options import LiveOptions
 from live.stages import prefill
-from live.transport import Channels, Encoded, Event, Outbox, Prefilled, WorkerId, clock
+from live.transport import Channels, Encoded, Event, Job, Outbox, Prefilled, WorkerId, clock
 from live.zoo import ModelSpec
 
 
@@ -104,3 +105,30 @@ def run_prefill(ctx: WorkerContext, enc: Encoded, slot: Any) -> None:
     ctx.emit("sent", rid, to=dest)
     ctx.outbox.send(dest, rid, Prefilled(request_id=rid, steps=request.output_tokens - 1,
                                           state=state, sender=ctx.me, stamps=stamps))
+
+
+#: LM tokens a family adds around each item (Qwen2.5-VL: vision start + end)
+_WRAPPER_TOKENS = {"qwen2.5-vl": 2}
+
+
+def validate_job(ctx: WorkerContext, job: Job) -> tuple[int, ...]:
+    """The LM tokens per item of ``job``'s input; a ``ValueError`` when it is malformed or too long."""
+    request, family = job.request, ctx.family
+    if job.mm is None:
+        if request.modality is not Modality.TEXT:
+            raise ValueError(f"{request.modality.value} request has zero items")
+        counts: tuple[int, ...] = ()
+    else:
+        if job.mm.modality is not request.modality:
+            raise ValueError(f"input is {job.mm.modality.value}, request is {request.modality.value}")
+        counts = family.validate(ctx.model.config, job.mm)
+    wrap = _WRAPPER_TOKENS.get(family.name, 0) * len(counts)
+    needed = len(job.text_ids) + sum(counts) + wrap + request.output_tokens
+    limit = ctx.model.config.text_config.max_position_embeddings
+    if needed > limit:
+        raise ValueError(
+            f"request needs {needed} tokens (prompt {len(job.text_ids)}, multimodal "
+            f"{sum(counts) + wrap}, output {request.output_tokens}) but the model's "
+            f"context is {limit}"
+        )
+    return counts

@@ -19,18 +19,15 @@ import numpy as np
 import torch
 
 from easerve_core.batcher import Batch, Batcher
-from easerve_core.policies import make_batcher, make_router
-from easerve_core.request import Modality
+from easerve_core.deployment import SMSharing
+from easerve_core.policies import make_batcher, make_router, retune
 from easerve_core.router import Route, Router
 from live.device import model_device, sync, use_device
 from live.partition import make_partitioner
 from live.stages import encode_batch
-from live.transport import Encoded, Job, clock
-from live.workers.common import WorkerContext, run_prefill
+from live.transport import Encoded, Job, Retune, WorkerDown, clock
+from live.workers.common import WorkerContext, run_prefill, validate_job
 from live.workers.intake import IntakeLoop
-
-#: LM tokens a family adds around each item (Qwen2.5-VL: vision start + end)
-_WRAPPER_TOKENS = {"qwen2.5-vl": 2}
 
 
 class EncodeWorker:
@@ -47,8 +44,11 @@ class EncodeWorker:
             static_share=dep.static_encode_share, table=ctx.spec.sm_table,
         )
         self.local: queue.Queue[Any] = queue.Queue()
+        #: workers the front end said died (live.transport.WorkerDown)
+        self.down: set[tuple[str, int]] = set()
+        #: whether this worker can prefill locally when no remote Prefill is left
+        self.local_possible = dep.sm_sharing is not SMSharing.NONE
         self.device = model_device(ctx.model)
-        self.max_positions = ctx.model.config.text_config.max_position_embeddings
 
     def warm_up(self) -> None:
         ctx = self.ctx
@@ -71,9 +71,38 @@ class EncodeWorker:
 
     def _loop(self) -> None:
         ctx = self.ctx
-        loop = IntakeLoop(self.batcher, clock=clock, poll_s=ctx.poll_s,
-                          is_request=lambda msg: isinstance(msg, Job))
-        loop.run(ctx.get, self._admit, self._run_batch, reap=ctx.outbox.reap)
+        self.loop = IntakeLoop(self.batcher, clock=clock, poll_s=ctx.poll_s,
+                               is_request=lambda msg: isinstance(msg, Job))
+        self.loop.run(ctx.get, self._admit, self._run_batch, reap=ctx.outbox.reap, control=self._control)
+
+    def _control(self, msg: Any) -> None:
+        if isinstance(msg, WorkerDown):
+            self.down.add(msg.worker)
+        elif isinstance(msg, Retune):
+            self._retune(msg)
+
+    def _retune(self, msg: Retune) -> None:
+        """The controller's fast knobs: new batcher and router; the open batch goes to the encoder now."""
+        spec = self.ctx.spec
+        tuned = retune(self.batcher, msg.deployment, now=clock(), seed=spec.seed, index=self.ctx.index,
+                       generation=msg.generation)
+        self.batcher = self.loop.batcher = tuned.batcher
+        self.router = tuned.router
+        self.ctx.emit("retuned", generation=msg.generation, max_encode_batch=msg.deployment.max_encode_batch,
+                      remote_fraction=msg.deployment.remote_fraction)
+        if tuned.flushed is not None:
+            self._run_batch(tuned.flushed)
+
+    def _remote_for(self, job: Job) -> int | None:
+        """The live remote prefill worker for ``job``: its own, else the next one alive, else None."""
+        if job.prefill_worker < 0:  # the front end found none alive when it issued the request
+            return None
+        n = self.ctx.spec.deployment.prefill.num_workers
+        for k in range(n):
+            index = (job.prefill_worker + k) % n
+            if ("prefill", index) not in self.down:
+                return index
+        return None
 
     def _admit(self, job: Job, now: float) -> Batch[Job] | None:
         ctx = self.ctx
@@ -81,7 +110,7 @@ class EncodeWorker:
         ctx.channels.ack(job.sender, rid, receiver=ctx.me)
         ctx.emit("at", rid)
         try:
-            self._validate(job)
+            validate_job(self.ctx, job)
         except ValueError as exc:
             ctx.emit("reject", rid, error=f"malformed input: {exc}")
             return None
@@ -89,26 +118,6 @@ class EncodeWorker:
             self._route(job, [], {"encode_start_s": now, "encode_end_s": now, "encode_worker": ctx.index})
             return None
         return self.batcher.offer(job, now)
-
-    def _validate(self, job: Job) -> tuple[int, ...]:
-        request, family = job.request, self.ctx.family
-        if job.mm is None:
-            if request.modality is not Modality.TEXT:
-                raise ValueError(f"{request.modality.value} request has zero items")
-            counts: tuple[int, ...] = ()
-        else:
-            if job.mm.modality is not request.modality:
-                raise ValueError(f"input is {job.mm.modality.value}, request is {request.modality.value}")
-            counts = family.validate(self.ctx.model.config, job.mm)
-        wrap = _WRAPPER_TOKENS.get(family.name, 0) * len(counts)
-        needed = len(job.text_ids) + sum(counts) + wrap + request.output_tokens
-        if needed > self.max_positions:
-            raise ValueError(
-                f"request needs {needed} tokens (prompt {len(job.text_ids)}, multimodal "
-                f"{sum(counts) + wrap}, output {request.output_tokens}) but the model's "
-                f"context is {self.max_positions}"
-            )
-        return counts
 
     def _run_batch(self, batch: Batch[Job]) -> None:
         ctx = self.ctx
@@ -134,9 +143,17 @@ class EncodeWorker:
         ctx = self.ctx
         rid = job.request.request_id
         route = self.router.route()
+        remote = self._remote_for(job) if route is Route.REMOTE else None
+        if route is Route.REMOTE and remote is None:  # no remote Prefill left: use what remains
+            if not self.local_possible:
+                ctx.emit("fail", rid, error="no live prefill worker: every remote one died and this "
+                                            "deployment runs no local prefill (sm_sharing = 'none')")
+                return
+            route = Route.LOCAL
+            ctx.emit("note", rid, why="routed local: no live remote prefill worker")
         local = route is Route.LOCAL
         stamps = {**stamps, "mm_tokens": sum(f.shape[0] for f in items), "route": route.value,
-                  "prefill_worker": ctx.index if local else job.prefill_worker}
+                  "prefill_worker": ctx.index if local else remote}
         ctx.emit("stamp", rid, **stamps)
         hidden = ctx.model.config.text_config.hidden_size
         enc = Encoded(
@@ -149,7 +166,7 @@ class EncodeWorker:
         if local:
             self.local.put(enc)
         else:
-            dest = ("prefill", job.prefill_worker)
+            dest = ("prefill", int(remote))  # type: ignore[arg-type]
             ctx.emit("sent", rid, to=dest)
             ctx.outbox.send(dest, rid, enc)
 

@@ -38,14 +38,21 @@ class IntakeLoop:
         return self.poll_s if deadline is None else min(self.poll_s, max(0.0, deadline - self.clock()))
 
     def run(self, get: Get, admit: Callable[[Any, float], Batch[Any] | None],
-            run_batch: Callable[[Batch[Any]], None], reap: Callable[[], None] = lambda: None) -> None:
-        """Loop until ``get`` says stop; ``admit(msg, now)`` offers a request and may close a batch."""
+            run_batch: Callable[[Batch[Any]], None], reap: Callable[[], None] = lambda: None,
+            control: Callable[[Any], None] = lambda msg: None) -> None:
+        """Loop until ``get`` says stop; ``admit(msg, now)`` offers a request and may close a batch;
+        any other message (not ``...``) goes to ``control``."""
         while True:
             reap()
             msg = get(self.wait_s())
             if msg is None:
                 return
-            batch = admit(msg, self.clock()) if self.is_request(msg) else None
+            if self.is_request(msg):
+                batch = admit(msg, self.clock())
+            else:
+                batch = None
+                if msg is not ...:
+                    control(msg)
             batch = batch or self.batcher.poll(self.clock())
             if batch is not None:
                 run_batch(batch)

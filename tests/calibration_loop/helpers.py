@@ -48,3 +48,43 @@ def stage_durations(records):
     prefill = (records["first_token_s"] - records["prefill_start_s"]).to_numpy()
     decode = (records["finish_s"] - records["first_token_s"]).to_numpy()
     return encode, prefill, decode
+
+
+#: a tiny live experiment of the calibration-loop tests (one worker per stage, Qwen2-Audio tiny)
+TINY_CONFIG = """
+seed = 0
+[model]
+name = "qwen2-audio"
+size = "tiny"
+[cluster]
+gpu = "cpu"
+num_gpus = {num_gpus}
+{profile}
+[deployment]
+encode = {{ num_workers = 1, tp = 1 }}
+prefill = {{ num_workers = 1, tp = 1 }}
+decode = {{ num_workers = 1, tp = 1 }}
+max_encode_batch = 2
+remote_fraction = 0.5
+sm_sharing = "dynamic"
+max_num_decode_seqs = 8
+[workload]
+mix = "ultravox-audio"
+arrival = "poisson"
+rate_hz = {rate_hz}
+num_requests = {num_requests}
+prompt_tokens = [8, 16]
+output_tokens = [3, 6]
+[live]
+mm_token_scale = 0.25
+num_threads = 1
+encode_threads = 1
+trial_timeout_s = 60.0
+shutdown_timeout_s = 2.0
+"""
+
+
+def tiny_config(*, num_gpus: int = 8, rate_hz: float = 20.0, num_requests: int = 24, profile=None) -> str:
+    """:data:`TINY_CONFIG` filled in (``profile``: a profile path for its ``[profile]`` table)."""
+    table = f'[profile]\npath = "{profile}"' if profile is not None else ""
+    return TINY_CONFIG.format(num_gpus=num_gpus, rate_hz=rate_hz, num_requests=num_requests, profile=table)

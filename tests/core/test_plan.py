@@ -10,26 +10,15 @@ import pytest
 from easerve_core import Cluster, Modality, Request, SMShareTable
 from easerve_core.config import ExperimentConfig
 from easerve_core.plan import compose, derived_table, replan, resolve
+from tests.profiles import ConstantStages
 
 
-class Encoder:
+class Encoder(ConstantStages):
     """Encode latency that drops below exclusive only at shares >= 0.6 for small batches."""
 
     def encode_s(self, items: Sequence[int], sm_share: float = 1.0) -> float:
         fill = min(1.0, 0.3 * len(items))  # a batch of b items fills 0.3 b of the GPU
         return 0.01 * len(items) / min(1.0, sm_share / fill)
-
-    def prefill_s(self, seq_lens: Sequence[int], sm_share: float = 1.0) -> float:
-        return 0.02
-
-    def decode_step_s(self, batch_size: int, context_tokens: int) -> float:
-        return 0.005
-
-    def embed_bytes(self, mm_tokens: int) -> int:
-        return 0
-
-    def kv_bytes(self, num_tokens: int) -> int:
-        return 0
 
 
 PROFILE = Encoder()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from easerve_core import AdaptiveBatcher, Deployment, FixedBatcher, StageGroup
-from easerve_core.policies import BATCHERS, make_batcher, make_router, make_routers
+from easerve_core.policies import BATCHERS, fast_knobs, make_batcher, make_router, make_routers, retune
 from easerve_core.router import ROUTERS, DeficitRouter, RandomRouter, Route
 
 DEP = Deployment(encode=StageGroup(num_workers=3), prefill=StageGroup(num_workers=1),
@@ -50,3 +50,31 @@ def test_router_names_come_from_the_table():
     with pytest.raises(ValueError, match="index"):
         make_router(DEP, 0, 3)
     assert make_router(DEP.with_(remote_fraction=1.0), 0, 0).route() is Route.REMOTE
+
+
+def test_a_retune_flushes_the_open_batch_and_builds_fresh_policies():
+    old = make_batcher(DEP)
+    for i, t in enumerate((0.0, 0.1)):
+        old.offer(i, t)
+    tuned = retune(old, DEP.with_(max_encode_batch=2, remote_fraction=0.0), now=0.2, seed=0, index=1,
+                   generation=1)
+    assert tuned.flushed is not None and tuned.flushed.items == (0, 1) and tuned.flushed.reason == "retune"
+    assert len(old) == 0 and old.flush(0.3) is None
+    assert tuned.batcher.max_batch == 2 and len(tuned.batcher) == 0
+    assert tuned.router.route() is Route.LOCAL
+    # a retuned random router draws a new stream (generation), the same one for the same generation
+    dep = DEP.with_(router="random")
+    first = [make_router(dep, 5, 0).route() for _ in range(40)]
+    again = [make_router(dep, 5, 0, generation=1).route() for _ in range(40)]
+    assert again != first and again == [make_router(dep, 5, 0, generation=1).route() for _ in range(40)]
+
+
+def test_fast_knobs_keep_the_allocation():
+    target = Deployment(encode=StageGroup(num_workers=2, tp=2), prefill=StageGroup(num_workers=0),
+                        decode=StageGroup(num_workers=1), max_encode_batch=16, remote_fraction=0.0,
+                        gap_factor=2.0)
+    mine = fast_knobs(DEP, target)
+    assert (mine.encode, mine.prefill, mine.decode) == (DEP.encode, DEP.prefill, DEP.decode)
+    assert (mine.max_encode_batch, mine.remote_fraction, mine.gap_factor) == (16, 0.0, 2.0)
+    remote_only = DEP.with_(remote_fraction=1.0, sm_sharing="none")
+    assert fast_knobs(remote_only, target).remote_fraction == 1.0  # no local prefill to send to

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 import pytest
 
@@ -25,6 +27,30 @@ def quick_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--backend", "dask"], "unknown backend 'dask'; known: local, ray"),
+    (["--jobs", "0"], "jobs must be >= 1"),
+    (["--address", "auto"], "address: only the ray backend"),
+])
+def test_a_bad_backend_is_one_line_and_writes_nothing(tmp_path, capsys, extra, message):
+    out = tmp_path / "out"
+    assert main(["reproduce", "--quick", "--quiet", "--out", str(out), *extra]) == 2
+    assert message in capsys.readouterr().err.strip().splitlines()[-1]
+    assert not out.exists()
+
+
+def test_quick_defaults_to_two_local_workers_and_the_full_run_to_this_process():
+    from easerve.experiments.reproduce import FULL, QUICK, cuts, resolve_backend
+    from easerve_core.parallel import BackendSettings
+
+    assert resolve_backend(None, quick=True).num_jobs == min(2, os.cpu_count() or 1)
+    assert resolve_backend(None, quick=False).num_jobs == 1
+    assert resolve_backend(BackendSettings(num_jobs=4), quick=True).num_jobs == 4
+    assert resolve_backend(BackendSettings(name="ray"), quick=True).num_jobs is None  # all CPUs
+    assert "HAS-convergence seeds (TPE and random): 1 (full run: 5)" in cuts(QUICK)
+    assert cuts(FULL) == []
+
+
 def test_quick_run_writes_every_table_figure_and_the_report(quick_run):
     for name in TABLES:
         frame = pd.read_csv(quick_run / f"{name}.csv")
@@ -32,6 +58,10 @@ def test_quick_run_writes_every_table_figure_and_the_report(quick_run):
     for name in FIGURES:
         assert (quick_run / f"{name}.png").stat().st_size > 1000, name
     report = (quick_run / "report.md").read_text()
+    from easerve.experiments.reproduce import resolve_backend
+
+    assert "## What the quick run cuts" in report and "wall time" in report
+    assert resolve_backend(None, quick=True).describe() in report
     for heading in ("Goodput at the moderate tier", "Fixed-batch trade-off", "Burstiness",
                     "Rate shifts", "SM-sharing ablation", "Encoder GPU utilisation",
                     "HAS convergence", "What-if: video clip length"):

@@ -10,6 +10,7 @@ import pytest
 
 from easerve.cli import main
 from easerve_core.config import load_experiment
+from tests.backends import needs_ray
 
 CONFIG = """seed = 0
 [model]
@@ -40,6 +41,9 @@ def config(tmp_path: Path) -> Path:
     (["--storage", "sqlite:////no/such/dir/x.db"], "storage"),
     (["--storage", "postgresql://nobody@127.0.0.1:1/has"], "storage"),
     (["--rate", "500"], "rate: no allocation carries 500 req/s"),
+    (["--backend", "dask"], "unknown backend 'dask'; known: local, ray"),
+    (["--address", "auto"], "address: only the ray backend"),
+    (["--backend", "ray", "--address", "head:6379"], "not an SQLite file"),
 ])
 def test_bad_input_is_one_line_and_exit_2(config: Path, tmp_path: Path, extra: list[str],
                                           field: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,3 +76,14 @@ def test_small_search_writes_every_output(config: Path, tmp_path: Path,
     assert "top 2 distinct deployments" in capsys.readouterr().out
     assert main(argv) == 0  # a rerun resumes the finished study: still 4 trials
     assert len(pd.read_parquet(out / "trials.parquet")) == 4
+
+
+@needs_ray
+@pytest.mark.usefixtures("ray_session")
+def test_search_on_ray_jobs_writes_the_planned_trials(config: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    argv = ["search", str(config), "--rate", "2", "--trials", "6", "--num-requests", "20",
+            "--sampler", "random", "--backend", "ray", "--workers", "2", "--out", str(out)]
+    assert main(argv) == 0
+    trials = pd.read_parquet(out / "trials.parquet")
+    assert sorted(trials["trial"]) == list(range(6))

@@ -17,6 +17,7 @@ from easerve_core.has import (
     top_k,
     trials_frame,
 )
+from easerve_core.parallel import IN_PROCESS
 from tests.has.toy import AnalyticEvaluator, ToyProfile
 
 BEST = "E2x2 P1x2 D1x2"
@@ -135,3 +136,18 @@ def test_joined_worker_leaves_others_running_trials_and_keeps_the_budget(
     assert states[other.number] == optuna.trial.TrialState.RUNNING
     complete = sum(s == optuna.trial.TrialState.COMPLETE for s in states.values())
     assert complete + 1 == 6  # the running trial fills the plan
+
+
+def test_memory_storage_runs_the_same_trials_as_a_file(tmp_path: Path, space: SearchSpace) -> None:
+    cols = ["trial", "alloc", "max_encode_batch", "remote_fraction", "goodput_rps", "best_so_far_rps"]
+    on_file = trials_frame(run_search(space, AnalyticEvaluator(BEST), _settings(tmp_path, seed=5)))
+    in_memory = trials_frame(run_search(space, AnalyticEvaluator(BEST),
+                                        _settings(tmp_path, seed=5, storage="memory:")))
+    assert on_file[cols].equals(in_memory[cols])
+
+
+def test_memory_storage_takes_one_worker_in_this_process(tmp_path: Path, space: SearchSpace) -> None:
+    with pytest.raises(ValueError, match="this process only"):
+        _settings(tmp_path, storage="memory:", num_workers=2)
+    with pytest.raises(ValueError, match="without a backend"):
+        run_search(space, AnalyticEvaluator(BEST), _settings(tmp_path, storage="memory:"), backend=IN_PROCESS)

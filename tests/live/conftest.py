@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from typing import Any
-
-import pytest
 
 from calibration.plans import plan_for
 from easerve_core.config import ExperimentConfig
@@ -57,11 +54,3 @@ def pid_alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
-
-
-@pytest.fixture
-def no_orphans():
-    """After the test: no multiprocessing child of this process is left running."""
-    yield
-    leftover = [p for p in multiprocessing.active_children() if p.is_alive()]
-    assert not leftover, f"child processes left behind: {leftover}"

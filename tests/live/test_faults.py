@@ -72,7 +72,8 @@ def test_malformed_inputs_are_rejected_and_the_rest_complete(no_orphans):
     assert (rec.drop(index=[3, 5, 6, 7])["status"] == "ok").all()
 
 
-def test_sigint_stops_workers_and_writes_partial_records(tmp_path):
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_workers_and_writes_partial_records(tmp_path, signum, status):
     config = tmp_path / "slow.toml"
     text = (ROOT / "configs" / "tiny_llava_cpu.toml").read_text()
     config.write_text(text.replace("rate_hz = 20.0", "rate_hz = 4.0"))
@@ -85,21 +86,23 @@ def test_sigint_stops_workers_and_writes_partial_records(tmp_path):
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         workers = _wait_for_workers(proc.pid, 3, timeout_s=60.0)
+        everyone = [k.pid for k in psutil.Process(proc.pid).children(recursive=True)]
         time.sleep(3.0)  # a few requests in
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         output, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, output.decode()[-2000:]
+    assert proc.returncode == status, output.decode()[-2000:]
+    assert b"leaked semaphore" not in output and b"Traceback" not in output, output.decode()[-2000:]
     rec = pd.read_parquet(out / "records.parquet")
     assert len(rec) == 100
     assert (rec["status"] == "ok").sum() > 0
     assert (rec.loc[rec["status"] != "ok", "error"] == "interrupted").all()
     deadline = time.monotonic() + 10
-    while any(pid_alive(p) for p in workers) and time.monotonic() < deadline:
+    while any(pid_alive(p) for p in everyone) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(pid_alive(p) for p in workers)
+    assert workers and not any(pid_alive(p) for p in everyone)  # workers, forkserver, resource tracker
 
 
 def _wait_for_workers(pid: int, count: int, *, timeout_s: float) -> list[int]:
@@ -116,3 +119,29 @@ def _wait_for_workers(pid: int, count: int, *, timeout_s: float) -> list[int]:
             return workers
         time.sleep(0.2)
     pytest.fail(f"workers did not start within {timeout_s} s")
+
+
+def test_killing_the_only_prefill_worker_leaves_local_prefill_serving(no_orphans):
+    config = live_config("qwen2-audio", num_requests=60, rate_hz=25.0,
+                         deployment={"remote_fraction": 0.5}, live={"trial_timeout_s": 40.0})
+    plan = live_plan(config)
+    with Trial(plan) as trial:
+        trial.start()
+        pids = trial.worker_pids()
+        killer = threading.Timer(0.8, os.kill, args=(pids[("prefill", 0)], signal.SIGKILL))
+        killer.start()
+        result = trial.run()
+        killer.join()
+        encode_alive = trial.procs[("encode", 0)].exitcode is None
+    rec = result.records
+    assert len(rec) == 60 and rec["request_id"].is_unique  # every request accounted for
+    assert encode_alive and ("encode", 0) not in trial.ledger.crashes  # the encode worker did not crash
+    failed = rec[rec["status"] == "failed"]
+    assert failed["error"].str.contains("prefill worker 0").all(), failed["error"].tolist()
+    late = rec[rec["arrival_s"] > 1.5]  # issued well after the death
+    assert len(late) > 0 and (late["status"] == "ok").all(), late["error"].tolist()
+    assert (late["route"] == "local").all()  # the router's remote share falls back to local Prefill
+    notes = {n["request_id"] for n in result.meta["notes"]}
+    assert notes and notes <= set(rec["request_id"]) and all("routed local" in n["why"]
+                                                             for n in result.meta["notes"])
+    assert result.meta["placement"]["workers"] == 3

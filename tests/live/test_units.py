@@ -77,3 +77,12 @@ def test_live_never_imports_simpy():
     code = "import sys, live, live.profiling, easerve.cli.live_cmd; print('simpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_many_workers_start_with_spawn():
+    from live.placement import queues_needed, start_method
+
+    assert queues_needed(3) == 3 * 4 + 16 + 4
+    assert start_method(6, "forkserver") == "forkserver"  # 6 workers' queues fit the 256 descriptors
+    assert start_method(7, "forkserver") == "spawn"
+    assert start_method(7, "spawn") == "spawn"

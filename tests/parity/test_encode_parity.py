@@ -25,29 +25,18 @@ from easerve_core.plan import RunPlan, compose
 from easerve_core.policies import make_batcher, make_router
 from live.workers.intake import IntakeLoop
 from sim import SimOptions, simulate
+from tests.profiles import ConstantStages
 
 ENCODE_FIXED_S, ENCODE_PER_ITEM_S = 0.03, 0.01
 CLUSTER = Cluster(gpu="cpu", num_gpus=8, link_bytes_per_s=1e12, link_latency_s=0.0, num_links=8)
 
 
-class Fixed:
+class Fixed(ConstantStages):
     """Fixed stage latencies: encode a + b per item at any SM share (so dynamic sharing leaves it
     alone), prefill and decode steps constant."""
 
     def encode_s(self, items: Sequence[int], sm_share: float = 1.0) -> float:
         return ENCODE_FIXED_S + ENCODE_PER_ITEM_S * len(items)
-
-    def prefill_s(self, seq_lens: Sequence[int], sm_share: float = 1.0) -> float:
-        return 0.02
-
-    def decode_step_s(self, batch_size: int, context_tokens: int) -> float:
-        return 0.005
-
-    def embed_bytes(self, mm_tokens: int) -> int:
-        return 0
-
-    def kv_bytes(self, num_tokens: int) -> int:
-        return 0
 
 
 class Recording:

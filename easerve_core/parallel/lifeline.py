@@ -1,9 +1,10 @@
-"""Pool workers that die with the process that started them.
+"""Worker processes that die with the process that started them (local pools, the host probes).
 
-A search on ``num_workers`` > 1 runs its trials on spawned processes. When
-the driver is killed (``kill -9``, the OOM killer) nothing tells them: they
-finish their share of trials, then wait for more work on a queue no one
-feeds, reparented to PID 1, for ever. Two ties prevent it, both installed by
+A local pool (:class:`~easerve_core.parallel.backend.LocalPool`: a sweep's
+simulations, a HAS search's ``num_workers`` > 1) runs its tasks on spawned
+processes. When the driver is killed (``kill -9``, the OOM killer) nothing
+tells them: they finish their share of the work, then wait for more on a
+queue no one feeds, reparented to PID 1, for ever. Two ties prevent it, both installed by
 :func:`die_with_parent`, the pool's ``initializer``:
 
 * a pipe (:func:`lifeline`): the parent holds its only write end, and a
@@ -13,11 +14,11 @@ feeds, reparented to PID 1, for ever. Two ties prevent it, both installed by
 * on Linux, ``prctl(PR_SET_PDEATHSIG, SIGKILL)``: the kernel kills the worker
   as its parent dies, even when the worker's interpreter is stuck in C code.
   Linux sends it when the *thread* that started the worker ends, so the
-  thread that opens the pool must outlive it (``run_search``'s does: it waits
-  for the pool to finish).
+  thread that opens the pool must outlive it (the pool's owner does: it
+  waits for the pool to finish).
 
-A worker killed this way leaves its trial RUNNING; the next plain run of the
-same study marks it FAIL (:func:`easerve_core.has.storage.prepare_study`).
+A HAS worker killed this way leaves its trial RUNNING; the next plain run of
+the same study marks it FAIL (:func:`easerve_core.has.storage.prepare_study`).
 """
 
 from __future__ import annotations

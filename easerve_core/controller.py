@@ -1,0 +1,253 @@
+"""The online controller: re-plan EPD serving as traffic shifts (pure and clock-agnostic, like the batcher).
+
+The paper leaves "a complete controller for rapidly shifting demand" open;
+this is ours (docs/controller.md). It is offered observations with ``now``
+(each arrival, each finished request and whether it met the SLO, the queued
+requests) and answers, when polled, with a :class:`Decision` or nothing;
+:meth:`Controller.next_deadline` says when it wants to be polled again.
+
+The plans come from a :class:`PlanTable`: one HAS deployment per rate band,
+computed offline by the simulator. The plan for a rate is the first band
+planned for at least that rate (between bands the controller provisions for
+the higher one; above the top band, the top one).
+
+Rules, in the order they apply at each check (every ``check_every_s``):
+
+1. the arrival rate is the count of arrivals in the last ``window_s`` over
+   ``window_s`` (no estimate before ``min_arrivals`` arrivals were seen);
+2. the *target* band is the table's band for that rate; the controller moves
+   up only when the rate exceeds the current band's planned rate by
+   ``hysteresis_frac``, and down only when it is below the target band's
+   planned rate by ``hysteresis_frac`` (so noise around a band edge moves
+   nothing);
+3. SLO escalation: when at least ``min_finished`` requests finished in the
+   window, fewer than ``attainment_floor`` of them met the SLO and the queue
+   grew over the window, the target is one band above the current (an
+   overload the rate alone does not show, e.g. heavier requests);
+4. a target other than the current band must hold, unchanged, at every check
+   for ``settle_s`` before it is acted on (a step in rate raises the windowed
+   estimate gradually; the controller waits for it to settle instead of
+   re-planning at every band it passes);
+5. and at least ``dwell_s`` must have passed since the last decision (or
+   since the start): the controller never oscillates faster than that.
+
+The decision names the deployment; the engine applies its fast knobs (B, s,
+the gap factor, the SM-share table) at once and re-roles GPUs for a new
+allocation, paying the reconfiguration cost (docs/controller.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from easerve_core import checks
+from easerve_core.deployment import Deployment
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Band:
+    """The deployment HAS planned for ``rate_hz``."""
+
+    rate_hz: float
+    deployment: Deployment
+
+    def __post_init__(self) -> None:
+        checks.positive("band.rate_hz", self.rate_hz)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanTable:
+    """Bands in increasing rate; :meth:`band_for` is the rule between them."""
+
+    bands: tuple[Band, ...]
+
+    def __post_init__(self) -> None:
+        if not self.bands:
+            raise ValueError("plan table: needs at least one band")
+        rates = [b.rate_hz for b in self.bands]
+        if rates != sorted(rates) or len(set(rates)) != len(rates):
+            raise ValueError(f"plan table: band rates must increase, got {rates}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bands": [{"rate_hz": b.rate_hz, "deployment": b.deployment.to_dict()} for b in self.bands]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PlanTable:
+        """A table from its JSON form (``easerve plan-table`` writes it)."""
+        raw = data.get("bands") if isinstance(data, Mapping) else None
+        if not isinstance(raw, list) or not raw:
+            raise ValueError("plan table: 'bands' must be a non-empty list of {rate_hz, deployment}")
+        bands = []
+        for i, band in enumerate(raw):
+            if not isinstance(band, Mapping) or set(band) != {"rate_hz", "deployment"}:
+                raise ValueError(f"plan table: bands[{i}] must hold rate_hz and deployment")
+            try:
+                bands.append(Band(rate_hz=band["rate_hz"],
+                                  deployment=Deployment.from_dict(dict(band["deployment"]))))
+            except ValueError as exc:
+                raise ValueError(f"plan table: bands[{i}]: {exc}") from None
+        return cls(tuple(bands))
+
+    def band_for(self, rate_hz: float) -> int:
+        """The first band planned for at least ``rate_hz``; the top band above them all."""
+        for i, band in enumerate(self.bands):
+            if band.rate_hz >= rate_hz:
+                return i
+        return len(self.bands) - 1
+
+
+def _count(name: str, value: Any) -> int:
+    return checks.integer(name, value, minimum=1)
+
+
+#: how each setting is checked (a ValueError naming it)
+_SETTING_CHECKS: Mapping[str, Callable[[str, Any], Any]] = {
+    "window_s": checks.positive, "check_every_s": checks.positive, "hysteresis_frac": checks.fraction,
+    "settle_s": checks.non_negative, "dwell_s": checks.non_negative, "min_arrivals": _count,
+    "min_finished": _count, "attainment_floor": checks.fraction,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControllerSettings:
+    """The controller's knobs (see the module docstring)."""
+
+    window_s: float = 60.0
+    check_every_s: float = 5.0
+    hysteresis_frac: float = 0.15
+    settle_s: float = 60.0
+    dwell_s: float = 120.0
+    min_arrivals: int = 20
+    min_finished: int = 20
+    attainment_floor: float = 0.9
+
+    def __post_init__(self) -> None:
+        for name, check in _SETTING_CHECKS.items():
+            check(f"controller.{name}", getattr(self, name))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ControllerSettings:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown controller field(s): {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted(known))}")
+        return cls(**dict(data))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """Move from band ``from_band`` to ``band`` at ``at_s`` (``reason``: ``rate`` or ``slo``)."""
+
+    at_s: float
+    from_band: int
+    band: int
+    rate_hz: float
+    reason: str
+    deployment: Deployment
+
+
+class Controller:
+    """The online controller (see the module docstring)."""
+
+    def __init__(self, table: PlanTable, settings: ControllerSettings | None = None, *,
+                 start_band: int = 0, start_s: float = 0.0) -> None:
+        if not 0 <= start_band < len(table.bands):
+            raise ValueError(f"start_band must be in [0, {len(table.bands)}), got {start_band!r}")
+        self.table = table
+        self.settings = settings or ControllerSettings()
+        self.band = start_band
+        self.decisions: list[Decision] = []
+        self._arrivals: deque[float] = deque()
+        self._finished: deque[tuple[float, bool]] = deque()
+        self._queue: deque[tuple[float, int]] = deque()
+        self._seen = 0
+        self._last_change_s = checks.non_negative("start_s", start_s)
+        self._next_check_s = start_s + self.settings.check_every_s
+        self._pending: tuple[int, float] | None = None  # (target band, since when)
+
+    # -- observations -----------------------------------------------------------------
+    def arrive(self, now: float) -> None:
+        self._arrivals.append(now)
+        self._seen += 1
+
+    def finish(self, now: float, *, met_slo: bool) -> None:
+        self._finished.append((now, met_slo))
+
+    def queue(self, now: float, waiting: int) -> None:
+        self._queue.append((now, checks.integer("waiting", waiting, minimum=0)))
+
+    # -- decisions --------------------------------------------------------------------
+    def next_deadline(self) -> float:
+        return self._next_check_s
+
+    def rate_hz(self, now: float) -> float:
+        """The windowed arrival rate (NaN before ``min_arrivals`` arrivals)."""
+        self._forget(now)
+        if self._seen < self.settings.min_arrivals:
+            return math.nan
+        return len(self._arrivals) / self.settings.window_s
+
+    def poll(self, now: float) -> Decision | None:
+        """The decision due at ``now``, if any (checks run every ``check_every_s``)."""
+        if now < self._next_check_s:
+            return None
+        while self._next_check_s <= now:
+            self._next_check_s += self.settings.check_every_s
+        rate = self.rate_hz(now)
+        target = self._target(now, rate)
+        if target == self.band:
+            self._pending = None
+            return None
+        if self._pending is None or self._pending[0] != target:
+            self._pending = (target, now)
+        s = self.settings
+        if now - self._pending[1] < s.settle_s or now - self._last_change_s < s.dwell_s:
+            return None
+        reason = "rate" if target == self._rate_target(rate) else "slo"
+        decision = Decision(at_s=now, from_band=self.band, band=target, rate_hz=rate, reason=reason,
+                            deployment=self.table.bands[target].deployment)
+        self.band, self._last_change_s, self._pending = target, now, None
+        self.decisions.append(decision)
+        return decision
+
+    def _rate_target(self, rate: float) -> int:
+        if math.isnan(rate):
+            return self.band
+        h = self.settings.hysteresis_frac
+        bands = self.table.bands
+        target = self.table.band_for(rate)
+        if target > self.band and rate <= bands[self.band].rate_hz * (1 + h):
+            return self.band
+        if target < self.band and rate >= bands[target].rate_hz * (1 - h):
+            return self.band
+        return target
+
+    def _target(self, now: float, rate: float) -> int:
+        target = self._rate_target(rate)
+        if target <= self.band and self._overloaded() and self.band + 1 < len(self.table.bands):
+            return self.band + 1
+        return target
+
+    def _overloaded(self) -> bool:
+        s = self.settings
+        if len(self._finished) < s.min_finished or len(self._queue) < 2:
+            return False
+        met = sum(ok for _, ok in self._finished) / len(self._finished)
+        return met < s.attainment_floor and self._queue[-1][1] > self._queue[0][1]
+
+    def _forget(self, now: float) -> None:
+        edge = now - self.settings.window_s
+        while self._arrivals and self._arrivals[0] <= edge:
+            self._arrivals.popleft()
+        while self._finished and self._finished[0][0] <= edge:
+            self._finished.popleft()
+        while self._queue and self._queue[0][0] <= edge:
+            self._queue.popleft()

@@ -1,0 +1,334 @@
+"""Bad input to every subcommand: one stderr line naming the culprit, exit status 2, nothing written.
+
+Each case builds its bad files inside the test, runs ``easerve`` in-process
+(the one error boundary, easerve.cli.main) and checks: status 2, exactly
+one line on stderr that names the file, field or flag, no traceback, and no
+file or folder created or changed under the test's folder (the ``--out``
+target above all). Classes: unreadable or malformed files (missing, a
+folder, binary, bad TOML/JSON, malformed trace rows), config fields (unknown
+names, wrong types, out of range, over the size limits), flags (argparse
+types, ranges, combinations), outputs that cannot be written (an existing
+file, a path under a file, an unwritable place, a non-empty folder without
+--force), and deployments the live executor cannot place.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from easerve.cli import main
+from easerve.cli.search_cmd import dump_toml
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU_PROFILE = ROOT / "calibration" / "profiles" / "cpu" / "qwen2-audio-small--cpu.json"
+ANALYTIC = ROOT / "calibration" / "profiles" / "llava-v1.6-34b--rtx6000ada.json"
+SIM = {
+    "seed": 0, "model": {"name": "llava-v1.6-34b"}, "cluster": {"gpu": "rtx6000ada", "num_gpus": 8},
+    "deployment": {"encode": {"num_workers": 1, "tp": 2}, "prefill": {"num_workers": 1, "tp": 2},
+                   "decode": {"num_workers": 2, "tp": 2}, "max_encode_batch": 8, "remote_fraction": 0.5},
+    "workload": {"mix": "llava-image", "rate_hz": 2.0, "num_requests": 50},
+}
+LIVE = {
+    "seed": 0, "model": {"name": "qwen2-audio", "size": "tiny"}, "cluster": {"gpu": "cpu", "num_gpus": 8},
+    "deployment": {"encode": {"num_workers": 1}, "prefill": {"num_workers": 1},
+                   "decode": {"num_workers": 1}, "max_encode_batch": 4, "remote_fraction": 0.5},
+    "workload": {"mix": "ultravox-audio", "rate_hz": 20.0, "num_requests": 10, "prompt_tokens": [8, 16],
+                 "output_tokens": [2, 4]},
+    "profile": {"sm_share_table": {"1": 0.5, "4": 1.0}},
+    "live": {"mm_token_scale": 0.25},
+}
+
+
+def _set(data: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """``data`` with ``a.b.c`` set to ``value`` (None removes it)."""
+    out = copy.deepcopy(data)
+    *head, last = path.split(".")
+    node = out
+    for key in head:
+        node = node.setdefault(key, {})
+    if value is None:
+        node.pop(last, None)
+    else:
+        node[last] = value
+    return out
+
+
+Setup = Callable[[Path], list[str]]
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    setup: Setup
+    culprit: str
+
+
+def config(base: dict[str, Any], *changes: tuple[str, Any], name: str = "c.toml") -> Callable[[Path], Path]:
+    def write(tmp: Path) -> Path:
+        data = base
+        for path, value in changes:
+            data = _set(data, path, value)
+        (tmp / name).write_text(dump_toml(data))
+        return tmp / name
+    return write
+
+
+def sim(*changes: tuple[str, Any], extra: tuple[str, ...] = ()) -> Setup:
+    return lambda tmp: ["sim", str(config(SIM, *changes)(tmp)), "--out", "out", "--no-plots", *extra]
+
+
+def live(*changes: tuple[str, Any]) -> Setup:
+    return lambda tmp: ["live", str(config(LIVE, *changes)(tmp)), "--out", "out"]
+
+
+def raw(name: str, content: bytes | str) -> Callable[[Path], Path]:
+    def write(tmp: Path) -> Path:
+        path = tmp / name
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        return path
+    return write
+
+
+BINARY = bytes(range(256)) * 4
+
+
+def with_file(make: Callable[[Path], Path], argv: Callable[[Path], list[str]]) -> Setup:
+    return lambda tmp: (make(tmp), argv(tmp))[1]
+
+
+def search(*flags: str, changes: tuple[tuple[str, Any], ...] = ()) -> Setup:
+    return lambda tmp: ["search", str(config(SIM, *changes)(tmp)), "--out", "out", "--trials", "2",
+                        "--num-requests", "20", *flags]
+
+
+def validate(*flags: str) -> Setup:
+    small = _set(_set(LIVE, "model.size", "small"), "profile", None)
+    return lambda tmp: ["validate", str(config(small)(tmp)), "--profile", str(CPU_PROFILE), "--out", "out",
+                        *flags]
+
+
+CASES = [
+    # -- sim: files ------------------------------------------------------------------------------
+    Case("sim-config-missing", lambda tmp: ["sim", "nope.toml", "--out", "out"],
+         "config file not found: nope"),
+    Case("sim-config-is-folder", lambda tmp: (os.mkdir(tmp / "d.toml"), ["sim", "d.toml", "--out", "out"])[1],
+         "d.toml: not a text config file"),
+    Case("sim-config-binary", with_file(raw("b.toml", BINARY), lambda tmp: ["sim", "b.toml", "--out", "out"]),
+         "b.toml: not a text config file"),
+    Case("sim-config-bad-toml", with_file(raw("t.toml", "[model\nname = 1"),
+                                          lambda tmp: ["sim", "t.toml", "--out",
+                                                       "out"]), "t.toml: not valid TOML"),
+    Case("sim-unknown-table", sim(("gpus", {"a": 1})), "unknown config table(s): gpus"),
+    Case("sim-unknown-model", sim(("model.name", "llava-9000")), "unknown model 'llava-9000'"),
+    Case("sim-unknown-gpu", sim(("cluster.gpu", "rtx9000")), "unknown GPU 'rtx9000'"),
+    Case("sim-num-gpus-text", sim(("cluster.num_gpus", "eight")), "cluster.num_gpus must be an integer"),
+    Case("sim-num-gpus-zero", sim(("cluster.num_gpus", 0)), "cluster.num_gpus must be >= 1"),
+    Case("sim-num-gpus-huge", sim(("cluster.num_gpus", 100_000)), "cluster.num_gpus must be <= 4,096"),
+    Case("sim-bandwidth-zero", sim(("cluster.link_bytes_per_s", 0)), "cluster.link_bytes_per_s must be > 0"),
+    Case("sim-stage-typo", sim(("deployment.encode", {"num_worker": 1})),
+         "unknown deployment.encode field(s): num_worker"),
+    Case("sim-stage-no-workers", sim(("deployment.decode", {"tp": 2})), "deployment.decode.num_workers"),
+    Case("sim-tp-three", sim(("deployment.prefill.tp", 3)), "deployment.prefill.tp must be a power of two"),
+    Case("sim-tp-huge", sim(("deployment.prefill.tp", 128)), "deployment.prefill.tp must be <= 64"),
+    Case("sim-batch-zero", sim(("deployment.max_encode_batch", 0)),
+         "deployment.max_encode_batch must be >= 1"),
+    Case("sim-batch-huge", sim(("deployment.max_encode_batch", 100_000_000)),
+         "deployment.max_encode_batch must be <= 1,024"),
+    Case("sim-remote-fraction", sim(("deployment.remote_fraction", 1.5)), "deployment.remote_fraction"),
+    Case("sim-sharing-name", sim(("deployment.sm_sharing", "fast")), "unknown sm_sharing 'fast'"),
+    Case("sim-router-name", sim(("deployment.router", "rr")), "unknown router 'rr'"),
+    Case("sim-unknown-deployment-key", sim(("deployment.speed", 2)), "unknown deployment field(s): speed"),
+    Case("sim-too-many-gpus", sim(("deployment.decode.num_workers", 4)),
+         "needs 12 GPUs but the cluster has 8"),
+    Case("sim-preset", sim(extra=("--preset", "sglang")), "unknown preset 'sglang'"),
+    Case("sim-rate-text", sim(extra=("--rate", "abc")), "argument --rate: invalid float value: 'abc'"),
+    Case("sim-rate-negative", sim(extra=("--rate", "-1")), "--rate must be a positive number"),
+    Case("sim-requests-huge", sim(("workload.num_requests", 100_000_000_000)),
+         "workload.num_requests must be <= 2,000,000"),
+    Case("sim-requests-zero", sim(("workload.num_requests", 0)), "workload.num_requests must be >= 1"),
+    Case("sim-unknown-mix", sim(("workload.mix", "llava-gif")), "unknown mix 'llava-gif'"),
+    Case("sim-no-rate", sim(("workload.rate_hz", None)), "workload.rate_hz is required"),
+    Case("sim-prompt-huge", sim(("workload.prompt_tokens", [5, 20_000_000])),
+         "prompt_tokens[1] must be <= 1,048,576"),
+    Case("sim-items-huge", sim(("workload.items_per_request", [1, 5000])), "items_per_request[1] must be <="),
+    Case("sim-unknown-workload-key", sim(("workload.rps", 2)), "unknown workload field(s): rps"),
+    Case("sim-trace-missing", sim(("workload.trace", "nope.csv")), "trace file not found"),
+    Case("sim-trace-binary", with_file(raw("t.csv", BINARY), sim(("workload.trace", "t.csv"))),
+         "t.csv: not a text trace file"),
+    Case("sim-trace-bad-row", with_file(raw("t.csv", "arrival_s,modality,prompt_tokens,output_tokens,"
+                                                     "mm_tokens_per_item\n0.5,image,x,4,2928\n"),
+                                        sim(("workload.trace", "t.csv"))), "prompt_tokens"),
+    Case("sim-profile-missing", sim(("profile.path", "nope.json")), "profile file not found"),
+    Case("sim-profile-binary", with_file(raw("p.json", BINARY), sim(("profile.path", "p.json"))),
+         "p.json: not a text profile file"),
+    Case("sim-profile-bad-json", with_file(raw("p.json", "{oops"), sim(("profile.path", "p.json"))),
+         "p.json: not valid JSON"),
+    Case("sim-profile-other-model", sim(("profile.path", str(CPU_PROFILE))),
+         "profile.path is for qwen2-audio"),
+    Case("sim-share-table", sim(("profile.sm_share_table", {"1": 1.5})), "profile.sm_share_table"),
+    Case("sim-tier", sim(("slo.tier", "heroic")), "unknown slo.tier 'heroic'"),
+    Case("sim-seed", sim(("seed", -1)), "seed must be >= 0"),
+    Case("sim-option-key", sim(("sim.speed", 2)), "unknown sim field(s): speed"),
+    Case("sim-option-flat-host", sim(("sim.num_host_cores", 2)), "host effects live in [sim.host]"),
+    Case("sim-host-value", sim(("sim.host", {"stall_s": -1.0})), "host.stall_s must be >= 0"),
+    Case("sim-out-is-file", with_file(raw("out", "x"), sim()), "--out out: exists and is not a folder"),
+    Case("sim-out-under-file", lambda tmp: (raw("f", "x")(tmp), [*sim()(tmp)[:2], "--out", "f/run"])[1],
+         "--out f/run: f is a file, not a folder"),
+    Case("sim-out-unwritable", lambda tmp: [*sim()(tmp)[:2], "--out", "/sys/easerve-test/run"],
+         "is not writable"),
+    Case("sim-out-not-empty", lambda tmp: ((tmp / "out").mkdir(), raw("out/old.png", "x")(tmp),
+                                           sim()(tmp))[2],
+         "--out out: exists and is not empty; pass --force"),
+    # -- workload --------------------------------------------------------------------------------
+    Case("workload-suffix", lambda tmp: ["workload", str(config(SIM)(tmp)), "--out", "t.txt"],
+         "--out must end in .csv or .jsonl"),
+    Case("workload-out-folder", lambda tmp: ((tmp / "t.csv").mkdir(),
+                                             ["workload", str(config(SIM)(tmp)), "--out", "t.csv"])[1],
+         "--out t.csv: is a folder"),
+    Case("workload-no-table", with_file(raw("w.toml", "seed = 1\n"),
+                                        lambda tmp: ["workload", "w.toml", "--out", "t.csv"]),
+         "no [workload] table"),
+    Case("workload-trace-format", lambda tmp: ["workload", str(config(SIM, ("workload.trace", "x.csv"),
+                                                                      ("workload.trace_format",
+                                                                       "azur"))(tmp)),
+                                               "--out", "t.csv"], "trace_format"),
+    Case("workload-azure-row", with_file(raw("az.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                                       "2023-11-16 18:15:46.6805900,374,44\n"
+                                                       "2023-11-16 18:15:47.0,abc,44\n"),
+                                         lambda tmp: ["workload", str(config(SIM, ("workload.trace",
+                                                                                   "az.csv"),
+                                                                             ("workload.trace_format",
+                                                                              "azure"))(tmp)),
+                                                      "--out", "t.csv"]), "az.csv:3"),
+    Case("workload-seed-flag", lambda tmp: ["workload", str(config(SIM)(tmp)), "--out", "t.csv", "--seed",
+                                            "x"],
+         "argument --seed"),
+    # -- search ----------------------------------------------------------------------------------
+    Case("search-rate-zero", search("--rate", "0"), "rate must be > 0"),
+    Case("search-rate-missing", lambda tmp: ["search", str(config(SIM)(tmp)), "--out", "out"],
+         "the following arguments are required: --rate"),
+    Case("search-tier", search("--rate", "1", "--tier", "heroic"), "unknown tier 'heroic'"),
+    Case("search-grid-join", search("--rate", "1", "--sampler", "grid", "--join"), "--join: the grid"),
+    Case("search-trials-zero", search("--rate", "1", "--trials", "0"), "trials must be >= 1"),
+    Case("search-workers-zero", search("--rate", "1", "--workers", "0"), "workers must be >= 1"),
+    Case("search-sampler", search("--rate", "1", "--sampler", "bayes"), "unknown sampler 'bayes'"),
+    Case("search-requests-text", search("--rate", "1", "--num-requests", "many"), "argument --num-requests"),
+    Case("search-out-is-file", with_file(raw("out", "x"), search("--rate", "1")),
+         "--out out: exists and is not"),
+    Case("search-bad-config", search("--rate", "1", changes=(("deployment.max_encode_batch", 0),)),
+         "deployment.max_encode_batch must be >= 1"),
+    # -- profile ---------------------------------------------------------------------------------
+    Case("profile-analytic-model", lambda tmp: ["profile", "analytic", "--model", "gpt-9", "--gpu", "h200",
+                                                "--out", "p.json"], "unknown model 'gpt-9'"),
+    Case("profile-analytic-tp", lambda tmp: ["profile", "analytic", "--model", "llava-v1.6-34b", "--gpu",
+                                             "h200",
+                                             "--tp", "0", "--out", "p.json"], "--tp must be >= 1"),
+    Case("profile-analytic-out-folder", lambda tmp: ((tmp / "p.json").mkdir(), [
+        "profile", "analytic", "--model", "llava-v1.6-34b", "--gpu", "h200", "--out", "p.json"])[1],
+         "--out p.json: is a folder"),
+    Case("profile-show-missing", lambda tmp: ["profile", "show", "nope.json"], "profile file not found"),
+    Case("profile-show-binary", with_file(raw("p.json", BINARY), lambda tmp: ["profile", "show", "p.json"]),
+         "p.json: not a text profile file"),
+    Case("profile-show-items", lambda tmp: ["profile", "show", str(ANALYTIC), "--items", "abc"],
+         "--items must be comma-separated whole numbers"),
+    Case("profile-fit-missing", lambda tmp: ["profile", "fit", "nope.json", "--out", "p.json"], "nope.json"),
+    Case("profile-no-action", lambda tmp: ["profile"], "the following arguments are required"),
+    # -- live ------------------------------------------------------------------------------------
+    Case("live-tp", live(("deployment.prefill.tp", 2), ("cluster.num_gpus", 8)),
+         "deployment.prefill.tp = 2: the live executor runs workers of one device"),
+    Case("live-too-many-workers", live(("cluster.num_gpus", 400), ("deployment.decode.num_workers", 300)),
+         "302 worker processes need about"),
+    Case("live-no-table", live(("profile", None)), "'dynamic' needs an SM-share table"),
+    Case("live-option-key", live(("live.threads", 2)), "unknown live field(s): threads"),
+    Case("live-option-table", live(("live.sm_share_table", {"1": 0.5})), "[profile] sm_share_table"),
+    Case("live-device", live(("live.device", "tpu")), "live.device must be one of"),
+    Case("live-out-is-file", with_file(raw("out", "x"), live()), "--out out: exists and is not a folder"),
+    Case("live-unknown-family", live(("model.name", "gpt-9")), "gpt-9"),
+    # -- validate --------------------------------------------------------------------------------
+    Case("validate-repeats", validate("--repeats", "0"), "--repeats must be >= 1"),
+    Case("validate-profile-missing", lambda tmp: [*validate()(tmp)[:2], "--profile", "nope.json", "--out",
+                                                  "out"],
+         "profile file not found"),
+    Case("validate-rank-by", validate("--rank-by", "speed"), "--rank-by must be one of"),
+    Case("validate-sweep-token", validate("--sweep", "b4-x9"), "--sweep: bad token 'x9'"),
+    Case("validate-device", validate("--device", "tpu"), "--device must be one of"),
+    Case("validate-out-not-empty", lambda tmp: ((tmp / "out").mkdir(), raw("out/a", "x")(tmp),
+                                                validate()(tmp))[2],
+         "pass --force"),
+    # -- calibrate -------------------------------------------------------------------------------
+    Case("calibrate-no-model", lambda tmp: ["calibrate", "--out", "p.json"], "give --model"),
+    Case("calibrate-device", lambda tmp: ["calibrate", "--model", "qwen2-audio", "--device", "tpu", "--out",
+                                          "p.json"], "--device must be one of"),
+    Case("calibrate-out-folder", lambda tmp: ((tmp / "p.json").mkdir(), ["calibrate", "--model",
+                                                                         "qwen2-audio",
+                                                                          "--out", "p.json"])[1],
+         "--out p.json: is a folder"),
+    Case("calibrate-runs-missing", lambda tmp: ["calibrate", "--from-runs", "nope", "--out", "p.json"],
+         "nope"),
+    Case("calibrate-reps", lambda tmp: ["calibrate", "--model", "qwen2-audio", "--reps", "0", "--out",
+                                        "p.json"],
+         "--reps must be >= 1"),
+    # -- reproduce -------------------------------------------------------------------------------
+    Case("reproduce-out-is-file", with_file(raw("out", "x"), lambda tmp: ["reproduce", "--quick", "--out",
+                                                                          "out"]),
+         "--out out: exists and is not a folder"),
+    Case("reproduce-out-not-empty", lambda tmp: ((tmp / "out").mkdir(), raw("out/README.md", "x")(tmp),
+                                                 ["reproduce", "--quick", "--out",
+                                                  "out"])[2], "pass --force"),
+    Case("reproduce-out-unwritable", lambda tmp: ["reproduce", "--quick", "--out", "/sys/easerve-test/eval"],
+         "is not writable"),
+    Case("reproduce-no-out", lambda tmp: ["reproduce", "--quick"],
+         "the following arguments are required: --out"),
+    Case("plan-table-rates", lambda tmp: ["plan-table", str(config(SIM)(tmp)), "--rates", "one,two", "--out",
+                                          "pt"],
+         "--rates must be comma-separated numbers"),
+    Case("plan-table-rate-zero", lambda tmp: ["plan-table", str(config(SIM)(tmp)), "--rates", "0", "--out",
+                                              "pt"],
+         "--rates must be > 0"),
+    Case("plan-table-out-file", with_file(raw("pt", "x"), lambda tmp: [
+        "plan-table", str(config(SIM)(tmp)), "--rates", "1", "--out", "pt", "--trials", "1"]),
+         "--out pt: exists and is not a folder"),
+    Case("unknown-command", lambda tmp: ["simulate"], "invalid choice: 'simulate'"),
+]
+
+
+def _snapshot(folder: Path) -> dict[str, bytes | None]:
+    out: dict[str, bytes | None] = {}
+    for path in sorted(folder.rglob("*")):
+        if "__pycache__" in path.parts:
+            continue
+        out[str(path.relative_to(folder))] = path.read_bytes() if path.is_file() else None
+    return out
+
+
+def test_there_are_enough_cases_and_every_subcommand_has_some():
+    assert len(CASES) >= 60
+    assert len({c.name for c in CASES}) == len(CASES)
+    commands = {c.name.split("-")[0] for c in CASES}
+    assert {"sim", "workload", "search", "profile", "live", "validate", "calibrate", "reproduce",
+            "plan"} <= commands
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input_is_one_line_exit_2_and_nothing_written(case: Case, tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("EASERVE_DEBUG", raising=False)
+    argv = case.setup(tmp_path)
+    before = _snapshot(tmp_path)
+    status = main(argv)
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert status == 2, (status, captured.err[-2000:])
+    assert len(lines) == 1, captured.err[-2000:]
+    assert "Traceback" not in captured.err and case.culprit in lines[0], lines[0]
+    assert lines[0].startswith("easerve"), lines[0]
+    assert _snapshot(tmp_path) == before  # nothing created, nothing changed
+    assert json.dumps(sorted(before)) == json.dumps(sorted(_snapshot(tmp_path)))

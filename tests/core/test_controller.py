@@ -1,0 +1,99 @@
+"""The online controller on scripted traffic: exact decisions, no oscillation, same inputs same output."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from easerve_core import Deployment, StageGroup
+from easerve_core.controller import Band, Controller, ControllerSettings, PlanTable
+
+
+def _dep(b: int) -> Deployment:
+    return Deployment(encode=StageGroup(num_workers=1), prefill=StageGroup(num_workers=1),
+                      decode=StageGroup(num_workers=1), max_encode_batch=b)
+
+
+TABLE = PlanTable((Band(rate_hz=1.0, deployment=_dep(2)), Band(rate_hz=2.0, deployment=_dep(4)),
+                   Band(rate_hz=3.0, deployment=_dep(8))))
+SETTINGS = ControllerSettings(window_s=60.0, check_every_s=5.0, hysteresis_frac=0.15, settle_s=60.0,
+                              dwell_s=120.0, min_arrivals=20)
+
+
+def _drive(controller: Controller, arrivals: np.ndarray, end_s: float) -> list:
+    """Offer every arrival and poll at every deadline, in time order, as an engine does."""
+    i = 0
+    while controller.next_deadline() <= end_s:
+        due = controller.next_deadline()
+        while i < len(arrivals) and arrivals[i] <= due:
+            controller.arrive(float(arrivals[i]))
+            i += 1
+        controller.poll(due)
+    return controller.decisions
+
+
+def _steady(rate: float, start: float, end: float) -> np.ndarray:
+    return np.arange(start, end, 1.0 / rate)
+
+
+def test_the_plan_for_a_rate_is_the_next_band_up():
+    assert [TABLE.band_for(r) for r in (0.2, 1.0, 1.01, 2.0, 2.5, 9.0)] == [0, 0, 1, 1, 2, 2]
+    with pytest.raises(ValueError, match="band rates must increase"):
+        PlanTable((Band(rate_hz=2.0, deployment=_dep(1)), Band(rate_hz=1.0, deployment=_dep(1))))
+
+
+def test_a_step_in_rate_makes_exactly_one_replan_once_it_settles():
+    arrivals = np.concatenate([_steady(1.0, 0.0, 300.0), _steady(3.0, 300.0, 900.0)])
+    decisions = _drive(Controller(TABLE, SETTINGS), arrivals, 900.0)
+    assert len(decisions) == 1
+    d = decisions[0]
+    assert (d.from_band, d.band, d.reason) == (0, 2, "rate")
+    # the window holds > 2 req/s (band 2's target) from t = 330 on: the first check there is 335,
+    # and the target must hold for settle_s = 60 s: the decision is at the check of t = 395
+    assert d.at_s == pytest.approx(395.0)
+    assert d.deployment.max_encode_batch == 8
+
+
+def test_noise_inside_the_hysteresis_band_triggers_nothing():
+    rng = np.random.default_rng(7)
+    gaps = rng.uniform(0.45, 0.55, size=4000)  # about 2 req/s, +-10%: inside 2.0 * (1 +- 0.15)
+    decisions = _drive(Controller(TABLE, SETTINGS, start_band=1), np.cumsum(gaps), 1800.0)
+    assert decisions == []
+
+
+def test_dwell_time_bounds_how_often_it_moves():
+    # the rate flips between 1 and 3 req/s every 90 s: after settling, a move at most every dwell_s
+    pieces = [_steady(1.0 if k % 2 == 0 else 3.0, 90.0 * k, 90.0 * (k + 1)) for k in range(20)]
+    decisions = _drive(Controller(TABLE, SETTINGS), np.concatenate(pieces), 1800.0)
+    times = [d.at_s for d in decisions]
+    assert all(b - a >= SETTINGS.dwell_s for a, b in zip([0.0, *times], times, strict=False))
+
+
+def test_slo_misses_with_a_growing_queue_move_one_band_up():
+    c = Controller(TABLE, SETTINGS, start_band=0)
+    for k, t in enumerate(_steady(0.9, 0.0, 600.0)):  # the rate says band 0 ...
+        c.arrive(float(t))
+        c.finish(float(t) + 0.5, met_slo=k % 2 == 0)  # ... but only half the requests meet the SLO
+        c.queue(float(t), waiting=k)  # and the queue keeps growing
+        c.poll(float(t))
+    assert [(d.band, d.reason) for d in c.decisions][:1] == [(1, "slo")]
+
+
+def test_the_same_observations_give_the_same_decisions():
+    rng = np.random.default_rng(3)
+    arrivals = np.cumsum(rng.exponential(1 / 2.5, size=3000))
+    runs = [_drive(Controller(TABLE, SETTINGS), arrivals, 1200.0) for _ in range(2)]
+    assert runs[0] == runs[1] and runs[0]
+
+
+def test_no_estimate_before_enough_arrivals_and_bad_settings():
+    c = Controller(TABLE, SETTINGS)
+    for t in range(5):
+        c.arrive(float(t))
+    assert math.isnan(c.rate_hz(5.0)) and c.poll(5.0) is None
+    with pytest.raises(ValueError, match=r"controller\.dwell_s"):
+        ControllerSettings(dwell_s=-1.0)
+    with pytest.raises(ValueError, match="start_band"):
+        Controller(TABLE, SETTINGS, start_band=3)
