@@ -10,6 +10,14 @@ whole GPU, and the new sequences join the decode batch at the phase's end
 (their first token). This is vLLM's prefill-first scheduling without chunked
 prefill; encoder and LM share the instance's memory, so its KV capacity is
 the profile's ``kv_capacity_tokens(tp, with_encoder=True)``.
+
+With a :class:`~sim.host.HostCPU` (``[sim.host] num_host_cores``, the live
+executor's worker processes on one host) an instance is one busy thread
+while it decodes *or* runs a phase: the phase's encode and then its prefill
+are exclusive seconds of work draining at the host's factor, and decoding has
+Decode's join and leave work. Off, a phase is one due time. Either way a
+phase's encode and prefill carry their lanes' warm-ups (``warmup_encode_s``,
+``warmup_prefill_s``), and decode segments Decode's.
 """
 
 from __future__ import annotations
@@ -20,10 +28,13 @@ from collections import deque
 from easerve_core import StageProfile
 from sim.clock import SimEnvironment
 from sim.decode import DecodeWorker
+from sim.host import HostCPU
 from sim.job import Job
 from sim.pipeline import Pipeline
 from sim.recorder import Recorder
+from sim.stalls import Stall
 from sim.stepsum import StepClock
+from sim.warmup import Warmup
 
 
 class AggregatedWorker(DecodeWorker):
@@ -34,7 +45,10 @@ class AggregatedWorker(DecodeWorker):
     def __init__(self, env: SimEnvironment, index: int, gpus: tuple[int, ...], recorder: Recorder,
                  *, pipe: Pipeline, clock: StepClock, kv_capacity_tokens: int | None,
                  max_num_seqs: int, profile: StageProfile, encode_profile: StageProfile,
-                 prefill_max_batch_tokens: int) -> None:
+                 prefill_max_batch_tokens: int, host: HostCPU | None = None,
+                 join_s: float = 0.0, leave_s: float = 0.0, join_more_s: float = 0.0,
+                 stall: Stall | None = None, warmup: Warmup | None = None,
+                 encode_warmup: Warmup | None = None, prefill_warmup: Warmup | None = None) -> None:
         self.profile = profile
         self.encode_profile = encode_profile
         self.budget_tokens = prefill_max_batch_tokens
@@ -42,8 +56,22 @@ class AggregatedWorker(DecodeWorker):
         self._phase: list[Job] | None = None
         self._phase_start = 0.0
         self._phase_end = math.inf
+        self._phase_prefill_s = -1.0  # with a host: the prefill work still to start; -1: none
+        self._encode_start = 0.0
+        self.encode_warmup = encode_warmup
+        self.prefill_warmup = prefill_warmup
         super().__init__(env, index, gpus, recorder, pipe=pipe, clock=clock,
-                         kv_capacity_tokens=kv_capacity_tokens, max_num_seqs=max_num_seqs)
+                         kv_capacity_tokens=kv_capacity_tokens, max_num_seqs=max_num_seqs,
+                         host=host, join_s=join_s, leave_s=leave_s, join_more_s=join_more_s,
+                         stall=stall, warmup=warmup)
+
+    def _on_host(self, now: float, factor: float) -> None:
+        if self._phase is not None:
+            self._progress.rate(now, factor)
+            self._phase_end = self._progress.end_s
+            self.notify()
+        else:
+            super()._on_host(now, factor)
 
     @property
     def load(self) -> int:
@@ -62,7 +90,10 @@ class AggregatedWorker(DecodeWorker):
 
     def step(self, now: float) -> None:
         if self._phase is not None and self._phase_end <= now:
-            self._finish_phase(self._phase_end)
+            if self._phase_prefill_s >= 0:
+                self._start_prefill(self._phase_end)
+            else:
+                self._finish_phase(self._phase_end)
         super().step(now)
 
     def next_due(self) -> float:
@@ -92,22 +123,54 @@ class AggregatedWorker(DecodeWorker):
         items = [t for job in batch for t in job.items]
         encode_s = self.encode_profile.encode_s(items, 1.0) if items else 0.0
         prefill_s = self.profile.prefill_s([job.input_tokens for job in batch], 1.0)
-        enc_end = now + encode_s
+        if items and self.encode_warmup is not None and self.encode_warmup.pending():
+            encode_s += self.encode_warmup.next_batch_s()
+        if self.prefill_warmup is not None and self.prefill_warmup.pending():
+            prefill_s += self.prefill_warmup.next_batch_s()
+        self._encode_start = now
         for job in batch:
-            job.encode_start_s, job.encode_end_s, job.prefill_start_s = now, enc_end, enc_end
+            job.encode_start_s = now
             job.encode_batch_size = len(batch) if items else None
-        if items:
-            mm = sum(job.mm_tokens for job in batch)
-            self.rec.batch("encode", self.index, now, enc_end, len(batch), mm, 1.0)
-        self._phase, self._phase_start = batch, enc_end
-        self._phase_end = enc_end + prefill_s
         self.rec.log(now, "phase_start", self.index, batch)
         self.rec.queue(self._queue_slot, now, len(arrivals))
+        if self.host is None:
+            enc_end = now + encode_s
+            self._phase = batch
+            self._end_encode(enc_end)
+            self._phase_end = enc_end + prefill_s
+            return
+        self.host.set_busy(self._host_slot, now, 1)
+        self._phase, self._phase_prefill_s = batch, prefill_s
+        if not items:
+            self._start_prefill(now)
+            return
+        self._progress.begin(now, encode_s, self.host.factor)
+        self._phase_end = self._progress.end_s
+
+    def _end_encode(self, enc_end: float) -> None:
+        batch = self._phase
+        assert batch is not None
+        for job in batch:
+            job.encode_end_s = job.prefill_start_s = enc_end
+        if batch[0].encode_batch_size is not None:
+            mm = sum(job.mm_tokens for job in batch)
+            self.rec.batch("encode", self.index, self._encode_start, enc_end, len(batch), mm, 1.0)
+        self._phase_start = enc_end
+
+    def _start_prefill(self, now: float) -> None:
+        """With a host: the phase's encode work is done at ``now``; its prefill starts."""
+        assert self.host is not None
+        self._end_encode(now)
+        prefill_s, self._phase_prefill_s = self._phase_prefill_s, -1.0
+        self._progress.begin(now, prefill_s, self.host.factor)
+        self._phase_end = self._progress.end_s
 
     def _finish_phase(self, now: float) -> None:
         batch = self._phase
         assert batch is not None
         self._phase, self._phase_end = None, math.inf
+        if self.host is not None:
+            self._progress.stop()
         tokens = sum(job.input_tokens for job in batch)
         self.rec.batch("prefill", self.index, self._phase_start, now, len(batch), tokens, 1.0)
         self.rec.log(now, "phase_end", self.index, batch)

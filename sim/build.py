@@ -5,11 +5,11 @@ GPUs are numbered in stage order: encode workers first (worker i holds GPUs
 deployment numbers its instances the same way. Batchers and routers come
 from :mod:`easerve_core.policies` (its seeding rule is the live executor's
 too). With ``[sim.host] num_host_cores`` one :class:`~sim.host.HostCPU` is
-shared by every worker of a disaggregated deployment (the aggregated baseline
-has no host model). With ``[sim.host] stall_s`` each worker gets its one-off
-pause from one :class:`~sim.stalls.StallPlan` of the run's seed, drawn in
-build order (encode workers, Prefill, Decode). With ``[sim.host]
-warmup_<lane>_s`` each worker gets its own :class:`~sim.warmup.Warmup` per lane.
+shared by every worker (each aggregated instance too). With ``[sim.host]
+stall_s`` each worker gets its one-off pause from one
+:class:`~sim.stalls.StallPlan` of the run's seed, drawn in build order (encode
+workers, Prefill, Decode). With ``[sim.host] warmup_<lane>_s`` each worker
+gets its own :class:`~sim.warmup.Warmup` per lane.
 """
 
 from __future__ import annotations
@@ -96,12 +96,22 @@ def make_host(effects: HostEffects) -> HostCPU | None:
 
 def build_aggregated(env: SimEnvironment, recorder: Recorder, pipe: Pipeline, *,
                      deployment: Deployment, profile: StageProfile | ParallelProfile,
-                     caps: Capacities, options: SimOptions) -> Sequence[AggregatedWorker]:
+                     caps: Capacities, options: SimOptions, seed: int) -> Sequence[AggregatedWorker]:
+    """One aggregated instance per ``decode`` worker, sharing the host model when there is one."""
     d = deployment
     lm = profile_for_tp(profile, d.decode.tp)
     clock = StepClock(lm)
+    effects = options.host
+    host = make_host(effects)
+    stalls = make_stall_plan(effects, seed)
     return [AggregatedWorker(env, i, _gpus(0, i, d.decode.tp), recorder, pipe=pipe, clock=clock,
                              kv_capacity_tokens=caps.decode, max_num_seqs=d.max_num_decode_seqs,
                              profile=lm, encode_profile=lm,
-                             prefill_max_batch_tokens=options.prefill_max_batch_tokens)
+                             prefill_max_batch_tokens=options.prefill_max_batch_tokens,
+                             host=host, join_s=effects.decode_join_s, leave_s=effects.decode_leave_s,
+                             join_more_s=effects.decode_join_more_s,
+                             stall=None if stalls is None else stalls.draw("decode"),
+                             warmup=make_warmup(effects, "decode"),
+                             encode_warmup=make_warmup(effects, "encode"),
+                             prefill_warmup=make_warmup(effects, "prefill"))
             for i in range(d.decode.num_workers)]

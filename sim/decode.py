@@ -165,7 +165,7 @@ class DecodeWorker(Worker):
             self._admit(now)
             if self._leaves:
                 self._plan(now)
-        if self.host is not None and self._seg_end == math.inf:
+        if self.host is not None and self._seg_end == math.inf and not self._phase_busy():
             self.host.set_busy(self._host_slot, now, 0)
         self.show_busy(now, 1.0 if self._seg_end != math.inf or self._phase_busy() else 0.0)
 

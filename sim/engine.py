@@ -136,7 +136,7 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
     front: Sequence[Any]
     if deployment.architecture is Architecture.AGGREGATED:
         front = build_aggregated(env, recorder, pipe, deployment=deployment, profile=profile,
-                                 caps=caps, options=options)
+                                 caps=caps, options=options, seed=seed)
     else:
         front = build_disaggregated(env, recorder, pipe, deployment=deployment, profile=profile,
                                     table=plan.sm_table, caps=caps, options=options, seed=seed)

@@ -70,6 +70,43 @@ def test_one_core_stretches_overlapping_stages():
     assert shared["first_token_s"][1] == pytest.approx(0.30)
 
 
+
+def _aggregated():
+    return Deployment(encode={"num_workers": 0}, prefill={"num_workers": 0},
+                      decode={"num_workers": 2, "tp": 1}, architecture="aggregated")
+
+
+def test_aggregated_instances_share_the_host():
+    """Two aggregated instances on one core: a phase's encode and prefill drain at the host's factor."""
+    reqs = _reqs(2, gap=0.1, out=1)
+    plan = compose(_aggregated(), reqs, cluster=CLUSTER, profile=Flat())
+    alone = simulate(plan, Flat()).records
+    off = simulate(plan, Flat(), options=SimOptions(host=HostEffects(num_host_cores=0.0))).records
+    shared = simulate(plan, Flat(), options=SimOptions(host=HostEffects(num_host_cores=1.0))).records
+    assert alone.equals(off)
+    assert alone["first_token_s"].tolist() == pytest.approx([0.15, 0.25])
+    assert shared["decode_worker"].tolist() == [0, 1]
+    # 0.1-0.2: instance 0 prefills while instance 1 encodes, both at 1/2
+    assert shared["first_token_s"][0] == pytest.approx(0.2)
+    assert shared["encode_end_s"][1] == pytest.approx(0.25)
+    assert shared["first_token_s"][1] == pytest.approx(0.30)
+
+
+def test_aggregated_decode_pays_its_joins_and_the_host():
+    # one instance: request 0 decodes (2 steps of 0.01 s) after its phase, plus the join's 4 ms
+    reqs = _reqs(1, out=3)
+    dep = Deployment(encode={"num_workers": 0}, prefill={"num_workers": 0},
+                     decode={"num_workers": 1, "tp": 1}, architecture="aggregated")
+    plan = compose(dep, reqs, cluster=CLUSTER, profile=Flat())
+    base = simulate(plan, Flat()).records
+    joined = simulate(plan, Flat(), options=SimOptions(host=HostEffects(decode_join_s=0.004))).records
+    slow = simulate(plan, Flat(), options=SimOptions(
+        host=HostEffects(num_host_cores=0.5, decode_join_s=0.004))).records  # half a core: 2x
+    assert base["finish_s"][0] == pytest.approx(0.15 + 0.02)
+    assert joined["finish_s"][0] == pytest.approx(0.15 + 0.024)
+    assert slow["first_token_s"][0] == pytest.approx(0.30)
+    assert slow["finish_s"][0] == pytest.approx(0.30 + 0.048)
+
 def test_colocated_lanes_slow_each_other():
     reqs = _reqs(2, gap=0.1, out=1)
     dep = _dep(remote_fraction=0.0, sm_sharing="time-slice", prefill={"num_workers": 0, "tp": 1})
