@@ -13,7 +13,13 @@ The report (:func:`summarize`) gives, per candidate, the search's goodput,
 the simulator's on the live stream, the live median and spread, and P99
 TTFT/TPOT on both sides; then the live best, the *regret* of the simulator's
 pick (``1 - live goodput of the sim's #1 / the live best's``) and the rank
-agreement (Kendall tau of sim vs live goodput over every candidate). With
+agreement (Kendall tau of the sim and live orders over every candidate). Each
+side orders by goodput, best first; candidates whose goodputs lie within
+:data:`TIE_FRAC` of the best of their run tie (at a rate several deployments
+carry whole, goodput is the arrival rate for all of them and its last digits
+are noise), and a tie goes to the one with more SLO headroom: the lower of
+the worse of P99 TTFT / the TTFT limit and P99 TPOT / the TPOT limit. The
+plain goodput order and its tau are reported beside it (``plain``). With
 ``--refit`` the profile is refit from these live runs' stage logs
 (calibration.loop.refit_profile), every candidate is simulated again with the
 refit profile, and the report shows how the ranking and the errors moved.
@@ -26,12 +32,13 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from scipy.stats import kendalltau
 
 from calibration.loop.fidelity import METRICS, TABLE_COLUMNS, fidelity_rows, ranking, side_metrics
 from calibration.loop.runner import requests_for, run_sim, setup
@@ -49,6 +56,8 @@ from live.trial import run_trial
 
 #: the baselines a confirmation adds unless told otherwise
 DEFAULT_BASELINES = ("dynamo", "vllm")
+#: goodputs within this fraction of the best of their run tie (see the module docstring)
+TIE_FRAC = 0.02
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,14 +169,44 @@ def summarize(confirmed: Sequence[Confirmed], slo: Any) -> dict[str, Any]:
                        for side in ("sim", "live")}})
     out: dict[str, Any] = {"candidates": per, "errors": _errors(table)}
     if len(confirmed) >= 2:
-        rank = ranking(table, "goodput_rps")
-        live_of = {p["name"]: p["live_goodput_rps"] for p in per}
-        sim_pick, live_best = rank["sim_order"][0], rank["live_order"][0]
-        best = live_of[live_best]
-        rank["regret"] = 1.0 - live_of[sim_pick] / best if best > 0 else 0.0
-        rank["sim_pick"] = sim_pick
-        out["ranking"] = rank
+        out["ranking"] = _ranking(table, per, slo)
     return out
+
+
+def order(goodput: Mapping[str, float], headroom: Mapping[str, float], *,
+          tie_frac: float = TIE_FRAC) -> list[str]:
+    """Names best first: goodput descending, ties (within ``tie_frac``) by ``headroom`` ascending."""
+    names = sorted(goodput, key=lambda n: -goodput[n])
+    out: list[str] = []
+    while names:
+        top = goodput[names[0]]
+        run = [n for n in names if goodput[n] >= top * (1.0 - tie_frac)]
+        out += sorted(run, key=lambda n: headroom[n])
+        names = [n for n in names if n not in run]
+    return out
+
+
+def _ranking(table: pd.DataFrame, per: Sequence[Mapping[str, Any]], slo: Any) -> dict[str, Any]:
+    orders = {}
+    for side in ("sim", "live"):
+        goodput = {p["name"]: p[f"{side}_goodput_rps"] for p in per}
+        headroom = {p["name"]: max(p[f"{side}_ttft_p99_s"] / slo.ttft_s, p[f"{side}_tpot_p99_s"] / slo.tpot_s)
+                    for p in per}
+        orders[side] = order(goodput, {n: (h if h == h else float("inf")) for n, h in headroom.items()})
+    sim_order, live_order = orders["sim"], orders["live"]
+    names = [p["name"] for p in per]
+    tau = kendalltau([sim_order.index(n) for n in names], [live_order.index(n) for n in names]).statistic
+    live_of = {p["name"]: p["live_goodput_rps"] for p in per}
+    sim_pick, live_best = sim_order[0], live_order[0]
+    best = live_of[live_best]
+    plain = ranking(table, "goodput_rps")
+    place = sim_order.index(live_best) + 1
+    return {"metric": "goodput_rps", "tie_frac": TIE_FRAC, "kendall_tau": float(tau),
+            "sim_order": sim_order, "live_order": live_order, "live_best": live_best,
+            "live_best_sim_rank": place, "sim_best_is_live_best": place == 1,
+            "live_best_in_sim_top2": place <= 2, "sim_pick": sim_pick,
+            "regret": 1.0 - live_of[sim_pick] / best if best > 0 else 0.0,
+            "plain": {k: plain[k] for k in ("kendall_tau", "sim_order", "live_order")}}
 
 
 def _errors(table: pd.DataFrame) -> dict[str, float]:
@@ -175,5 +214,5 @@ def _errors(table: pd.DataFrame) -> dict[str, float]:
     return {m: float(table.loc[table["metric"] == m, "rel_error"].abs().median()) for m in METRICS}
 
 
-__all__ = ["DEFAULT_BASELINES", "Candidate", "Confirmation", "Confirmed", "candidates", "confirm",
-           "fidelity_table", "resimulate", "summarize"]
+__all__ = ["DEFAULT_BASELINES", "TIE_FRAC", "Candidate", "Confirmation", "Confirmed", "candidates", "confirm",
+           "fidelity_table", "order", "resimulate", "summarize"]

@@ -39,7 +39,11 @@ def _ranking_lines(summary: Mapping[str, Any]) -> list[str]:
             f"- regret of the simulator's pick: {rank['regret']:.1%} of the live best's goodput",
             f"- Kendall tau (sim vs live goodput, {len(rank['sim_order'])} candidates): "
             f"{rank['kendall_tau']:.3f}",
-            f"- simulator order: {rank['sim_order']}", f"- live order: {rank['live_order']}"]
+            f"- simulator order: {rank['sim_order']}", f"- live order: {rank['live_order']}",
+            f"- (orders by goodput; goodputs within {rank['tie_frac']:.0%} of the best of their run tie, "
+            "and a tie goes to the more SLO headroom: the lower of max(P99 TTFT / limit, P99 TPOT / limit))",
+            f"- plain goodput order, no ties: Kendall tau {rank['plain']['kendall_tau']:.3f}, "
+            f"simulator {rank['plain']['sim_order']}, live {rank['plain']['live_order']}"]
 
 
 def plot(summary: Mapping[str, Any], path: Path, *, refit: Mapping[str, Any] | None = None) -> Path:

@@ -28,8 +28,19 @@ def test_search_confirms_its_candidates_live_and_refits(profile_path, tmp_path, 
     rank = summary["before_refit"]["ranking"]
     assert set(rank["sim_order"]) == set(names) == set(rank["live_order"])
     assert -1.0 <= rank["kendall_tau"] <= 1.0 and 0.0 <= rank["regret"] <= 1.0
+    assert set(rank["plain"]["sim_order"]) == set(names) and rank["tie_frac"] == 0.02
     assert summary["after_refit"]["ranking"]["live_order"] == rank["live_order"]  # same live runs, same SLO
     assert (folder / "refit-profile.json").is_file() and (folder / "confirm.png").is_file()
     report = (folder / "report.md").read_text()
     for section in ("## Candidates", "## Agreement", "## After the refit", "Kendall tau", "regret"):
         assert section in report
+
+
+def test_order_breaks_goodput_ties_by_slo_headroom():
+    from calibration.loop.confirm import order
+
+    goodput = {"a": 10.83, "b": 10.829, "c": 10.7, "d": 5.0, "e": 0.0, "f": 0.0}
+    headroom = {"a": 0.9, "b": 0.2, "c": 0.1, "d": 3.0, "e": 9.0, "f": 4.0}
+    # a, b, c lie within 2% of 10.83: the most headroom first; e and f tie at zero
+    assert order(goodput, headroom) == ["c", "b", "a", "d", "f", "e"]
+    assert order(goodput, headroom, tie_frac=0.0) == ["a", "b", "c", "d", "f", "e"]
