@@ -16,7 +16,7 @@ per-step overhead. The reasons behind every number: docs/profiles.md.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -70,6 +70,15 @@ def _room(memo: dict[Any, Any]) -> None:
     """Start a memo over once it holds ``_MEMO_MAX`` entries (bounded memory)."""
     if len(memo) >= _MEMO_MAX:
         memo.clear()
+
+
+def _remembered(memo: dict[Any, float], key: Any, compute: Callable[..., float], *args: Any) -> float:
+    """``memo[key]``, computed by ``compute(*args)`` the first time (see :func:`_room`)."""
+    seconds = memo.get(key)
+    if seconds is None:
+        _room(memo)
+        seconds = memo[key] = compute(*args)
+    return seconds
 
 
 class TPStageProfile:
@@ -147,12 +156,7 @@ class TPStageProfile:
     def encode_s(self, mm_tokens_per_item: Sequence[int], sm_share: float = 1.0) -> float:
         items = _validate_items("mm_tokens_per_item", mm_tokens_per_item)
         share = self._share(sm_share)
-        key = (tuple(items), share)
-        seconds = self._encode_memo.get(key)
-        if seconds is None:
-            _room(self._encode_memo)
-            seconds = self._encode_memo[key] = self._encode_s(items, share)
-        return seconds
+        return _remembered(self._encode_memo, (tuple(items), share), self._encode_s, items, share)
 
     def _encode_s(self, items: list[int], share: float) -> float:
         per_gpu = [items[i:: self.tp] for i in range(min(self.tp, len(items)))]
@@ -169,14 +173,11 @@ class TPStageProfile:
     def prefill_s(self, seq_lens: Sequence[int], sm_share: float = 1.0) -> float:
         lens = _validate_items("seq_lens", seq_lens)
         share = self._share(sm_share)
-        key = (tuple(lens), share)
-        seconds = self._prefill_memo.get(key)
-        if seconds is None:
-            _room(self._prefill_memo)
-            stage = work.prefill_work(self.parent.model.lm, lens, tp=self.tp)
-            seconds = self._prefill_memo[key] = self._stage_s(
-                stage, share, overhead_s=self.parent.efficiency.step_overhead_s)
-        return seconds
+        return _remembered(self._prefill_memo, (tuple(lens), share), self._prefill_s, lens, share)
+
+    def _prefill_s(self, lens: list[int], share: float) -> float:
+        stage = work.prefill_work(self.parent.model.lm, lens, tp=self.tp)
+        return self._stage_s(stage, share, overhead_s=self.parent.efficiency.step_overhead_s)
 
     def decode_step_s(self, batch_size: int, context_tokens: int) -> float:
         # plain ints pass the first test alone (a simulated decode worker asks millions of times)

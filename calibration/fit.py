@@ -58,6 +58,14 @@ def decode_model(x: Sequence[float], b: np.ndarray, c: np.ndarray) -> np.ndarray
     return fixed + per_seq * b + per_ctx * c
 
 
+
+def _sizes(name: str, values: Sequence[int]) -> np.ndarray:
+    """``values`` as floats, refused unless every one is >= 1 (and there is at least one)."""
+    arr = np.asarray(list(values), dtype=float)
+    if arr.size == 0 or (arr < 1).any():
+        raise ValueError(f"{name} must be integers >= 1, got {list(values)!r}")
+    return arr
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FittedProfile:
     """A :class:`~easerve_core.profile.StageProfile` of one worker from fitted coefficients."""
@@ -86,22 +94,15 @@ class FittedProfile:
                 raise ValueError(f"fitted profile {name} must be an integer >= 0, got {v!r}")
 
     def encode_s(self, mm_tokens_per_item: Sequence[int], sm_share: float = 1.0) -> float:
-        items = np.asarray(list(mm_tokens_per_item), dtype=float)
-        if items.size == 0 or (items < 1).any():
-            raise ValueError(f"mm_tokens_per_item must be integers >= 1, got {list(mm_tokens_per_item)!r}")
+        items = _sizes("mm_tokens_per_item", mm_tokens_per_item)
         x = [self.encode[k] for k in ENCODE_KEYS]
-        share = self.effective_share(sm_share)
-        args = (np.array([items.size]), np.array([items.sum()]), np.array([share]))
-        return float(encode_model(x, *args)[0])
+        share = np.array([self.effective_share(sm_share)])
+        return float(encode_model(x, np.array([items.size]), np.array([items.sum()]), share)[0])
 
     def prefill_s(self, seq_lens: Sequence[int], sm_share: float = 1.0) -> float:
-        lens = np.asarray(list(seq_lens), dtype=float)
-        if lens.size == 0 or (lens < 1).any():
-            raise ValueError(f"seq_lens must be integers >= 1, got {list(seq_lens)!r}")
-        x = [self.prefill[k] for k in PREFILL_KEYS]
-        share = self.effective_share(sm_share)
-        args = (np.array([lens.sum()]), np.array([(lens**2).sum()]), np.array([share]))
-        return float(prefill_model(x, *args)[0])
+        lens = _sizes("seq_lens", seq_lens)
+        x, share = [self.prefill[k] for k in PREFILL_KEYS], np.array([self.effective_share(sm_share)])
+        return float(prefill_model(x, np.array([lens.sum()]), np.array([(lens**2).sum()]), share)[0])
 
     def effective_share(self, sm_share: float) -> float:
         """The share the worker really grants (``share_steps``; see the module docstring)."""

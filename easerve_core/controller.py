@@ -116,13 +116,21 @@ _SETTING_CHECKS: Mapping[str, Callable[[str, Any], Any]] = {
 class ControllerSettings:
     """The controller's knobs (see the module docstring)."""
 
+    #: the arrival rate is the arrivals of the last window over the window (rule 1)
     window_s: float = 60.0
+    #: checks run at fixed times, this far apart
     check_every_s: float = 5.0
+    #: how far past a band's planned rate the rate must go before the band changes (rule 2)
     hysteresis_frac: float = 0.15
+    #: how long a new target must hold at every check before it is acted on (rule 4)
     settle_s: float = 60.0
+    #: the least time between two decisions, and from the start to the first (rule 5)
     dwell_s: float = 120.0
+    #: no rate estimate before this many arrivals
     min_arrivals: int = 20
+    #: no SLO escalation on fewer finished requests in the window (rule 3)
     min_finished: int = 20
+    #: SLO escalation below this fraction of the window's finished requests meeting the SLO
     attainment_floor: float = 0.9
 
     def __post_init__(self) -> None:

@@ -64,8 +64,7 @@ class Family(Protocol):
     modalities: frozenset[Modality]
     mrope: bool
 
-    @property
-    def model_cls(self) -> type: ...
+    model_cls: type
 
     def config(self, size: str) -> Any: ...
 
@@ -79,14 +78,8 @@ class Family(Protocol):
 
     def encode(self, model: Any, inputs: Sequence[MMInput]) -> list[list[torch.Tensor]]: ...
 
-    def prefill_inputs(
-        self,
-        model: Any,
-        text_ids: Sequence[int],
-        modality: Modality,
-        meta: Sequence[tuple[int, ...]],
-        feats: Sequence[torch.Tensor],
-    ) -> PrefillInputs:
+    def prefill_inputs(self, model: Any, text_ids: Sequence[int], modality: Modality,
+                       meta: Sequence[tuple[int, ...]], feats: Sequence[torch.Tensor]) -> PrefillInputs:
         """Lay one request's text and encoder outputs out for the LM."""
         ...
 

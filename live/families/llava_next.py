@@ -123,9 +123,7 @@ class LlavaNext:
     modalities = frozenset({Modality.IMAGE})
     mrope = False
 
-    @property
-    def model_cls(self) -> type:
-        return LlavaNextForConditionalGeneration
+    model_cls: type = LlavaNextForConditionalGeneration
 
     def config(self, size: str) -> LlavaNextConfig:
         if check_size(size) == "full":
@@ -174,14 +172,8 @@ class LlavaNext:
         feats = list(model.get_image_features(pixel_values=pixels, image_sizes=sizes).pooler_output)
         return per_request(feats, inputs)
 
-    def prefill_inputs(
-        self,
-        model: Any,
-        text_ids: Sequence[int],
-        modality: Modality,
-        meta: Sequence[tuple[int, ...]],
-        feats: Sequence[torch.Tensor],
-    ) -> PrefillInputs:
+    def prefill_inputs(self, model: Any, text_ids: Sequence[int], modality: Modality,
+                       meta: Sequence[tuple[int, ...]], feats: Sequence[torch.Tensor]) -> PrefillInputs:
         return placeholder_prefill(model, text_ids, model.config.image_token_index, feats)
 
     def generate_kwargs(self, model: Any, text_ids: Sequence[int], mm: MMInput) -> dict[str, Any]:

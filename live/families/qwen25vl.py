@@ -86,9 +86,7 @@ class Qwen25VL:
     modalities = frozenset({Modality.IMAGE, Modality.VIDEO})
     mrope = True
 
-    @property
-    def model_cls(self) -> type:
-        return Qwen2_5_VLForConditionalGeneration
+    model_cls: type = Qwen2_5_VLForConditionalGeneration
 
     def config(self, size: str) -> Qwen2_5_VLConfig:
         if check_size(size) == "full":
@@ -166,14 +164,8 @@ class Qwen25VL:
         )
         return pos, int(deltas.reshape(-1)[0])
 
-    def prefill_inputs(
-        self,
-        model: Any,
-        text_ids: Sequence[int],
-        modality: Modality,
-        meta: Sequence[tuple[int, ...]],
-        feats: Sequence[torch.Tensor],
-    ) -> PrefillInputs:
+    def prefill_inputs(self, model: Any, text_ids: Sequence[int], modality: Modality,
+                       meta: Sequence[tuple[int, ...]], feats: Sequence[torch.Tensor]) -> PrefillInputs:
         if not feats:  # text only: plain 1-D positions
             input_ids, embeds = merge_embeds(model, list(text_ids), -1, ())
             return PrefillInputs(input_ids=input_ids, inputs_embeds=embeds, position_ids=None,

@@ -79,9 +79,7 @@ class Qwen2Audio:
     modalities = frozenset({Modality.AUDIO})
     mrope = False
 
-    @property
-    def model_cls(self) -> type:
-        return Qwen2AudioForConditionalGeneration
+    model_cls: type = Qwen2AudioForConditionalGeneration
 
     def config(self, size: str) -> Qwen2AudioConfig:
         if check_size(size) == "tiny":
@@ -146,14 +144,8 @@ class Qwen2Audio:
         clips = [projected[i, : int(out_len[i])] for i in range(batch)]
         return per_request(clips, inputs)
 
-    def prefill_inputs(
-        self,
-        model: Any,
-        text_ids: Sequence[int],
-        modality: Modality,
-        meta: Sequence[tuple[int, ...]],
-        feats: Sequence[torch.Tensor],
-    ) -> PrefillInputs:
+    def prefill_inputs(self, model: Any, text_ids: Sequence[int], modality: Modality,
+                       meta: Sequence[tuple[int, ...]], feats: Sequence[torch.Tensor]) -> PrefillInputs:
         return placeholder_prefill(model, text_ids, model.config.audio_token_index, feats)
 
     def generate_kwargs(self, model: Any, text_ids: Sequence[int], mm: MMInput) -> dict[str, Any]:

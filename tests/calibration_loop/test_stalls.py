@@ -29,6 +29,14 @@ def _reqs(n, gap, out=3):
                     output_tokens=out, mm_tokens_per_item=(8,)) for i in range(n)]
 
 
+def spaced_durations(options):
+    """Stage seconds of 4 requests 2 s apart: request i's encode and prefill are batch i, its decode
+    steps 2i and 2i+1."""
+    recs = simulate(compose(DEP, _reqs(4, 2.0), cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
+                    options=options).records
+    return stage_durations(recs)
+
+
 def _stalls(stall_s=0.5, enc=(0, 0), pre=(0, 0), dec=(0, 0), **kw):
     return SimOptions(host=HostEffects(
         stall_s=stall_s, stall_encode_batches_min=enc[0], stall_encode_batches_max=enc[1],
@@ -48,11 +56,8 @@ def test_off_by_default_and_without_stall_s():
 
 @pytest.mark.parametrize("host_cores", [0.0, 8.0])
 def test_pause_hits_the_drawn_batch_of_each_worker(host_cores):
-    # requests far apart: request i's encode and prefill are batch i, its two decode steps 2i and 2i+1
-    options = _stalls(enc=(1, 1), pre=(2, 2), dec=(5, 5), num_host_cores=host_cores)
-    recs = simulate(compose(DEP, _reqs(4, 2.0), cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
-                    options=options).records
-    encode, prefill, decode = stage_durations(recs)
+    encode, prefill, decode = spaced_durations(
+        _stalls(enc=(1, 1), pre=(2, 2), dec=(5, 5), num_host_cores=host_cores))
     assert encode == pytest.approx([0.1, 0.6, 0.1, 0.1])
     assert prefill == pytest.approx([0.05, 0.05, 0.55, 0.05])
     assert decode == pytest.approx([0.02, 0.02, 0.52, 0.02])

@@ -13,16 +13,15 @@ from easerve_core.plan import compose
 from sim import SimOptions, simulate
 from sim.host_effects import HostEffects
 from sim.warmup import WARMUP_LANES, Warmup, make_warmup
-from tests.calibration_loop.helpers import CLUSTER, Flat, stage_durations, stage_point
-from tests.calibration_loop.test_stalls import DEP, TRUE, _reqs
+from tests.calibration_loop.helpers import CLUSTER, Flat, stage_point
+from tests.calibration_loop.test_stalls import DEP, TRUE, _reqs, spaced_durations
 
 OFF = {"warmup_encode_s": (), "warmup_local_prefill_s": (), "warmup_prefill_s": (), "warmup_decode_s": ()}
 
 
 def _warm(enc=(), local=(), pre=(), dec=(), **kw):
     return SimOptions(host=HostEffects(warmup_encode_s=enc, warmup_local_prefill_s=local,
-                      warmup_prefill_s=pre,
-                                       warmup_decode_s=dec, **kw))
+                                       warmup_prefill_s=pre, warmup_decode_s=dec, **kw))
 
 
 def test_off_by_default():
@@ -38,11 +37,8 @@ def test_off_by_default():
 
 @pytest.mark.parametrize("host_cores", [0.0, 8.0])
 def test_first_batches_of_each_lane_pay_exactly_their_warmup(host_cores):
-    # requests far apart: request i's encode and prefill are batch i, its two decode steps 2i and 2i+1
-    options = _warm(enc=(0.3, 0.1), pre=(0.2,), dec=(0.05, 0.0, 0.04), num_host_cores=host_cores)
-    recs = simulate(compose(DEP, _reqs(4, 2.0), cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
-                    options=options).records
-    encode, prefill, decode = stage_durations(recs)
+    encode, prefill, decode = spaced_durations(
+        _warm(enc=(0.3, 0.1), pre=(0.2,), dec=(0.05, 0.0, 0.04), num_host_cores=host_cores))
     assert encode == pytest.approx([0.4, 0.2, 0.1, 0.1])
     assert prefill == pytest.approx([0.25, 0.05, 0.05, 0.05])
     assert decode == pytest.approx([0.07, 0.06, 0.02, 0.02])

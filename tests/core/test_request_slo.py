@@ -7,15 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from easerve_core.request import (
-    RECORD_COLUMNS,
-    Modality,
-    Record,
-    Request,
-    Status,
-    records_from_columns,
-    records_to_frame,
-)
+from easerve_core import RECORD_COLUMNS, Modality, Record, Request, Status
+from easerve_core.request import records_from_columns, records_to_frame
 from easerve_core.slo import SLO, max_rate_within_slo, summarize
 
 
