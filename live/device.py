@@ -38,6 +38,13 @@ def model_device(model: Any) -> torch.device:
 
 
 def sync(device: torch.device | str) -> None:
-    """Wait for the device's queued work, so a host clock read after it covers that work."""
+    """Wait for the calling thread's queued work, so a host clock read after it covers that work.
+
+    Only the thread's current stream: an encode worker runs Encode and local
+    Prefill on two streams (two green-context lanes, live/gpu/green.py), and a
+    device-wide sync would make the encode end stamp, and the encode loop,
+    wait for the prefill beside it. On the legacy default stream (no lanes)
+    this is the same wait as before.
+    """
     if torch.device(device).type == "cuda":
-        torch.cuda.synchronize()
+        torch.cuda.current_stream().synchronize()

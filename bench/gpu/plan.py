@@ -134,22 +134,24 @@ def _strict(value: Any) -> Any:
 class Sink:
     """``$OUT``: CSVs appended and flushed row by row, ``summary.json`` rewritten atomically."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *,
+                 schemas: Mapping[str, tuple[str, ...]] = SCHEMAS) -> None:
         self.root = Path(root)
+        self.schemas = schemas  # the serving check (bench/gpu/serve_plan.py) brings its own
         self.summary: dict[str, Any] = {"sections": {}, "errors": {}}
         self._writers: dict[str, tuple[Any, csv.DictWriter[str]]] = {}
 
     def row(self, name: str, values: Mapping[str, Any]) -> None:
-        if name not in SCHEMAS:
-            raise ValueError(f"unknown csv {name!r}; known: {', '.join(SCHEMAS)}")
+        if name not in self.schemas:
+            raise ValueError(f"unknown csv {name!r}; known: {', '.join(self.schemas)}")
         if name not in self._writers:
             self.root.mkdir(parents=True, exist_ok=True)
             fh = open(self.root / name, "w", newline="")  # noqa: SIM115 - closed in close()
-            writer = csv.DictWriter(fh, fieldnames=list(SCHEMAS[name]), extrasaction="raise")
+            writer = csv.DictWriter(fh, fieldnames=list(self.schemas[name]), extrasaction="raise")
             writer.writeheader()
             self._writers[name] = (fh, writer)
         fh, writer = self._writers[name]
-        writer.writerow({k: values.get(k, "") for k in SCHEMAS[name]})
+        writer.writerow({k: values.get(k, "") for k in self.schemas[name]})
         fh.flush()
 
     def write_summary(self) -> Path:

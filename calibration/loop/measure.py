@@ -12,7 +12,8 @@
   0.4 and 0.6 run on 1 thread and 0.8 and 1.0 on 2, so only two levels are
   real (docs/calibration.md). With ``--device cuda`` each level is a real
   green-context SM partition (live.gpu.green) and the share points are also
-  fitted (the fit's share term);
+  fitted (the fit's share term), and so are prefill points on the levels'
+  prefill lanes (:func:`share_prefill_points`: local Prefill shares the GPU);
 * host: transfer per byte, core contention, Encode + Prefill co-located in
   one process, the decode loop's per-step overhead and a request's join. On
   CUDA the transfer moves device tensors (CUDA IPC, as the live workers do),
@@ -136,6 +137,10 @@ def measure(spec: ModelSpec, plan: CalibrationPlan, *, device: str = "cpu",
     progress("prefill")
     points += lp.measure_prefill(model, spec, lengths=plan.prefill_lengths, item_tokens=mid, backend=one,
                                  **kw)
+    if cuda:  # local Prefill runs on a green lane beside Encode: its shares fit the prefill share term
+        progress("prefill at share levels")
+        points += share_prefill_points(model, spec, plan, share_backend, mid, kw)
+        torch.cuda.set_stream(torch.cuda.default_stream())
     progress("decode")
     points += lp.measure_decode(model, spec, batch_sizes=plan.decode_batches, contexts=plan.decode_contexts,
                                 **kw)
@@ -143,6 +148,22 @@ def measure(spec: ModelSpec, plan: CalibrationPlan, *, device: str = "cpu",
     host, raw = _measure_host(model, spec, plan, mid, progress, with_contention=not cuda)
     return Measured(points=points, share_points=share_points, host=host, raw=raw,
                     embed_bytes_per_token=embed, kv_bytes_per_token=kv)
+
+
+def share_prefill_points(model: Any, spec: ModelSpec, plan: CalibrationPlan, backend: Backend,
+                         item_tokens: int, kw: dict[str, Any]) -> list[dict[str, Any]]:
+    """Prefill at every share below 1.0, at the shortest, middle and longest planned lengths.
+
+    Without them the fitted prefill model meets a share only in the live
+    trials: its ``fill_tokens`` is then unidentified, and the simulator slows a
+    local prefill on 108 of 132 SMs by the full 1/share even where a small
+    prefill cannot fill the device.
+    """
+    lengths = sorted(plan.prefill_lengths)
+    picked = sorted({lengths[0], lengths[len(lengths) // 2], lengths[-1]})
+    shares = [s for s in plan.share_levels if s < 1.0]
+    return lp.measure_prefill(model, spec, lengths=picked, item_tokens=item_tokens, shares=shares,
+                              backend=backend, **kw)
 
 
 def device_stage_work(name: str, size: str, item_tokens: int, prompt: int,

@@ -116,6 +116,39 @@ class LanePool:
         best = min(reversed(self.pairs), key=lambda p: abs(p.prefill_share - share))
         return best.prefill
 
+    @classmethod
+    def from_rows(cls, rows: Sequence[dict[str, Any]], *, granularity: int = 0) -> LanePool:
+        """A stream-less pool with the SM counts of :meth:`rows` (read back from a run's files).
+
+        The serving check records the levels its device built and maps each
+        share a live stage log holds to the lane :meth:`lane_for` picks, on
+        the CPU after the run.
+        """
+        pairs, full = [], None
+        for r in rows:
+            level, total = str(r["level"]), int(r["total_sms"])
+            pair = StreamPair(level=level, total_sms=total,
+                              encode=Lane(name=f"{level}/encode", sms=int(r["encode_sms"])),
+                              prefill=Lane(name=f"{level}/prefill", sms=int(r["prefill_sms"])))
+            if level == "full":
+                full = pair
+            else:
+                pairs.append(pair)
+        if full is None:
+            raise ValueError("rows must hold the 'full' level")
+        pairs.sort(key=lambda p: p.encode_share)
+        backend = str(rows[0].get("backend", "null")) if rows else "null"
+        return cls(pairs=tuple(pairs), full=full, granularity=granularity, backend=backend)
+
+    def every_lane(self) -> tuple[Lane, ...]:
+        """Each lane once, the levels' in ascending encode share, then the full pair's.
+
+        What a worker warms before it serves: the first launch in a green
+        context loads the kernels again for that context, a one-off cost that
+        would otherwise land on the first micro-batch of each lane.
+        """
+        return tuple(lane for p in (*self.pairs, self.full) for lane in (p.encode, p.prefill))
+
     def rows(self) -> list[dict[str, Any]]:
         """One row per level (then ``full``): the SM counts each lane really has."""
         return [

@@ -54,11 +54,20 @@ class EncodeWorker:
         ctx = self.ctx
         modality = next(iter(sorted(ctx.family.modalities)))
         mm = ctx.family.make_input(ctx.model.config, modality, [4], np.random.default_rng(0))
-        with torch.no_grad():
+
+        def once() -> None:
             feats = encode_batch(ctx.model, ctx.family, [mm])[0]
             pin = ctx.family.prefill_inputs(ctx.model, [1, 5, 6], modality, mm.meta, feats)
             ctx.model(inputs_embeds=pin.inputs_embeds, logits_to_keep=1,
                       **({} if pin.position_ids is None else {"position_ids": pin.position_ids}))
+
+        with torch.no_grad():
+            once()
+            lanes = getattr(self.partitioner.backend, "lanes", None)  # green contexts: warm every lane
+            for lane in lanes.every_lane() if lanes is not None else ():
+                with lane.activate():
+                    once()
+                    sync(self.device)
 
     def run(self) -> None:
         thread = threading.Thread(target=self._local_prefill_loop, name="local-prefill", daemon=True)
@@ -164,6 +173,9 @@ class EncodeWorker:
             stamps=stamps,
         )
         if local:
+            # the local prefill reads feats on its own stream: the cat above must be done first
+            # (a remote hand-off waits through the CUDA IPC event instead)
+            sync(self.device)
             self.local.put(enc)
         else:
             dest = ("prefill", int(remote))  # type: ignore[arg-type]
