@@ -18,6 +18,7 @@ from easerve_core.controller import Band, Controller, PlanTable, ScriptedControl
 from easerve_core.plan import compose
 from sim import simulate
 from sim.control import timeline
+from sim.plots import controller_plot
 from tests.profiles import ConstantStages
 
 
@@ -195,3 +196,10 @@ def test_a_controller_needs_a_reconfiguration_cost_and_disaggregated_bands():
     too_big = _dep(4, 4, 1)
     with pytest.raises(ValueError, match="band 1"):
         _run(A, reqs, _scripted((1.0, 1), bands=(A, too_big)), reconfiguration_s=1.0)
+
+
+def test_the_timeline_plots(tmp_path):
+    result = _run(A, [_req(0, 0.0), _req(1, 9.95), _req(2, 20.0)], _scripted((10.0, 1)),
+                  reconfiguration_s=RECONFIG_S)
+    path = controller_plot(result.meta["controller"], tmp_path / "controller.png", end_s=30.0)
+    assert path.stat().st_size > 1000
