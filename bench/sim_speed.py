@@ -69,11 +69,11 @@ def run(num_requests: int, rate_hz: float | None, output_tokens: int,
     if controller_idle:  # one band: the controller observes and polls but never decides
         table = PlanTable((Band(rate_hz=1.0, deployment=resolved.plan.deployment),))
         steering = {"controller": Controller(table), "reconfiguration_s": 0.0}
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     result = simulate(resolved.plan, profile, options=options, **steering)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     summary = result.summary()
-    return {"wall_s": wall, "req_per_s": num_requests / wall,
+    return {"wall_s": wall, "req_per_s": num_requests / wall, "req_per_cpu_s": num_requests / cpu,
             "events_per_req": result.meta["events_per_request"],
             "throughput_rps": summary.throughput_rps, "ok": summary.num_ok}
 
@@ -128,9 +128,12 @@ def paired_idle(num_requests: int, rate_hz: float, repeat: int) -> None:
             for idle in (False, True):
                 runs[idle].append(_run_in(ROOT, num_requests, rate, n, controller_idle=idle))
         med = {idle: statistics.median(r["req_per_s"] for r in rs) for idle, rs in runs.items()}
+        cpu = {idle: statistics.median(r["req_per_cpu_s"] for r in rs) for idle, rs in runs.items()}
+        ev = {idle: rs[0]["events_per_req"] for idle, rs in runs.items()}
         print(f"{label}: off {med[False]:7.0f} req/s  idle controller {med[True]:7.0f} req/s  "
-              f"cost {1 - med[True] / med[False]:+.1%}  "
-              f"[off {_each(runs[False])}; idle {_each(runs[True])}]")
+              f"cost {1 - med[True] / med[False]:+.1%} (per CPU-second: off {cpu[False]:.0f}, "
+              f"idle {cpu[True]:.0f}, cost {1 - cpu[True] / cpu[False]:+.1%}; events/req "
+              f"{ev[False]:.2f} -> {ev[True]:.2f})  [off {_each(runs[False])}; idle {_each(runs[True])}]")
 
 
 def main() -> int:

@@ -177,7 +177,7 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
         front = build_disaggregated(kit, deployment=deployment, caps=caps, seed=seed)
     admitted = []
     # with a controller, a request any band's deployment could never serve is refused up front
-    others = [(d, kv_capacities(d, profile)) for d in deployments[1:]]
+    others = [(d, kv_capacities(d, profile)) for d in dict.fromkeys(deployments[1:]) if d != deployment]
     for index, req in enumerate(requests):
         why = _rejection(req, caps, deployment)
         if not why and others:
