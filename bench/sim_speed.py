@@ -14,8 +14,14 @@ each tree, in fresh processes, alternating (this tree, DIR, this tree, ...),
 and the medians are printed side by side with their ratio. DIR's
 ``bench/sim_speed.py`` must have this file's ``run`` function.
 
+``--controller-idle``: the online controller's cost when it is on but never
+decides (a one-band plan table holding the run's own deployment: it is
+offered every arrival and finish and polled every ``check_every_s``): every
+row runs ``--repeat`` times without and with it, in fresh processes of this
+tree, alternating, and the medians are printed side by side (bar: under 5%).
+
 Run: ``.venv/bin/python bench/sim_speed.py [--num-requests N] [--rate R]
-[--against DIR [--repeat 3]]`` (default 0.5 req/s for the first two rows).
+[--against DIR | --controller-idle] [--repeat 3]`` (default 0.5 req/s for the first two rows).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from calibration.plans import plan_for  # noqa: E402
 from easerve_core.config import load_experiment  # noqa: E402
+from easerve_core.controller import Band, Controller, PlanTable  # noqa: E402
 from easerve_core.workload import generate  # noqa: E402
 from sim import simulate  # noqa: E402
 
@@ -49,7 +56,8 @@ RATE_HZ = 0.5
 HIGH_LOAD = (2.0, 512)
 
 
-def run(num_requests: int, rate_hz: float | None, output_tokens: int) -> dict[str, float]:
+def run(num_requests: int, rate_hz: float | None, output_tokens: int,
+        controller_idle: bool = False) -> dict[str, float]:
     config = load_experiment(CONFIG)
     spec = config.workload if rate_hz is None else config.workload.with_rate(rate_hz)
     mix = replace(spec.mix, output_tokens=(output_tokens, output_tokens))
@@ -57,11 +65,15 @@ def run(num_requests: int, rate_hz: float | None, output_tokens: int) -> dict[st
     requests = generate(spec, np.random.default_rng(config.seed))
     resolved = plan_for(config, requests=requests)
     profile, options = resolved.sim_profile(), resolved.sim_options()
-    start = time.perf_counter()
-    result = simulate(resolved.plan, profile, options=options)
-    wall = time.perf_counter() - start
+    steering = {}
+    if controller_idle:  # one band: the controller observes and polls but never decides
+        table = PlanTable((Band(rate_hz=1.0, deployment=resolved.plan.deployment),))
+        steering = {"controller": Controller(table), "reconfiguration_s": 0.0}
+    start, cpu = time.perf_counter(), time.process_time()
+    result = simulate(resolved.plan, profile, options=options, **steering)
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     summary = result.summary()
-    return {"wall_s": wall, "req_per_s": num_requests / wall,
+    return {"wall_s": wall, "req_per_s": num_requests / wall, "req_per_cpu_s": num_requests / cpu,
             "events_per_req": result.meta["events_per_request"],
             "throughput_rps": summary.throughput_rps, "ok": summary.num_ok}
 
@@ -72,10 +84,12 @@ def _rows(rate_hz: float) -> list[tuple[str, float, int]]:
     return [*rows, (f"output_tokens={n:5d} @ {rate:g} req/s", rate, n)]
 
 
-def _run_in(tree: Path, num_requests: int, rate_hz: float, output_tokens: int) -> dict[str, float]:
+def _run_in(tree: Path, num_requests: int, rate_hz: float, output_tokens: int,
+            controller_idle: bool = False) -> dict[str, float]:
     """One row in a fresh process of ``tree``'s code (its bench/sim_speed.py ``run``)."""
+    extra = ", controller_idle=True" if controller_idle else ""
     code = ("import json, sys; sys.path.insert(0, 'bench'); import sim_speed; "
-            f"print(json.dumps(sim_speed.run({num_requests}, {rate_hz!r}, {output_tokens})))")
+            f"print(json.dumps(sim_speed.run({num_requests}, {rate_hz!r}, {output_tokens}{extra})))")
     env = {**os.environ, "PYTHONPATH": str(tree)}
     out = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True,
                          capture_output=True, text=True).stdout
@@ -105,6 +119,23 @@ def paired(other: Path, num_requests: int, rate_hz: float, repeat: int) -> None:
               f"[this {_each(runs['this'])}; other {_each(runs['other'])}]")
 
 
+def paired_idle(num_requests: int, rate_hz: float, repeat: int) -> None:
+    """Medians of ``repeat`` alternating runs per row here, without and with an idle controller."""
+    print(f"{ROOT}: {num_requests} requests, median of {repeat} alternating runs per row")
+    for label, rate, n in _rows(rate_hz):
+        runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+        for _ in range(repeat):
+            for idle in (False, True):
+                runs[idle].append(_run_in(ROOT, num_requests, rate, n, controller_idle=idle))
+        med = {idle: statistics.median(r["req_per_s"] for r in rs) for idle, rs in runs.items()}
+        cpu = {idle: statistics.median(r["req_per_cpu_s"] for r in rs) for idle, rs in runs.items()}
+        ev = {idle: rs[0]["events_per_req"] for idle, rs in runs.items()}
+        print(f"{label}: off {med[False]:7.0f} req/s  idle controller {med[True]:7.0f} req/s  "
+              f"cost {1 - med[True] / med[False]:+.1%} (per CPU-second: off {cpu[False]:.0f}, "
+              f"idle {cpu[True]:.0f}, cost {1 - cpu[True] / cpu[False]:+.1%}; events/req "
+              f"{ev[False]:.2f} -> {ev[True]:.2f})  [off {_each(runs[False])}; idle {_each(runs[True])}]")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-requests", type=int, default=20_000)
@@ -112,8 +143,14 @@ def main() -> int:
                         help=f"arrival rate in req/s of the first two rows (default {RATE_HZ})")
     parser.add_argument("--against", type=Path, default=None,
                         help="another checkout to compare with, run for run (see the docstring)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per row and side with --against")
+    parser.add_argument("--controller-idle", action="store_true",
+                        help="paired runs without and with an idle online controller (see the docstring)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs per row and side with --against or --controller-idle")
     args = parser.parse_args()
+    if args.controller_idle:
+        paired_idle(args.num_requests, args.rate, args.repeat)
+        return 0
     if args.against is not None:
         paired(args.against, args.num_requests, args.rate, args.repeat)
         return 0

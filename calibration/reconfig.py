@@ -23,6 +23,8 @@ serves again. :func:`reconfiguration_s` prices that from the specs:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from calibration.specs import GPUSpec, ModelSpec, gpu_spec, model_spec
 
 #: an engine's warm-up after its weights load (see the module docstring; G: from vLLM's logs)
@@ -50,3 +52,16 @@ def reconfiguration_s(model: str, gpu: str, *, role: str, tp: int, warmup_s: flo
     """Seconds a GPU spends between draining and serving in ``role`` (load + warm-up)."""
     spec, device = model_spec(model), gpu_spec(gpu)
     return role_weight_bytes(spec, role, tp) / host_link_bytes_per_s(device) + warmup_s
+
+
+@dataclass(frozen=True, slots=True)
+class ReconfigurationCost:
+    """:func:`reconfiguration_s` of one model on one GPU as ``(role, tp) -> seconds``: what
+    ``sim.simulate(..., reconfiguration_s=...)`` takes (a value, so it pickles to a worker)."""
+
+    model: str
+    gpu: str
+    warmup_s: float = WARMUP_S
+
+    def __call__(self, role: str, tp: int) -> float:
+        return reconfiguration_s(self.model, self.gpu, role=role, tp=tp, warmup_s=self.warmup_s)

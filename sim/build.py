@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from easerve_core import Deployment, ParallelProfile, SMShareTable, StageProfile
+from easerve_core.batcher import Batcher
 from easerve_core.policies import make_batcher, make_routers
 from easerve_core.profile import profile_for_tp
+from easerve_core.router import Router
 from sim.aggregated import AggregatedWorker
 from sim.clock import SimEnvironment
 from sim.decode import DecodeWorker
@@ -26,63 +28,98 @@ from sim.encode import EncodeWorker
 from sim.feasibility import Capacities
 from sim.host import HostCPU
 from sim.host_effects import HostEffects
+from sim.job import Job
 from sim.options import SimOptions
 from sim.pipeline import Pipeline
 from sim.prefill import PrefillWorker
 from sim.recorder import Recorder
 from sim.sharing import SharedGPU
-from sim.stalls import make_stall_plan
+from sim.stalls import Stall, make_stall_plan
 from sim.stepsum import StepClock
 from sim.warmup import make_warmup
 
 
-def _gpus(first: int, index: int, tp: int) -> tuple[int, ...]:
+def gpus_of(first: int, index: int, tp: int) -> tuple[int, ...]:
+    """The GPUs of worker ``index`` of a stage whose first GPU is ``first``."""
     start = first + index * tp
     return tuple(range(start, start + tp))
 
 
-def build_disaggregated(env: SimEnvironment, recorder: Recorder, pipe: Pipeline, *,
-                        deployment: Deployment, profile: StageProfile | ParallelProfile,
-                        table: SMShareTable, caps: Capacities, options: SimOptions,
-                        seed: int) -> list[EncodeWorker]:
-    """Encode, remote Prefill and Decode workers, wired into ``pipe``."""
-    d = deployment
-    enc_profile = profile_for_tp(profile, d.encode.tp)
-    routers = make_routers(d, seed)
-    effects = options.host
-    host = make_host(effects)
-    colocated = None if host is None else effects.colocated_speed_frac
-    stalls = make_stall_plan(effects, seed)
-    encoders = []
-    for i in range(d.encode.num_workers):
-        gpu = SharedGPU(d.sm_sharing, table=table, static_encode_share=d.static_encode_share,
+class WorkerKit:
+    """What building one worker of a disaggregated run takes besides its place and policies.
+
+    :func:`build_disaggregated` builds every starting worker with it, the
+    roster (:mod:`sim.roster`) every worker that joins a stage mid-run. A
+    worker built with ``fresh`` carries the fresh process's warm-ups
+    (``[sim.host] warmup_<lane>_s``); a re-roled one does not (its
+    reconfiguration cost holds the engine's warm-up). Decode step clocks are
+    shared per TP.
+    """
+
+    def __init__(self, env: SimEnvironment, recorder: Recorder, pipe: Pipeline, *,
+                 profile: StageProfile | ParallelProfile, table: SMShareTable, options: SimOptions) -> None:
+        self.env, self.recorder, self.pipe = env, recorder, pipe
+        self.profile, self.table, self.options = profile, table, options
+        self.host = make_host(options.host)
+        self._clocks: dict[int, StepClock] = {}
+
+    def encode(self, d: Deployment, index: int, gpus: tuple[int, ...], *, batcher: Batcher[Job],
+               router: Router, stall: Stall | None = None, fresh: bool = True) -> EncodeWorker:
+        effects, options = self.options.host, self.options
+        enc_profile = profile_for_tp(self.profile, d.encode.tp)
+        colocated = None if self.host is None else effects.colocated_speed_frac
+        gpu = SharedGPU(d.sm_sharing, table=self.table, static_encode_share=d.static_encode_share,
                         time_slice_overhead_frac=options.time_slice_overhead_frac,
                         host_colocated_speed_frac=colocated)
-        encoders.append(EncodeWorker(
-            env, i, _gpus(0, i, d.encode.tp), recorder, pipe=pipe, batcher=make_batcher(d),
-            router=routers[i], gpu=gpu, encode_profile=enc_profile, lm_profile=enc_profile,
+        return EncodeWorker(
+            self.env, index, gpus, self.recorder, pipe=self.pipe, batcher=batcher,
+            router=router, gpu=gpu, encode_profile=enc_profile, lm_profile=enc_profile,
             prefill_max_batch_tokens=options.prefill_max_batch_tokens,
             encode_only=options.encode_only, coalesce=options.coalesce_waiting_batches,
-            host=host, block_intake=options.encode_intake_blocking,
-            stall=None if stalls is None else stalls.draw("encode"),
-            warmup=make_warmup(effects, "encode"), prefill_warmup=make_warmup(effects, "local_prefill")))
+            host=self.host, block_intake=options.encode_intake_blocking, stall=stall,
+            warmup=make_warmup(effects, "encode") if fresh else None,
+            prefill_warmup=make_warmup(effects, "local_prefill") if fresh else None)
+
+    def prefill(self, d: Deployment, index: int, gpus: tuple[int, ...], *, stall: Stall | None = None,
+                fresh: bool = True) -> PrefillWorker:
+        return PrefillWorker(self.env, index, gpus, self.recorder, pipe=self.pipe,
+                             profile=profile_for_tp(self.profile, d.prefill.tp),
+                             prefill_max_batch_tokens=self.options.prefill_max_batch_tokens,
+                             host=self.host, stall=stall,
+                             warmup=make_warmup(self.options.host, "prefill") if fresh else None)
+
+    def decode(self, d: Deployment, index: int, gpus: tuple[int, ...], *, kv_capacity_tokens: int | None,
+               stall: Stall | None = None, fresh: bool = True) -> DecodeWorker:
+        tp = d.decode.tp
+        clock = self._clocks.get(tp)
+        if clock is None:
+            clock = self._clocks[tp] = StepClock(profile_for_tp(self.profile, tp))
+        effects = self.options.host
+        return DecodeWorker(self.env, index, gpus, self.recorder, pipe=self.pipe, clock=clock,
+                            kv_capacity_tokens=kv_capacity_tokens, max_num_seqs=d.max_num_decode_seqs,
+                            host=self.host, join_s=effects.decode_join_s, leave_s=effects.decode_leave_s,
+                            join_more_s=effects.decode_join_more_s, stall=stall,
+                            warmup=make_warmup(effects, "decode") if fresh else None)
+
+
+def build_disaggregated(kit: WorkerKit, *, deployment: Deployment, caps: Capacities,
+                        seed: int) -> list[EncodeWorker]:
+    """Encode, remote Prefill and Decode workers, wired into ``kit.pipe``."""
+    d = deployment
+    routers = make_routers(d, seed)
+    stalls = make_stall_plan(kit.options.host, seed)
+    encoders = [kit.encode(d, i, gpus_of(0, i, d.encode.tp), batcher=make_batcher(d), router=routers[i],
+                           stall=None if stalls is None else stalls.draw("encode"))
+                for i in range(d.encode.num_workers)]
     first = d.encode.num_gpus
-    pf_profile = profile_for_tp(profile, d.prefill.tp)
-    pipe.prefill_workers = [
-        PrefillWorker(env, i, _gpus(first, i, d.prefill.tp), recorder, pipe=pipe,
-                      profile=pf_profile, prefill_max_batch_tokens=options.prefill_max_batch_tokens,
-                      host=host, stall=None if stalls is None else stalls.draw("prefill"),
-                      warmup=make_warmup(effects, "prefill"))
+    kit.pipe.prefill_workers = [
+        kit.prefill(d, i, gpus_of(first, i, d.prefill.tp),
+                    stall=None if stalls is None else stalls.draw("prefill"))
         for i in range(d.prefill.num_workers)]
     first += d.prefill.num_gpus
-    clock = StepClock(profile_for_tp(profile, d.decode.tp))
-    pipe.decode_workers = [
-        DecodeWorker(env, i, _gpus(first, i, d.decode.tp), recorder, pipe=pipe, clock=clock,
-                     kv_capacity_tokens=caps.decode, max_num_seqs=d.max_num_decode_seqs, host=host,
-                     join_s=effects.decode_join_s, leave_s=effects.decode_leave_s,
-                     join_more_s=effects.decode_join_more_s,
-                     stall=None if stalls is None else stalls.draw("decode"),
-                     warmup=make_warmup(effects, "decode"))
+    kit.pipe.decode_workers = [
+        kit.decode(d, i, gpus_of(first, i, d.decode.tp), kv_capacity_tokens=caps.decode,
+                   stall=None if stalls is None else stalls.draw("decode"))
         for i in range(d.decode.num_workers)]
     return encoders
 
@@ -104,7 +141,7 @@ def build_aggregated(env: SimEnvironment, recorder: Recorder, pipe: Pipeline, *,
     effects = options.host
     host = make_host(effects)
     stalls = make_stall_plan(effects, seed)
-    return [AggregatedWorker(env, i, _gpus(0, i, d.decode.tp), recorder, pipe=pipe, clock=clock,
+    return [AggregatedWorker(env, i, gpus_of(0, i, d.decode.tp), recorder, pipe=pipe, clock=clock,
                              kv_capacity_tokens=caps.decode, max_num_seqs=d.max_num_decode_seqs,
                              profile=lm, encode_profile=lm,
                              prefill_max_batch_tokens=options.prefill_max_batch_tokens,

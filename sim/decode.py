@@ -172,6 +172,9 @@ class DecodeWorker(Worker):
     def next_due(self) -> float:
         return self._seg_end
 
+    def drained(self) -> bool:
+        return not self.waiting and not self._leaves and self.load_tokens == 0
+
     def _plan(self, now: float) -> None:
         n = len(self._leaves)
         k = self._leaves[0][0] - self.steps

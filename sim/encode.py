@@ -149,6 +149,10 @@ class EncodeWorker(Worker):
         deadline = self.batcher.next_deadline()
         return due if deadline is None else min(due, deadline)
 
+    def drained(self) -> bool:
+        return (self.num_waiting == 0 and self._encoding is None and self._prefilling is None
+                and not self.local_queue and not self._held and not self.fifo and not len(self.batcher))
+
     def _release_held(self, now: float) -> None:
         """Offer held requests in order, polling after each, until a batch closes."""
         while self._held:

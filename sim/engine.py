@@ -17,13 +17,15 @@ in its module docstring. The exact-trace tests in tests/sim pin it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from easerve_core import Architecture, Deployment, ParallelProfile, Request, StageProfile
 from easerve_core.plan import RunPlan, cluster_dict
 from easerve_core.profile import profile_for_tp
-from sim.build import build_aggregated, build_disaggregated
+from sim.build import WorkerKit, build_aggregated, build_disaggregated
 from sim.clock import SimEnvironment
+from sim.control import ControllerLike, Steering
 from sim.feasibility import Capacities, check_memory, kv_capacities
 from sim.job import Job, RecordTable
 from sim.link import Link
@@ -31,6 +33,7 @@ from sim.options import SimOptions, options_for
 from sim.pipeline import Pipeline, handoff_rng
 from sim.recorder import Recorder
 from sim.result import SimResult, collect
+from sim.roster import ReconfigCost, Roster, SteeredPipeline
 
 
 def _rejection(req: Request, caps: Capacities, deployment: Deployment) -> str:
@@ -95,6 +98,24 @@ class _Dispatcher:
         worker.offer(Job(self.requests[index], index), at)
 
 
+class _SteeredDispatcher(_Dispatcher):
+    """The front end of a run with a controller: it tells the controller of each arrival, and
+    parks a request when no encode worker serves (sim.roster)."""
+
+    steering: Steering
+
+    def _offer(self, i: int, at: float) -> None:
+        index = self.admitted[i]
+        self.steering.arrived(index, at)
+        job = Job(self.requests[index], index)
+        workers = self.workers
+        if not workers:
+            self.steering.roster.parked.append(job)
+            return
+        worker = workers[i % len(workers)] if self.round_robin else min(workers, key=_load)
+        worker.offer(job, at)
+
+
 def _ended(_event: Any) -> None:
     """The dispatcher's end event: nothing to do."""
 
@@ -105,7 +126,9 @@ def _load(worker: Any) -> tuple[int, int]:
 
 def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options: SimOptions | None = None,
              trace: list[tuple[Any, ...]] | None = None,
-             progress: Callable[[int], None] | None = None) -> SimResult:
+             progress: Callable[[int], None] | None = None,
+             controller: ControllerLike | None = None,
+             reconfiguration_s: float | ReconfigCost | None = None) -> SimResult:
     """Simulate ``plan`` (see the module docstring).
 
     Args:
@@ -116,11 +139,21 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
             (:func:`sim.options.options_for`).
         trace: if a list, receives ``(time_s, what, worker, request_ids)`` tuples.
         progress: called with 1 each time a request finishes.
+        controller: an online controller (:mod:`easerve_core.controller`) that re-plans the
+            run as it goes (:mod:`sim.control`); the run starts on the plan's deployment.
+            Off by default: then nothing of it runs.
+        reconfiguration_s: what a re-roled GPU group pays before it serves again, in
+            seconds, or ``(role, tp) -> seconds``
+            (:func:`calibration.reconfig.reconfiguration_s` of the model and GPU); needed
+            with ``controller``.
     """
     options = options or options_for(plan)
     deployment, cluster, seed = plan.deployment, plan.cluster, plan.seed
     check_memory(deployment, profile)
     caps = kv_capacities(deployment, profile)
+    deployments = [deployment]
+    if controller is not None:
+        deployments += _check_controller(controller, reconfiguration_s, deployment, cluster, profile)
     env = SimEnvironment()
     recorder = Recorder(utilization=options.record.utilization,
                         queues=options.record.queues, trace=trace, progress=progress)
@@ -128,27 +161,45 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
     quantiles = (host.handoff_prefill_quantiles_s, host.handoff_decode_quantiles_s)
     requests = plan.requests
     records = RecordTable(requests)
-    pipe = Pipeline(link=Link(env, cluster), recorder=recorder, records=records,
-                    encode_profile=profile_for_tp(profile, max(1, deployment.encode.tp)),
-                    handoff_prefill_s=host.handoff_prefill_s, handoff_decode_s=host.handoff_decode_s,
-                    handoff_busy_s=host.handoff_busy_s,
-                    handoff_quantiles=quantiles, rng=handoff_rng(quantiles, seed))
+    pipe_class = Pipeline if controller is None else SteeredPipeline
+    pipe = pipe_class(link=Link(env, cluster), recorder=recorder, records=records,
+                      encode_profile=profile_for_tp(profile, max(1, deployment.encode.tp)),
+                      handoff_prefill_s=host.handoff_prefill_s, handoff_decode_s=host.handoff_decode_s,
+                      handoff_busy_s=host.handoff_busy_s,
+                      handoff_quantiles=quantiles, rng=handoff_rng(quantiles, seed))
     front: Sequence[Any]
+    kit = None
     if deployment.architecture is Architecture.AGGREGATED:
         front = build_aggregated(env, recorder, pipe, deployment=deployment, profile=profile,
                                  caps=caps, options=options, seed=seed)
     else:
-        front = build_disaggregated(env, recorder, pipe, deployment=deployment, profile=profile,
-                                    table=plan.sm_table, caps=caps, options=options, seed=seed)
+        kit = WorkerKit(env, recorder, pipe, profile=profile, table=plan.sm_table, options=options)
+        front = build_disaggregated(kit, deployment=deployment, caps=caps, seed=seed)
     admitted = []
+    # with a controller, a request any band's deployment could never serve is refused up front
+    others = [(d, kv_capacities(d, profile)) for d in dict.fromkeys(deployments[1:]) if d != deployment]
     for index, req in enumerate(requests):
         why = _rejection(req, caps, deployment)
+        if not why and others:
+            why = next((w for d, c in others if (w := _rejection(req, c, d))), "")
         if why:
             records.reject(index, why)
             recorder.finished()
         else:
             admitted.append(index)
-    _Dispatcher(env, requests, admitted, front, options.dispatch, host.dispatch_latency_s)
+    steering = None
+    if controller is None:
+        _Dispatcher(env, requests, admitted, front, options.dispatch, host.dispatch_latency_s)
+    else:
+        assert kit is not None and reconfiguration_s is not None and isinstance(front, list)
+        cost = reconfiguration_s if callable(reconfiguration_s) else _constant(float(reconfiguration_s))
+        roster = Roster(kit, deployment=deployment, encoders=front, profile=profile, seed=seed,
+                        reconfig_s=cost)
+        steering = Steering(env, controller, roster, slo=plan.slo, num_requests=len(requests),
+                            num_admitted=len(admitted))
+        dispatcher = _SteeredDispatcher(env, requests, admitted, front, options.dispatch,
+                                        host.dispatch_latency_s)
+        dispatcher.steering = steering
     env.run_all()
     unfinished = len(admitted) - pipe.num_finished
     if unfinished:
@@ -162,9 +213,44 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
         "link_bytes": pipe.link.bytes_moved,
         "queues": recorder.queue_summary(end_s),
     }
+    if steering is not None:
+        meta["controller"] = steering.meta()
     config = {**plan.config, "deployment": {**deployment.to_dict(), "preset": plan.preset},
               "cluster": cluster_dict(cluster), "sim": options.to_dict(), "seed": seed}
-    return collect(records, recorder, config=config, meta=meta)
+    result = collect(records, recorder, config=config, meta=meta)
+    if steering is not None:
+        result = replace(result, records=steering.stamp(result.records, [r.request_id for r in requests]))
+    return result
+
+
+def _check_controller(controller: ControllerLike, reconfiguration_s: float | ReconfigCost | None,
+                      deployment: Deployment, cluster: Any,
+                      profile: StageProfile | ParallelProfile) -> list[Deployment]:
+    """The plan table's deployments, each checked as the plan's is (ValueError naming the band)."""
+    if deployment.architecture is Architecture.AGGREGATED:
+        raise ValueError("controller: the simulator re-plans disaggregated deployments only")
+    if reconfiguration_s is None:
+        raise ValueError("controller: give reconfiguration_s (seconds, or (role, tp) -> seconds)")
+    if not callable(reconfiguration_s) and not float(reconfiguration_s) >= 0:
+        raise ValueError(f"reconfiguration_s must be >= 0, got {reconfiguration_s!r}")
+    out = []
+    for i, band in enumerate(controller.table.bands):
+        d = band.deployment
+        try:
+            if d.architecture is Architecture.AGGREGATED:
+                raise ValueError("an aggregated deployment cannot be re-roled to")
+            d.check_fits(cluster)
+            check_memory(d, profile)
+        except ValueError as exc:
+            raise ValueError(f"controller: plan table band {i} ({band.rate_hz:g} req/s): {exc}") from None
+        out.append(d)
+    return out
+
+
+def _constant(seconds: float) -> ReconfigCost:
+    def cost(_role: str, _tp: int) -> float:
+        return seconds
+    return cost
 
 
 __all__ = ["simulate"]

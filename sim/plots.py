@@ -4,6 +4,9 @@
   ``ok``, with the SLO limits when given.
 * ``encoder_utilization.png``: busy SM fraction of the encode GPUs over time
   (the paper's "<10% vs ~80%" picture), one step line per GPU.
+* ``controller.png`` (a run with the online controller, :func:`controller_plot`):
+  the controller's band over time with its decisions, and per GPU its
+  drains (grey) and reconfigurations (orange) from ``meta["controller"]``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import pandas as pd
 
 from easerve_core.request import tpot_s, ttft_s
 from easerve_core.slo import SLO
+from sim.control import timeline
 
 #: histogram bins of the latency plots
 NUM_BINS = 50
@@ -80,3 +84,34 @@ def _time_mean(rows: pd.DataFrame, end_s: float) -> float:
         return 0.0
     widths = [min(b, end_s) - a for a, b in zip(times, [*times[1:], end_s], strict=True)]
     return float(sum(f * w for f, w in zip(fracs, widths, strict=True)) / (end_s - times[0]))
+
+
+def controller_plot(meta: dict, path: Path, *, end_s: float, title: str = "") -> Path:
+    """The controller's band over time and each GPU's drains and reconfigurations (see above)."""
+    frames = timeline(meta)
+    decisions, reroles = frames["decisions"], frames["reroles"]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(FIGSIZE_IN[0], 5.0), sharex=True)
+    start = int(decisions["from_band"].iloc[0]) if len(decisions) else 0
+    times = [0.0, *decisions.get("at_s", pd.Series(dtype=float)).tolist(), end_s]
+    bands = [start, *decisions.get("band", pd.Series(dtype=int)).tolist()]
+    top.step(times, [*bands, bands[-1]], where="post", color="tab:red")
+    for _, d in decisions.iterrows():
+        top.annotate(d["reason"], (d["at_s"], d["band"]), fontsize=7, xytext=(3, 3),
+                     textcoords="offset points")
+    top.set_ylabel("band")
+    top.set_yticks(range(len(meta.get("bands", [])) or 1))
+    top.set_title(title or "online controller")
+    for _, r in reroles.iterrows():
+        gpu = int(r["gpu"])
+        bottom.broken_barh([(r["drain_start_s"], max(0.0, r["drain_end_s"] - r["drain_start_s"]))],
+                           (gpu - 0.4, 0.8), color="grey")
+        if r["ready_s"] == r["ready_s"]:  # not cancelled
+            bottom.broken_barh([(r["drain_end_s"], r["reconfig_s"])], (gpu - 0.4, 0.8), color="tab:orange")
+            bottom.annotate(r["to"], (r["ready_s"], gpu), fontsize=7, va="center")
+    bottom.set_ylabel("GPU")
+    bottom.set_xlabel("time (s)")
+    bottom.set_xlim(0, end_s)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path

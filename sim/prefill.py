@@ -75,6 +75,9 @@ class PrefillWorker(Worker):
     def next_due(self) -> float:
         return self._end_s
 
+    def drained(self) -> bool:
+        return self._batch is None and not self.queue and self.load_tokens == 0
+
     def _start(self, now: float) -> None:
         batch = take_batch(self.queue, self.budget_tokens)
         self._batch = batch

@@ -28,6 +28,7 @@ is called with the planned time it was set for.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from sim.clock import Call, SimEnvironment
@@ -40,6 +41,9 @@ class Worker:
     """Base class: the loop (see the module docstring)."""
 
     stage = "worker"
+    #: told ``(worker, now)`` whenever the worker goes to sleep with nothing due: the roster
+    #: (sim.roster) sets it on a draining worker to hear when it may have run empty
+    on_idle: Callable[[Worker, float], None] | None = None
 
     def __init__(self, env: SimEnvironment, index: int, gpus: tuple[int, ...],
                  recorder: Recorder) -> None:
@@ -64,6 +68,10 @@ class Worker:
 
     def next_due(self) -> float:
         """When this worker next has something to do on its own (inf: nothing)."""
+        raise NotImplementedError
+
+    def drained(self) -> bool:
+        """Whether the worker holds no request at all (queued, running or in flight to it)."""
         raise NotImplementedError
 
     def notify(self) -> None:
@@ -94,6 +102,8 @@ class Worker:
         self._asleep, self._rung, self._bell = True, False, None
         if due == _INF:
             self._alarm = None
+            if self.on_idle is not None:
+                self.on_idle(self, now)
             return
         env = self.env
         self._waking = True

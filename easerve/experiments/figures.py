@@ -103,6 +103,35 @@ def rate_shift_plot(bins: pd.DataFrame, path: Path) -> Path:
     return _save(fig, path)
 
 
+#: the online-controller study's systems and their colours
+SHIFT_COLOURS = {"static-mean": "tab:blue", "static-peak": "tab:green", "oracle": "tab:purple",
+                 "controller": "tab:red"}
+
+
+def controller_shift_plot(bins: pd.DataFrame, decisions: pd.DataFrame, path: Path) -> Path:
+    """SLO attainment per arrival-time bin for each system over the offered rate; the controller's
+    and the oracle's decisions as ticks, their re-roles (decision to last GPU ready) as spans."""
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    first = bins[bins["system"] == bins["system"].iloc[0]]
+    ax.step(first["bin_s"], first["offered_rate_hz"], where="post", color="grey", label="offered rate")
+    ax.set_ylabel("offered rate (req/s)")
+    ax.set_xlabel("arrival time (s)")
+    ax2 = ax.twinx()
+    for system, rows in bins.groupby("system", sort=False):
+        ax2.plot(rows["bin_s"], rows["attainment"], marker=".", color=SHIFT_COLOURS.get(str(system)),
+                 label=f"{system} attainment")
+    for k, (system, rows) in enumerate(decisions.groupby("system", sort=False) if len(decisions) else []):
+        colour = SHIFT_COLOURS.get(str(system))
+        for _, d in rows.iterrows():
+            ax2.axvspan(d["at_s"], d["last_ready_s"], ymin=0.02 + 0.05 * k, ymax=0.06 + 0.05 * k,
+                        color=colour, alpha=0.6)
+    ax2.set_ylim(0, 1.05)
+    ax2.set_ylabel("attainment")
+    ax.set_title("Rate shifts: static, oracle and online controller (bars: re-roles)")
+    fig.legend(loc="lower left", fontsize=7)
+    return _save(fig, path)
+
+
 def convergence_plot(conv: pd.DataFrame, path: Path, *, grid_best: dict[str, float]) -> Path:
     modalities = list(dict.fromkeys(conv["modality"]))
     fig, axes = plt.subplots(1, len(modalities), figsize=(4.2 * len(modalities), 3.2), squeeze=False)

@@ -28,11 +28,12 @@ from typing import Any
 
 import pandas as pd
 
-from easerve.experiments import figures, report, studies
+from easerve.experiments import figures, report, shift_control, studies
 from easerve.experiments.choose import Choice, choose, convergence
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.setup import Setup, load_setup, paper_anchored_efficiency, with_item_scale, with_mix
 from easerve_core import Deployment
+from easerve_core.controller import Band, PlanTable
 from easerve_core.has.space import GRID_BATCHES
 from easerve_core.parallel import IN_PROCESS, Backend, BackendSettings, open_backend, run_tasks
 from easerve_core.workload import mixes
@@ -271,6 +272,9 @@ def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
     tables["rate_shift"], tables["rate_shift_bins"] = segs, bins
     figures.rate_shift_plot(bins, out / "rate_shift.png")
 
+    log("online controller on the rate shift (LLaVA-34B)")
+    tables.update(_controller_shift(image, chooser, plan, backend, out))
+
     log("SM-sharing ablation (audio)")
     # the paper's ablation fixes s = 0.55 on one deployment; ours is the example config's
     tables["sm_ablation"] = studies.sm_ablation(
@@ -289,6 +293,26 @@ def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
     tables.update(_convergence(setups, chooser, plan, backend, out))
     tables["has_choices"] = chooser.table()
     return tables
+
+
+def _controller_shift(image: Setup, chooser: _Chooser, plan: Plan, backend: Backend,
+                      out: Path) -> dict[str, pd.DataFrame]:
+    """The rate-shift study run by static, oracle and controller (docs/controller.md): the plan
+    table is HAS at each segment's rate and the mean, the choices the goodput sweep made."""
+    nominal, segment_s = plan.nominal_rate_hz, plan.scale.timeline_s / 4
+    rates = sorted({nominal * f for f in SHIFT_SHAPE} | {nominal})
+    table = PlanTable(tuple(Band(rate_hz=r, deployment=chooser("image", r).deployment) for r in rates))
+    shift = shift_control.controller_shift(image, table, mean_rate_hz=nominal,
+                                           num_requests=int(nominal * plan.scale.timeline_s),
+                                           segment_s=segment_s, bin_s=segment_s / 6, shape=SHIFT_SHAPE,
+                                           backend=backend)
+    figures.controller_shift_plot(shift["bins"], shift["decisions"], out / "controller_shift.png")
+    return {"controller_shift": shift["systems"], "controller_shift_phases": shift["phases"],
+            "controller_shift_decisions": shift["decisions"]}
+
+
+#: the rate-shift studies' multiples of the mean rate, one segment each (1 and 3 req/s at 2)
+SHIFT_SHAPE = (0.5, 1.5, 0.5, 1.5)
 
 
 def _convergence(setups: dict[str, Setup], chooser: _Chooser, plan: Plan, backend: Backend,

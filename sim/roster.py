@@ -1,0 +1,303 @@
+"""Re-roling GPUs mid-run: which workers serve each stage, their drains and reconfigurations.
+
+The online controller's driver (:mod:`sim.control`) hands the :class:`Roster`
+each deployment it decides on. The roster lays it out on the GPUs as the
+build does (:func:`layout`: stage order encode, remote Prefill, Decode; a
+worker's GPUs contiguous) and compares it, slot by slot, with what runs
+(docs/simulator.md, "The controller in the simulator"):
+
+* a serving worker with the same GPUs and role in the new layout stays; an
+  encode worker takes the new fast knobs at once
+  (:func:`easerve_core.policies.retune`: its open micro-batch closes, reason
+  ``retune``, and goes to its encoder; new batcher and router);
+* every other serving worker **drains**: it leaves its stage's list at once,
+  so the front end and the pipeline hand it nothing new, and finishes what it
+  holds, including what is already on its way to it; an encode worker's open
+  batch closes at once and its local Prefill runs on. It **retires** when it
+  holds nothing (:meth:`~sim.worker.Worker.drained`);
+* every slot of the new layout that nothing serves **joins**: it waits until
+  every draining worker on any of its GPUs retired, then pays the
+  reconfiguration cost of its role and TP, then serves as a new worker of its
+  stage (the stage's next worker index);
+* a slot still joining that the new layout no longer holds is cancelled (it
+  never served; the GPUs are free at once).
+
+A request handed to a stage that has no serving worker (every worker of it
+drains, the new ones are not up) is parked, in order, and handed on when the
+stage's first new worker joins: arrivals by the front end, remote prefills
+and KV caches by the :class:`SteeredPipeline`. So no request is lost or
+served twice; KV is never moved (a request finishes where it is).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from easerve_core import Deployment, ParallelProfile, SMSharing, StageProfile
+from easerve_core.policies import make_batcher, make_router, retune
+from sim.build import WorkerKit, gpus_of
+from sim.encode import EncodeWorker
+from sim.feasibility import kv_capacities
+from sim.job import Job
+from sim.pipeline import Pipeline, Sender, least_loaded
+from sim.worker import Worker
+
+#: (role, tp) -> seconds a GPU group pays to serve in ``role`` (calibration.reconfig.reconfiguration_s)
+ReconfigCost = Callable[[str, int], float]
+STAGES = ("encode", "prefill", "decode")
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One worker's place in a layout: its stage, its GPUs, and (encode) whether it holds the LM."""
+
+    stage: str
+    gpus: tuple[int, ...]
+    local_prefill: bool = False
+
+    @property
+    def tp(self) -> int:
+        return len(self.gpus)
+
+    @property
+    def role(self) -> str:
+        """The role whose weights the GPUs hold (calibration.reconfig.ROLES)."""
+        if self.stage != "encode":
+            return self.stage
+        return "encode+prefill" if self.local_prefill else "encode"
+
+
+def layout(d: Deployment) -> list[Slot]:
+    """The workers of ``d`` on the GPUs, in build order (:mod:`sim.build`)."""
+    slots, first = [], 0
+    local = d.sm_sharing is not SMSharing.NONE
+    for stage in STAGES:
+        group = getattr(d, stage)
+        slots.extend(Slot(stage, gpus_of(first, i, group.tp), stage == "encode" and local)
+                     for i in range(group.num_workers))
+        first += group.num_gpus
+    return slots
+
+
+def slot_of(worker: Worker) -> Slot:
+    local = isinstance(worker, EncodeWorker) and worker.gpu.mode is not SMSharing.NONE
+    return Slot(worker.stage, worker.gpus, local)
+
+
+class SteeredPipeline(Pipeline):
+    """The pipeline of a run with a controller: hand-offs to a stage with no serving worker
+    wait in order (:meth:`unpark` hands them on), and every finish is told ``on_finish``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.parked_prefill: deque[Job] = deque()
+        self.parked_decode: deque[tuple[Job, StageProfile]] = deque()
+        self.on_finish: Callable[[Job, float], None] = _nothing
+
+    def to_remote_prefill(self, job: Job, now: float, sender: Sender | None = None) -> None:
+        if self.prefill_workers:
+            super().to_remote_prefill(job, now, sender)
+        else:
+            self.parked_prefill.append(job)
+
+    def after_prefill(self, job: Job, now: float, kv_profile: StageProfile,
+                      sender: Sender | None = None) -> None:
+        if self.decode_workers or job.req.output_tokens == 1:
+            super().after_prefill(job, now, kv_profile, sender)
+        else:
+            job.first_token_s = now
+            self.parked_decode.append((job, kv_profile))
+
+    def unpark(self, now: float) -> None:
+        """Hand on what waits for a stage that has a serving worker again."""
+        while self.parked_prefill and self.prefill_workers:
+            super().to_remote_prefill(self.parked_prefill.popleft(), now)
+        while self.parked_decode and self.decode_workers:
+            job, kv_profile = self.parked_decode.popleft()
+            worker = least_loaded(self.decode_workers)
+            worker.load_tokens += job.kv_tokens
+            job.decode_worker = worker.index
+            nbytes = kv_profile.kv_bytes(job.input_tokens)
+            self._send(worker, job, now, nbytes, self._handoff_s("decode"), None)
+
+    def finish(self, job: Job, now: float) -> None:
+        super().finish(job, now)
+        self.on_finish(job, now)
+
+
+def _nothing(_job: Job, _now: float) -> None:
+    """No one listens."""
+
+
+@dataclass(slots=True, eq=False)
+class _Joining:
+    """A slot of the new layout on its way to serving."""
+
+    slot: Slot
+    decision: int
+    drain_start_s: float
+    waits: list[Worker]
+    origins: list[str] = field(default_factory=list)  # the roles of the workers it waited for
+    drain_end_s: float = math.nan
+    reconfig_s: float = math.nan
+    ready_s: float = math.nan
+    cancelled: bool = False
+
+
+class Roster:
+    """The workers of each stage, and the moves between them (see the module docstring)."""
+
+    def __init__(self, kit: WorkerKit, *, deployment: Deployment, encoders: list[EncodeWorker],
+                 profile: StageProfile | ParallelProfile, seed: int, reconfig_s: ReconfigCost) -> None:
+        pipe = kit.pipe
+        assert isinstance(pipe, SteeredPipeline)
+        self.kit, self.pipe, self.profile, self.seed = kit, pipe, profile, seed
+        self.reconfig_s = reconfig_s
+        self.deployment = deployment
+        self.generation = 0
+        self.stages: dict[str, list[Any]] = {"encode": encoders, "prefill": pipe.prefill_workers,
+                                             "decode": pipe.decode_workers}
+        self._next_index = {stage: len(workers) for stage, workers in self.stages.items()}
+        self.draining: list[Worker] = []
+        self.joining: list[_Joining] = []
+        self.parked: deque[Job] = deque()  # arrivals while no encode worker serves
+        #: the timeline: one row per re-roled GPU group, one per retired worker
+        self.reroles: list[dict[str, Any]] = []
+        self.retired: list[dict[str, Any]] = []
+
+    @property
+    def encoders(self) -> list[EncodeWorker]:
+        return self.stages["encode"]
+
+    def waiting(self) -> int:
+        """Requests queued anywhere (the controller's queue observation)."""
+        total = len(self.parked) + len(self.pipe.parked_prefill) + len(self.pipe.parked_decode)
+        for w in (*self.encoders, *self.pipe.prefill_workers, *self.pipe.decode_workers, *self.draining):
+            if isinstance(w, EncodeWorker):
+                total += w.num_waiting + len(w.local_queue)
+            else:
+                total += len(w.queue) if w.stage == "prefill" else len(w.waiting)
+        return total
+
+    # -- a new deployment ------------------------------------------------------------
+    def apply(self, target: Deployment, now: float, generation: int) -> int:
+        """Move to ``target``; return how many GPUs change role."""
+        self.deployment, self.generation = target, generation
+        slots = layout(target)
+        wanted = set(slots)
+        serving = {slot_of(w): w for workers in self.stages.values() for w in workers}
+        for joining in self.joining:
+            if joining.slot not in wanted:
+                self._cancel(joining, now)
+        self.joining = [j for j in self.joining if not j.cancelled]
+        planned = {j.slot for j in self.joining}
+        leaving = [w for slot, w in serving.items() if slot not in wanted]
+        for worker in leaving:
+            self._start_drain(worker, now)
+        new = [slot for slot in slots if slot not in serving and slot not in planned]
+        for slot in new:
+            waits = [w for w in self.draining if set(w.gpus) & set(slot.gpus)]
+            self.joining.append(_Joining(slot=slot, decision=generation, drain_start_s=now, waits=waits,
+                                         origins=[slot_of(w).role for w in waits]))
+        self._retune(slots, now)
+        for worker in leaving:
+            if worker.drained():
+                self._retire(worker, now)
+        for joining in self.joining:
+            if not joining.waits and math.isnan(joining.ready_s):
+                self._reconfigure(joining, now)
+        return sum(slot.tp for slot in new)
+
+    def _retune(self, slots: Sequence[Slot], now: float) -> None:
+        """The fast knobs, at once, on every encode worker that stays."""
+        order = [slot for slot in slots if slot.stage == "encode"]
+        for worker in self.encoders:
+            done = retune(worker.batcher, self.deployment, now=now, seed=self.seed,
+                          index=order.index(slot_of(worker)), generation=self.generation)
+            if done.flushed is not None:
+                worker.fifo.append(done.flushed)
+            worker.batcher, worker.router = done.batcher, done.router
+            worker.notify()
+
+    def _start_drain(self, worker: Worker, now: float) -> None:
+        self.stages[worker.stage].remove(worker)
+        self.draining.append(worker)
+        worker.on_idle = self._idle
+        self.retired.append({"decision": self.generation, "stage": worker.stage, "worker": worker.index,
+                             "gpus": list(worker.gpus), "drain_start_s": now, "drain_end_s": math.nan})
+        if isinstance(worker, EncodeWorker):
+            batch = worker.batcher.flush(now)
+            if batch is not None:
+                worker.fifo.append(batch)
+                worker.notify()
+
+    def _idle(self, worker: Worker, now: float) -> None:
+        if worker in self.draining and worker.drained():
+            self._retire(worker, now)
+
+    def _retire(self, worker: Worker, now: float) -> None:
+        worker.on_idle = None
+        self.draining.remove(worker)
+        for row in self.retired:
+            if row["stage"] == worker.stage and row["worker"] == worker.index:
+                row["drain_end_s"] = now
+        for joining in self.joining:
+            if worker in joining.waits:
+                joining.waits.remove(worker)
+                joining.drain_end_s = now  # retirements come in time order: the last is the latest
+                if not joining.waits:
+                    self._reconfigure(joining, now)
+
+    # -- joining -------------------------------------------------------------------------
+    def _reconfigure(self, joining: _Joining, now: float) -> None:
+        if math.isnan(joining.drain_end_s):
+            joining.drain_end_s = now
+        slot = joining.slot
+        joining.reconfig_s = float(self.reconfig_s(slot.role, slot.tp))
+        joining.ready_s = now + joining.reconfig_s
+        env = self.kit.env
+        env.call_later(max(0.0, joining.ready_s - env.now), lambda _call: self._ready(joining))
+
+    def _cancel(self, joining: _Joining, now: float) -> None:
+        joining.cancelled = True
+        self._row(joining, cancelled_s=now)
+
+    def _ready(self, joining: _Joining) -> None:
+        if joining.cancelled:
+            return
+        self.joining.remove(joining)
+        slot, d, now = joining.slot, self.deployment, joining.ready_s
+        index = self._next_index[slot.stage]
+        self._next_index[slot.stage] += 1
+        kit = self.kit
+        worker: Worker
+        if slot.stage == "encode":
+            position = [s for s in layout(d) if s.stage == "encode"].index(slot)
+            worker = kit.encode(d, index, slot.gpus, batcher=make_batcher(d),
+                                router=make_router(d, self.seed, position, self.generation), fresh=False)
+        elif slot.stage == "prefill":
+            worker = kit.prefill(d, index, slot.gpus, fresh=False)
+        else:
+            worker = kit.decode(d, index, slot.gpus, kv_capacity_tokens=kv_capacities(d, self.profile).decode,
+                                fresh=False)
+        workers = self.stages[slot.stage]
+        workers.append(worker)
+        workers.sort(key=lambda w: w.gpus)
+        self._row(joining, worker=index)
+        if isinstance(worker, EncodeWorker):
+            while self.parked:
+                worker.offer(self.parked.popleft(), now)
+        self.pipe.unpark(now)
+
+    def _row(self, joining: _Joining, *, worker: int = -1, cancelled_s: float = math.nan) -> None:
+        slot = joining.slot
+        self.reroles.append({
+            "decision": joining.decision, "gpus": list(slot.gpus),
+            "from": "+".join(joining.origins) or "idle",
+            "to": slot.role, "tp": slot.tp, "worker": worker, "drain_start_s": joining.drain_start_s,
+            "drain_end_s": joining.drain_end_s, "reconfig_s": joining.reconfig_s, "ready_s": joining.ready_s,
+            "cancelled_s": cancelled_s})

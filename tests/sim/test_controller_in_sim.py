@@ -1,0 +1,205 @@
+"""The online controller inside the simulator, on scripted traffic: exact re-role times, nothing lost.
+
+Every stage is constant (tests/profiles.py): encode 0.1 s a batch, prefill
+20 ms, a decode step 5 ms, no bytes and no link latency, so every time below
+is written down by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from easerve_core import Cluster, Deployment, Modality, Request, SMSharing, StageGroup
+from easerve_core.controller import Band, Controller, PlanTable, ScriptedController
+from easerve_core.plan import compose
+from sim import simulate
+from sim.control import timeline
+from sim.plots import controller_plot
+from tests.profiles import ConstantStages
+
+
+class Stages(ConstantStages):
+    """Encode 0.1 s a batch, whatever it holds."""
+
+    def encode_s(self, items: Sequence[int], sm_share: float = 1.0) -> float:
+        return 0.1
+
+
+PROFILE = Stages()
+CLUSTER = Cluster(gpu="test-gpu", num_gpus=8, link_bytes_per_s=1e9, link_latency_s=0.0, num_links=4)
+RECONFIG_S = 5.0
+
+
+def _dep(e: int, p: int, d: int, *, decode_tp: int = 1, b: int = 1) -> Deployment:
+    return Deployment(encode=StageGroup(num_workers=e), prefill=StageGroup(num_workers=p),
+                      decode=StageGroup(num_workers=d, tp=decode_tp), max_encode_batch=b,
+                      remote_fraction=1.0, sm_sharing=SMSharing.NONE)
+
+
+#: GPU 0 encodes throughout; GPU 1 is an encoder in A and a Prefill worker in B; GPU 2 prefills
+#: in both; GPU 3 decodes in both (A: E0 E1 | P0 | D0 on GPUs 0 1 | 2 | 3; B: E0 | P P | D)
+A, B = _dep(2, 1, 1), _dep(1, 2, 1)
+#: C: Decode on GPUs 2-3 at TP 2, where B has a Prefill worker and a TP-1 decoder
+C = _dep(1, 1, 1, decode_tp=2)
+
+
+def _req(i: int, at: float, out: int = 3) -> Request:
+    return Request(request_id=i, arrival_s=at, modality=Modality.IMAGE, prompt_tokens=10,
+                   output_tokens=out, mm_tokens_per_item=(16,))
+
+
+def _run(deployment: Deployment, requests: Sequence[Request], controller=None, **kwargs):
+    plan = compose(deployment, requests, cluster=CLUSTER, profile=PROFILE)
+    return simulate(plan, PROFILE, controller=controller, **kwargs)
+
+
+def _scripted(*schedule: tuple[float, int], bands: Sequence[Deployment] = (A, B)) -> ScriptedController:
+    table = PlanTable(tuple(Band(rate_hz=float(k + 1), deployment=d) for k, d in enumerate(bands)))
+    return ScriptedController(table, schedule)
+
+
+def test_a_re_role_drains_waits_the_reconfiguration_and_resumes():
+    # r0 -> E0; r1 at 9.95 -> E1, encoding 9.95 .. 10.05 when the move to B comes at t = 10
+    reqs = [_req(0, 0.0), _req(1, 9.95), _req(2, 10.5), _req(3, 20.0)]
+    result = _run(A, reqs, _scripted((10.0, 1)), reconfiguration_s=RECONFIG_S)
+    frames = timeline(result.meta["controller"])
+    (decision,) = frames["decisions"].to_dict("records")
+    assert (decision["at_s"], decision["from_band"], decision["band"]) == (10.0, 0, 1)
+    assert decision["gpus_moved"] == 1
+    (move,) = frames["reroles"].to_dict("records")
+    # E1 finishes r1's encode at 10.05 (and routes it), then holds nothing: it retires
+    assert (move["gpu"], move["from"], move["to"], move["worker"]) == (1, "encode", "prefill", 1)
+    assert move["drain_start_s"] == 10.0
+    assert move["drain_end_s"] == pytest.approx(10.05)
+    assert move["ready_s"] == pytest.approx(10.05 + RECONFIG_S)
+    (gone,) = frames["retired"].to_dict("records")
+    assert (gone["stage"], gone["worker"], gone["drain_end_s"]) == ("encode", 1, pytest.approx(10.05))
+    rec = result.records.set_index("request_id")
+    assert rec.loc[1, "encode_worker"] == 1 and rec.loc[1, "encode_end_s"] == pytest.approx(10.05)
+    assert rec.loc[1, "prefill_worker"] == 0  # the new Prefill worker is not up yet
+    assert rec.loc[2, "encode_worker"] == 0  # E1 is draining: E0 takes every arrival
+    # at 20.1 both Prefill workers are idle: the tie goes to the first in GPU order, the new one
+    assert rec.loc[3, "prefill_worker"] == 1 and rec.loc[3, "prefill_start_s"] == pytest.approx(20.1)
+    assert list(rec["deployment_id"]) == [0, 0, 1, 1]
+    assert list(rec["controller_band"]) == [0, 0, 1, 1]
+
+
+def test_requests_wait_for_a_stage_that_has_no_serving_worker():
+    # B -> C at t = 1: B's Prefill P1 (GPU 2) and decoder D0 (GPU 3) drain; C's TP-2 decoder on
+    # GPUs 2-3 waits for both, then 5 s; meanwhile the KV cache of r0 waits, parked
+    reqs = [_req(0, 0.95, out=11)]
+    result = _run(B, reqs, _scripted((1.0, 1), bands=(B, C)), reconfiguration_s=RECONFIG_S)
+    frames = timeline(result.meta["controller"])
+    decode = frames["reroles"][frames["reroles"]["to"] == "decode"]
+    assert list(decode["gpu"]) == [2, 3]
+    assert set(decode["from"]) == {"prefill+decode"}
+    # r0: encoded 0.95 .. 1.05 on E0, prefilled 1.05 .. 1.07 on P0 (GPU 1, stays); Decode is
+    # empty and D0 drained at once, so the new decoder is ready at 1.0 + 5 s
+    assert decode["ready_s"].iloc[0] == pytest.approx(1.0 + RECONFIG_S)
+    r0 = result.records.iloc[0]
+    assert r0["first_token_s"] == pytest.approx(1.07)
+    assert r0["finish_s"] == pytest.approx(1.0 + RECONFIG_S + 10 * 0.005)
+    assert r0["decode_worker"] == 1  # a new worker of its stage
+
+
+def test_an_idle_controller_changes_no_record():
+    rng = np.random.default_rng(3)
+    times = np.cumsum(rng.exponential(0.2, 400))
+    reqs = [_req(i, float(t), out=int(rng.integers(2, 40))) for i, t in enumerate(times)]
+    table = PlanTable((Band(rate_hz=5.0, deployment=A),))
+    plain = _run(A, reqs)
+    steered = _run(A, reqs, Controller(table), reconfiguration_s=RECONFIG_S)
+    assert steered.meta["controller"]["decisions"] == []
+    pd.testing.assert_frame_equal(steered.records.drop(columns=["controller_band", "deployment_id"]),
+                                  plain.records)
+    assert plain.records.columns.tolist() == [c for c in steered.records.columns
+                                              if c not in ("controller_band", "deployment_id")]
+
+
+def _step_stream(seed: int) -> list[Request]:
+    """1 req/s to t = 300, then 3 req/s to t = 900 (steady, off the 5 s check grid)."""
+    times = np.concatenate([np.arange(0.1, 300.0, 1.0), np.arange(300.1, 900.0, 1.0 / 3.0)])
+    rng = np.random.default_rng(seed)
+    return [_req(i, float(t), out=int(rng.integers(2, 60))) for i, t in enumerate(times)]
+
+
+STEP_TABLE = PlanTable((Band(rate_hz=1.0, deployment=A), Band(rate_hz=3.0, deployment=B)))
+
+
+def test_a_step_in_rate_gives_exactly_one_re_plan():
+    result = _run(A, _step_stream(0), Controller(STEP_TABLE), reconfiguration_s=RECONFIG_S)
+    decisions = result.meta["controller"]["decisions"]
+    assert len(decisions) == 1
+    d = decisions[0]
+    # the 60 s window holds more than 1.15 req/s (band 0's rate plus the hysteresis) from the
+    # check at t = 305 on (55 arrivals at 1 req/s, 15 at 3 req/s: 70 / 60); the target must hold
+    # for settle_s = 60 s: the decision is at the check of t = 365
+    assert (d["from_band"], d["band"], d["reason"]) == (0, 1, "rate")
+    assert d["at_s"] == 365.0
+    # ... as the pure controller decides, offered the same arrivals
+    pure = Controller(STEP_TABLE)
+    arrivals = [r.arrival_s for r in _step_stream(0)]
+    while not pure.decisions:
+        due = pure.next_deadline()
+        for t in [t for t in arrivals if due - pure.settings.check_every_s < t <= due]:
+            pure.arrive(t)
+        pure.poll(due)
+    assert pure.decisions[0].at_s == d["at_s"]
+    rec = result.records
+    assert (rec.loc[rec["arrival_s"] < d["at_s"], "deployment_id"] == 0).all()
+    assert (rec.loc[rec["arrival_s"] > d["at_s"], "deployment_id"] == 1).all()
+
+
+def test_the_same_seed_gives_the_same_decisions_and_records():
+    runs = [_run(A, _step_stream(5), Controller(STEP_TABLE), reconfiguration_s=RECONFIG_S) for _ in range(2)]
+    assert runs[0].meta["controller"] == runs[1].meta["controller"]
+    pd.testing.assert_frame_equal(runs[0].records, runs[1].records)
+
+
+def test_no_request_is_lost_or_served_twice_across_re_roles():
+    rng = np.random.default_rng(11)
+    times = np.cumsum(rng.exponential(0.08, 3000))  # ~12 req/s for ~240 s
+    reqs = [_req(i, float(t), out=int(rng.integers(2, 200))) for i, t in enumerate(times)]
+    script = tuple((20.0 * k, k % 3) for k in range(1, 12))  # A -> B -> C -> A ... every 20 s
+    result = _run(A, reqs, _scripted(*script, bands=(A, B, C)), reconfiguration_s=RECONFIG_S)
+    rec = result.records
+    assert len(rec) == len(reqs) and rec["request_id"].is_unique
+    assert set(rec["request_id"]) == {r.request_id for r in reqs}
+    assert (rec["status"] == "ok").all()
+    assert (rec["arrival_s"] <= rec["encode_start_s"]).all()
+    assert (rec["encode_end_s"] <= rec["prefill_start_s"]).all()
+    assert (rec["prefill_start_s"] < rec["first_token_s"]).all()
+    assert (rec["first_token_s"] < rec["finish_s"]).all()
+    frames = timeline(result.meta["controller"])
+    assert len(frames["decisions"]) == 11
+    # a draining worker is handed nothing new: each job reached it before its drain began
+    handed = {"encode": rec["arrival_s"], "prefill": rec["encode_end_s"], "decode": rec["first_token_s"]}
+    for gone in frames["retired"].to_dict("records"):
+        mine = rec[rec[f"{gone['stage']}_worker"] == gone["worker"]]
+        if gone["stage"] == "prefill":
+            mine = mine[mine["route"] == "remote"]
+        assert (handed[gone["stage"]][mine.index] <= gone["drain_start_s"]).all()
+    # a GPU serves again only after its draining workers retired and the reconfiguration passed
+    done = frames["reroles"].dropna(subset=["ready_s"])
+    assert (done["ready_s"] >= done["drain_end_s"] + RECONFIG_S - 1e-9).all()
+    assert (done["drain_end_s"] >= done["drain_start_s"]).all()
+
+
+def test_a_controller_needs_a_reconfiguration_cost_and_disaggregated_bands():
+    reqs = [_req(0, 0.0)]
+    with pytest.raises(ValueError, match="reconfiguration_s"):
+        _run(A, reqs, _scripted((1.0, 1)))
+    too_big = _dep(4, 4, 1)
+    with pytest.raises(ValueError, match="band 1"):
+        _run(A, reqs, _scripted((1.0, 1), bands=(A, too_big)), reconfiguration_s=1.0)
+
+
+def test_the_timeline_plots(tmp_path):
+    result = _run(A, [_req(0, 0.0), _req(1, 9.95), _req(2, 20.0)], _scripted((10.0, 1)),
+                  reconfiguration_s=RECONFIG_S)
+    path = controller_plot(result.meta["controller"], tmp_path / "controller.png", end_s=30.0)
+    assert path.stat().st_size > 1000
