@@ -159,11 +159,18 @@ def median_over_seeds(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
 
 
 def peak_goodput(sweep: pd.DataFrame, tier: str = "moderate") -> pd.DataFrame:
-    """Per modality and system: the best goodput over the rate sweep (median over seeds)."""
+    """Per modality and system: the best goodput over the rate sweep (median over seeds).
+
+    ``censored`` is set where the best is the curve's highest rate: the curve was still rising
+    where the sweep stopped (past ``Scale.max_extensions``), so its peak is a lower bound.
+    """
     med = median_over_seeds(sweep, ["modality", "system", "rate_hz"])
     col = f"goodput_{tier}_rps"
     idx = med.groupby(["modality", "system"])[col].idxmax()
     best = med.loc[idx, ["modality", "system", "rate_hz", col]]
+    top = med.groupby(["modality", "system"])["rate_hz"].max()
+    best["censored"] = [rate == top[(m, s)] for m, s, rate in
+                        zip(best["modality"], best["system"], best["rate_hz"], strict=True)]
     return best.rename(columns={col: "goodput_rps", "rate_hz": "at_rate_hz"}).reset_index(drop=True)
 
 

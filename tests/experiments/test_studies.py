@@ -107,7 +107,10 @@ def test_sweep_extends_a_rising_curve_until_goodput_falls_or_the_cap_then_refine
                                                               [("rising", 13.5)]]
     assert len(backend.rounds) == 5 and len(sweep) == 2 * (7 + 4 + 7)
     assert asked == [(s, r) for rnd in backend.rounds for s, r in rnd[::2]]  # one ask per rate
-    assert peak_goodput(sweep).set_index("system").loc["cliff", "at_rate_hz"] == 5.0  # refined: the true peak
+    peak = peak_goodput(sweep).set_index("system")
+    assert peak.loc["cliff", "at_rate_hz"] == 5.0  # refined: the true peak
+    # still rising at the cap: its peak is a lower bound, and says so
+    assert peak["censored"].to_dict() == {"cliff": False, "inner": False, "rising": True}
 
 
 def test_sweep_with_a_cliff_at_13_5_finds_it_after_extending():
