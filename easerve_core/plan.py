@@ -171,7 +171,7 @@ def resolve(config: ExperimentConfig, profile: Profile | None, *, base_cluster: 
         preset: overrides ``[deployment] preset`` (default ``easerve``).
         rate_hz: overrides the workload's mean rate; the deployment's batcher
             rate hint, when it has one, follows it.
-        tier: overrides ``[slo] tier``.
+        tier: overrides ``[slo] tier`` (``[slo]``'s absolute limits still win).
         requests: the stream to run instead of drawing the workload with the seed.
         slo: an SLO to judge by instead of the tier's (computed from the profile).
         sm_table: an SM-share table that wins over every other source.
@@ -190,11 +190,11 @@ def resolve(config: ExperimentConfig, profile: Profile | None, *, base_cluster: 
             deployment = deployment.with_(rate_hint_hz=rate_hz)
     stream = tuple(requests) if requests is not None else tuple(
         generate(workload, np.random.default_rng(config.seed)))
-    tier_name = tier or config.slo_tier
-    if slo is None and profile is not None:
-        slo = slo_for(tier_name, profile, workload.mix, cluster)
+    spec = config.slo.with_tier(tier) if tier else config.slo
+    if slo is None and (profile is not None or spec.absolute):
+        slo = slo_for(spec, profile, workload.mix, cluster)
     data = config.to_dict()
-    data["slo"] = {"tier": tier_name}
+    data["slo"] = spec.to_dict()
     if rate_hz is not None:
         data["workload"] = {**data["workload"], "rate_hz": rate_hz}
     return compose(deployment, stream, cluster=cluster, profile=profile, seed=config.seed, preset=name,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from easerve_core.deployment import Cluster
 from easerve_core.profile import ParallelProfile, StageProfile, profile_for_tp
-from easerve_core.slo import SLO
+from easerve_core.slo import SLO, SLOSpec
 from easerve_core.workload.mixes import RequestMix
 
 _TP_LADDER = (1, 2, 4, 8)
@@ -68,11 +68,19 @@ def reference_latency(
 
 
 def slo_for(
-    tier: str,
-    profile: StageProfile | ParallelProfile,
+    tier: str | SLOSpec,
+    profile: StageProfile | ParallelProfile | None,
     mix: RequestMix,
     cluster: Cluster | None = None,
 ) -> SLO:
-    """The absolute SLO of ``tier`` for this model, profile and mix."""
+    """The absolute SLO of ``tier`` (a tier's name, or a ``[slo]`` spec) for this model, profile and mix.
+
+    A spec with both absolute limits needs no profile (``profile`` may be None).
+    """
+    spec = SLOSpec(tier=tier) if isinstance(tier, str) else tier
+    if spec.absolute:
+        return spec.resolve()
+    if profile is None:
+        raise ValueError(f"slo tier {spec.tier!r} needs a latency profile (or set slo.ttft_s and slo.tpot_s)")
     ref = reference_latency(profile, mix, cluster)
-    return SLO.from_tier(tier, unloaded_ttft_s=ref.ttft_s, unloaded_tpot_s=ref.tpot_s)
+    return spec.resolve(unloaded_ttft_s=ref.ttft_s, unloaded_tpot_s=ref.tpot_s)

@@ -1,30 +1,40 @@
-"""SLO tiers, goodput and the run summary (DESIGN.md §4.4).
+"""SLO tiers, absolute SLOs, goodput and the run summary (DESIGN.md §4.4).
 
 An SLO is a pair of per-request limits, on TTFT and on TPOT. A tier scales
 a model's *unloaded* TTFT and TPOT on the cluster (one request alone on an
 idle deployment), DistServe-style, so one tier name means the same
-strictness for every model and GPU. The numbers and why are in
-docs/metrics.md:
+strictness for every model and GPU. Five tiers, strictest first, each also
+known by the paper's label (S1..S5, S3 "moderate"); the numbers and why
+are in docs/metrics.md:
 
-=========  =============  =============
-tier       TTFT x unloaded  TPOT x unloaded
-=========  =============  =============
-tight      5                2
-moderate   15               5
-loose      40               10
-=========  =============  =============
+==========  =====  ===============  ===============
+tier        label  TTFT x unloaded  TPOT x unloaded
+==========  =====  ===============  ===============
+strict      s1     2                1.5
+tight       s2     5                2
+moderate    s3     15               5
+loose       s4     40               10
+relaxed     s5     100              20
+==========  =====  ===============  ===============
+
+A user may instead set absolute limits (:class:`SLOSpec`: ``[slo] ttft_s``
+and ``tpot_s``, as vLLM bench's ``--goodput ttft:MS tpot:MS``), each
+replacing its tier's limit, and an attainment target.
 
 A request meets the SLO when it finished ``ok`` and both its TTFT and its
 TPOT are within the limits (a one-token output has no TPOT and meets that
 half). ``goodput_rps`` counts such requests per second of makespan (first
 arrival to last finish); ``attainment`` is their fraction of all requests.
+A *run* sustains the SLO (:func:`sustains`) when its P99 TTFT and P99 TPOT
+are within the limits (the paper's P99 SLO), or, when the SLO carries an
+attainment target, when at least that fraction of its requests meet it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -45,39 +55,129 @@ class SLOTier:
         checks.positive("tpot_scale", self.tpot_scale)
 
 
+#: the five tiers, strictest first (module docstring)
 SLO_TIERS: Mapping[str, SLOTier] = {
+    "strict": SLOTier(name="strict", ttft_scale=2.0, tpot_scale=1.5),
     "tight": SLOTier(name="tight", ttft_scale=5.0, tpot_scale=2.0),
     "moderate": SLOTier(name="moderate", ttft_scale=15.0, tpot_scale=5.0),
     "loose": SLOTier(name="loose", ttft_scale=40.0, tpot_scale=10.0),
+    "relaxed": SLOTier(name="relaxed", ttft_scale=100.0, tpot_scale=20.0),
 }
+#: the paper's labels of the five tiers (S1 strictest, S3 "moderate")
+TIER_ALIASES: Mapping[str, str] = {f"s{i}": name for i, name in enumerate(SLO_TIERS, start=1)}
+#: every name a tier may be given by
+TIER_NAMES: tuple[str, ...] = (*SLO_TIERS, *TIER_ALIASES)
 DEFAULT_TIER = "moderate"
 
 
-def tier(name: str) -> SLOTier:
-    checks.one_of("slo tier", name, SLO_TIERS)
-    return SLO_TIERS[name]
+def tier(name: str, what: str = "slo tier") -> SLOTier:
+    """The tier called ``name`` (a tier's name or its label ``s1``..``s5``); ``what`` names it in errors."""
+    checks.one_of(what, name, TIER_NAMES)
+    return SLO_TIERS[TIER_ALIASES.get(name, name)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SLO:
-    """Absolute per-request limits in seconds."""
+    """Absolute per-request limits in seconds, and the run's attainment target (None: P99)."""
 
     ttft_s: float
     tpot_s: float
     tier: str = "custom"
+    attainment: float | None = None
 
     def __post_init__(self) -> None:
         checks.positive("ttft_s", self.ttft_s)
         checks.positive("tpot_s", self.tpot_s)
+        if self.attainment is not None:
+            _attainment_target("attainment", self.attainment)
 
     @classmethod
     def from_tier(cls, name: str, *, unloaded_ttft_s: float, unloaded_tpot_s: float) -> SLO:
+        """The tier's limits (its canonical name as the SLO's ``tier``)."""
         t = tier(name)
         return cls(
             ttft_s=t.ttft_scale * checks.positive("unloaded_ttft_s", unloaded_ttft_s),
             tpot_s=t.tpot_scale * checks.positive("unloaded_tpot_s", unloaded_tpot_s),
-            tier=name,
+            tier=t.name,
         )
+
+
+def _attainment_target(name: str, value: Any) -> float:
+    out = checks.finite(name, value)
+    if not 0.0 < out <= 1.0:
+        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+    return out
+
+
+#: the keys of ``[slo]``
+SLO_KEYS = ("tier", "ttft_s", "tpot_s", "attainment")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SLOSpec:
+    """The SLO as a user sets it in ``[slo]``: a tier, absolute limits, an attainment target.
+
+    ``ttft_s`` / ``tpot_s`` (seconds, per request) replace the tier's limit
+    on that metric; with both given the tier does not matter and no profile
+    is needed. The SLO is then called ``custom``. ``attainment`` (in (0, 1]):
+    a run sustains the SLO when at least that fraction of its requests meet
+    both limits; None keeps the P99 rule (:func:`sustains`).
+    """
+
+    tier: str = DEFAULT_TIER
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    attainment: float | None = None
+
+    def __post_init__(self) -> None:
+        tier(self.tier, "slo.tier")
+        for name in ("ttft_s", "tpot_s"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, checks.positive(f"slo.{name}", value))
+        if self.attainment is not None:
+            object.__setattr__(self, "attainment", _attainment_target("slo.attainment", self.attainment))
+
+    @classmethod
+    def from_dict(cls, table: Mapping[str, Any]) -> SLOSpec:
+        unknown = sorted(set(table) - set(SLO_KEYS))
+        if unknown:
+            raise ValueError(f"unknown slo field(s): {', '.join(unknown)}")
+        name = table.get("tier", DEFAULT_TIER)
+        if not isinstance(name, str):
+            raise ValueError(f"slo.tier must be a tier name, got {name!r}")
+        return cls(tier=name, ttft_s=table.get("ttft_s"), tpot_s=table.get("tpot_s"),
+                   attainment=table.get("attainment"))
+
+    def to_dict(self) -> dict[str, Any]:
+        """``[slo]`` as given (keys left unset stay out)."""
+        out: dict[str, Any] = {"tier": self.tier}
+        out.update({k: getattr(self, k) for k in SLO_KEYS[1:] if getattr(self, k) is not None})
+        return out
+
+    def with_tier(self, name: str) -> SLOSpec:
+        return replace(self, tier=name)
+
+    @property
+    def absolute(self) -> bool:
+        """Both limits given: the SLO needs no unloaded latencies."""
+        return self.ttft_s is not None and self.tpot_s is not None
+
+    def resolve(self, *, unloaded_ttft_s: float | None = None,
+                unloaded_tpot_s: float | None = None) -> SLO:
+        """The absolute SLO; the unloaded latencies are needed for a limit the spec leaves to the tier."""
+        t = tier(self.tier, "slo.tier")
+        limits = []
+        for given, scale, unloaded, what in ((self.ttft_s, t.ttft_scale, unloaded_ttft_s, "ttft"),
+                                             (self.tpot_s, t.tpot_scale, unloaded_tpot_s, "tpot")):
+            if given is None and unloaded is None:
+                raise ValueError(f"slo.{what}_s is not set and tier {self.tier!r} needs the unloaded "
+                                 f"{what.upper()} (a latency profile)")
+            limits.append(given if given is not None
+                          else scale * checks.positive(f"unloaded_{what}_s", unloaded))
+        custom = self.ttft_s is not None or self.tpot_s is not None
+        return SLO(ttft_s=limits[0], tpot_s=limits[1], tier="custom" if custom else t.name,
+                   attainment=self.attainment)
 
 
 def meets_slo(frame: pd.DataFrame, slo: SLO) -> pd.Series:
@@ -170,6 +270,22 @@ def summarize(frame: pd.DataFrame, slo: SLO | None = None) -> Summary:
     )
 
 
+def within_p99(s: Summary) -> bool:
+    """A summary made with an SLO: some request ok, P99 TTFT and P99 TPOT within the limits."""
+    if s.slo_ttft_s is None or s.slo_tpot_s is None:
+        raise ValueError("the summary was made without an SLO")
+    tpot_ok = math.isnan(s.tpot_p99_s) or s.tpot_p99_s <= s.slo_tpot_s
+    return bool(s.num_ok) and s.ttft_p99_s <= s.slo_ttft_s and tpot_ok
+
+
+def sustains(frame: pd.DataFrame, slo: SLO) -> bool:
+    """Whether a run as a whole met ``slo`` (module docstring): its attainment reached the SLO's
+    target, or, without a target, its P99 TTFT and P99 TPOT were within the limits."""
+    if slo.attainment is not None:
+        return len(frame) > 0 and attainment(frame, slo) >= slo.attainment
+    return within_p99(summarize(frame, slo))
+
+
 def max_rate_within_slo(summaries: Mapping[float, Summary]) -> float:
     """The highest arrival rate whose run kept P99 TTFT and P99 TPOT within its SLO.
 
@@ -183,8 +299,7 @@ def max_rate_within_slo(summaries: Mapping[float, Summary]) -> float:
         s = summaries[rate]
         if s.slo_ttft_s is None or s.slo_tpot_s is None:
             raise ValueError(f"summary at rate {rate!r} was made without an SLO")
-        tpot_ok = math.isnan(s.tpot_p99_s) or s.tpot_p99_s <= s.slo_tpot_s
-        if s.num_ok and s.ttft_p99_s <= s.slo_ttft_s and tpot_ok:
+        if within_p99(s):
             best = rate
         else:
             break

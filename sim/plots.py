@@ -7,6 +7,9 @@
 * ``controller.png`` (a run with the online controller, :func:`controller_plot`):
   the controller's band over time with its decisions, and per GPU its
   drains (grey) and reconfigurations (orange) from ``meta["controller"]``.
+* ``capacity.png``: goodput, throughput and attainment against the arrival
+  rate of an ``easerve capacity`` search, sustained runs marked, the answer
+  as a vertical line.
 """
 
 from __future__ import annotations
@@ -111,6 +114,35 @@ def controller_plot(meta: dict, path: Path, *, end_s: float, title: str = "") ->
     bottom.set_ylabel("GPU")
     bottom.set_xlabel("time (s)")
     bottom.set_xlim(0, end_s)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def capacity_plot(curve: pd.DataFrame, path: Path, *, capacity_hz: float,
+                  attainment_target: float | None = None, title: str = "") -> Path:
+    """The curve of a capacity search (columns of ``easerve.cli.capacity_cmd.CURVE_COLUMNS``)."""
+    curve = curve.sort_values("rate_hz")
+    fig, axes = plt.subplots(1, 2, figsize=FIGSIZE_IN)
+    rate = curve["rate_hz"]
+    good = curve["sustained"].astype(bool)
+    axes[0].plot(rate, curve["throughput_rps"], color="tab:gray", marker=".", label="throughput")
+    axes[0].plot(rate, curve["goodput_rps"], color="tab:blue", marker="o", label="goodput")
+    axes[0].scatter(rate[good], curve["goodput_rps"][good], color="tab:green", zorder=3, label="sustained")
+    axes[0].set_ylabel("req/s")
+    axes[1].plot(rate, curve["attainment"], color="tab:blue", marker="o")
+    axes[1].set_ylim(0, 1.05)
+    axes[1].set_ylabel("attainment")
+    if attainment_target is not None:
+        axes[1].axhline(attainment_target, color="tab:red", linestyle="--", label="target")
+        axes[1].legend(loc="lower left")
+    for ax in axes:
+        if capacity_hz > 0:
+            ax.axvline(capacity_hz, color="tab:green", linestyle=":", label=f"capacity {capacity_hz:.3g}")
+        ax.set_xlabel("arrival rate (req/s)")
+    axes[0].legend(loc="upper left", fontsize="small")
+    fig.suptitle(title, fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)

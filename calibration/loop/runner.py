@@ -47,8 +47,7 @@ def setup(config: ExperimentConfig, doc: ProfileDoc, *, host_cores: float | None
     """
     resolved = plan_for(config, doc=doc, host_cores=host_cores)
     plan = resolved.plan
-    slo = slo_for(plan.slo.tier if plan.slo else config.slo_tier, resolved.sim_profile(), scaled_mix(config),
-                  plan.cluster)
+    slo = slo_for(config.slo, resolved.sim_profile(), scaled_mix(config), plan.cluster)
     return replace(resolved, plan=replace(plan, slo=slo))
 
 

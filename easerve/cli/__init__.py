@@ -31,6 +31,7 @@ from easerve import __version__
 #: subcommand name -> module under easerve.cli that registers it
 COMMANDS: dict[str, str] = {
     "sim": "easerve.cli.sim_cmd",
+    "capacity": "easerve.cli.capacity_cmd",
     "workload": "easerve.cli.workload_cmd",
     "search": "easerve.cli.search_cmd",
     "profile": "easerve.cli.profile_cmd",

@@ -25,7 +25,7 @@ from easerve.cli.search_cmd import plan_search
 from easerve_core import checks
 from easerve_core.controller import Band, ControllerSettings, PlanTable
 from easerve_core.has import SearchSettings, best_deployment, run_search, trials_frame
-from easerve_core.slo import SLO_TIERS
+from easerve_core.slo import TIER_NAMES
 from sim.evaluate import DEFAULT_NUM_REQUESTS
 
 
@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                        help="HAS per rate band: the online controller's plan table")
     add_config(p)
     p.add_argument("--rates", required=True, help="comma-separated rates (req/s), one band each")
-    p.add_argument("--tier", default="moderate", help=f"SLO tier: {', '.join(SLO_TIERS)}")
+    p.add_argument("--tier", default="moderate", help=f"SLO tier: {', '.join(TIER_NAMES)}")
     p.add_argument("--trials", type=int, default=30, help="TPE trials per band")
     p.add_argument("--num-requests", type=int, default=DEFAULT_NUM_REQUESTS, help="requests per trial")
     p.add_argument("--seed", type=int, default=0)
@@ -53,7 +53,7 @@ def parse_rates(text: str) -> list[float]:
 
 def run(args: argparse.Namespace) -> int:
     rates = parse_rates(args.rates)
-    checks.one_of("tier", args.tier, SLO_TIERS)
+    checks.one_of("tier", args.tier, TIER_NAMES)
     checks.integer("trials", args.trials, minimum=1)
     checks.integer("num-requests", args.num_requests, minimum=1)
     out = Path(args.out)

@@ -56,7 +56,7 @@ from easerve_core.has import (
 )
 from easerve_core.parallel import open_backend
 from easerve_core.reference import slo_for
-from easerve_core.slo import SLO_TIERS
+from easerve_core.slo import TIER_NAMES
 from sim.evaluate import DEFAULT_NUM_REQUESTS, SimEvaluator, make_evaluator
 
 
@@ -65,7 +65,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                               description=__doc__.split("\n\n")[0])
     add_config(p, "experiment TOML (model, cluster, workload, deployment knobs)")
     p.add_argument("--rate", type=float, required=True, help="target arrival rate, req/s")
-    p.add_argument("--tier", default="moderate", help=f"SLO tier: {', '.join(SLO_TIERS)}")
+    p.add_argument("--tier", default="moderate", help=f"SLO tier: {', '.join(TIER_NAMES)} "
+                   "(the config's absolute [slo] limits win)")
     p.add_argument("--trials", type=int, default=30, help="trials per sampler (not for grid)")
     p.add_argument("--sampler", default="tpe", help=f"{' | '.join(SAMPLERS)} (default tpe)")
     p.add_argument("--compare", action="store_true", help="run tpe, random and grid")
@@ -86,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _validate(args: argparse.Namespace) -> list[str]:
     checks.positive("rate", args.rate)
-    checks.one_of("tier", args.tier, SLO_TIERS)
+    checks.one_of("tier", args.tier, TIER_NAMES)
     checks.integer("trials", args.trials, minimum=1)
     checks.one_of("sampler", args.sampler, SAMPLERS)
     checks.integer("workers", args.workers, minimum=1)
@@ -145,7 +146,8 @@ def plan_search(config_path: str | Path, *, rate_hz: float, tier: str,
     if "live" in config.engine:  # a live-capable config: judge the mix its live model gets
         mix = scaled_mix(config)
         plan = replace(plan, workload=replace(plan.workload, mix=mix),
-                       slo=slo_for(plan.slo.tier, profile, mix, plan.cluster))
+                       slo=slo_for(config.slo.with_tier(tier) if tier else config.slo, profile, mix,
+                                   plan.cluster))
     assert plan.slo is not None and plan.workload is not None
     report = screen(profile, plan.cluster, plan.workload.mix, rate_hz=rate_hz, slo=plan.slo)
     space = SearchSpace(allocations=report.survivor_allocations, base=plan.deployment)
@@ -233,7 +235,7 @@ def _write_files(out: Path, config: ExperimentConfig, args: argparse.Namespace,
     resolved = config.to_dict()
     resolved["deployment"] = {k: v for k, v in best.to_dict().items() if v is not None}
     resolved["workload"] = {**resolved["workload"], "rate_hz": args.rate}
-    resolved["slo"] = {"tier": args.tier}
+    resolved["slo"] = config.slo.with_tier(args.tier).to_dict()
     (out / "best.toml").write_text(
         f"# easerve search: best of {len(trials)} trials at {args.rate:g} req/s, "
         f"{args.tier} tier\n" + dump_toml(resolved))

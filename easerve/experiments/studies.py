@@ -24,7 +24,7 @@ import pandas as pd
 
 from easerve.experiments.points import Point, summarise
 from easerve.experiments.setup import Arrivals, Setup, run
-from easerve_core import Deployment, SMSharing
+from easerve_core import Deployment, SMSharing, checks
 from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
 
 SYSTEMS = ("easerve", "dynamo", "vllm", "fixed-batch")
@@ -41,12 +41,21 @@ class Scale:
     #: times the goodput sweep halves the rate interval around each curve's peak
     #: (:func:`refine_rates`), so a peak between two grid rates shows
     refine_levels: int = 0
+    #: at most this many times the sweep adds a rate ``extend_factor`` x a curve's highest
+    #: when its best point is there (:func:`extend_rates`), so a peak is not censored by the grid
+    max_extensions: int = 0
+    extend_factor: float = 1.5
+
+    def __post_init__(self) -> None:
+        checks.integer("max_extensions", self.max_extensions, minimum=0)
+        if not checks.finite("extend_factor", self.extend_factor) > 1.0:
+            raise ValueError(f"extend_factor must be > 1, got {self.extend_factor!r}")
 
 
 QUICK = Scale(num_requests=150, rates_hz=(0.5, 1.0, 2.0, 3.0, 5.0), num_seeds=1, timeline_s=600.0,
-              refine_levels=1)
+              refine_levels=1, max_extensions=4)
 FULL = Scale(num_requests=500, rates_hz=(0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0), num_seeds=3,
-             timeline_s=1200.0, refine_levels=2)
+             timeline_s=1200.0, refine_levels=2, max_extensions=4)
 
 
 DeploymentFor = Callable[[str, str, float], Deployment]
@@ -61,45 +70,68 @@ def goodput_sweep(setups: Mapping[str, Setup], deployment_for: DeploymentFor, sc
 
     ``deployment_for(modality, system, rate)`` gives the deployment each
     system runs (EAServe: HAS's choice for that rate; baselines: a fixed one).
-    Every curve runs the grid ``scale.rates_hz``, then ``scale.refine_levels``
-    times the midpoints on either side of its peak (median ``tier`` goodput
-    over seeds); those rows have ``refined`` set. Each system gets its own
+    Every curve runs the grid ``scale.rates_hz``; then, while its best point
+    (median ``tier`` goodput over seeds) is its highest rate, up to
+    ``scale.max_extensions`` times one rate ``scale.extend_factor`` times
+    higher (rows with ``extended`` set), until goodput falls; then
+    ``scale.refine_levels`` times the midpoints on either side of its peak
+    (rows with ``refined`` set). Each system gets its own extension and
     refinement, by the same rule.
 
-    The sweep runs in rounds, every curve's points of one level in one map on
-    ``backend``; ``prepare``, if given, first hears every (modality, system,
-    rate) of the round (so HAS's choices can be made in parallel too). The
-    rows are those of curve after curve, each in the order of its levels,
-    rates and seeds.
+    The sweep runs in rounds, every curve's new points of one round in one
+    map on ``backend``; ``prepare``, if given, first hears every (modality,
+    system, rate) of the round (so HAS's choices can be made in parallel
+    too). The rows are those of curve after curve, each in the order of its
+    rounds, rates and seeds.
     """
     col = f"goodput_{tier}_rps"
     curves = [(modality, system) for modality in setups for system in systems]
     rows: dict[tuple[str, str], list[dict[str, Any]]] = {c: [] for c in curves}
-    rates = {c: list(scale.rates_hz) for c in curves}
-    for level in range(scale.refine_levels + 1):
-        if level:
-            for c in curves:
-                med = pd.DataFrame(rows[c]).groupby("rate_hz")[col].median()
-                rates[c] = refine_rates(med.index.tolist(), med.tolist())
+
+    def sweep_round(rates: Mapping[tuple[str, str], Sequence[float]], **flags: bool) -> None:
         keys = [(m, s, r) for (m, s) in curves for r in rates[(m, s)]]
         if prepare is not None:
             prepare(keys)
         points = [p for m, s, r in keys
                   for p in _curve_points(setups[m], deployment_for(m, s, r), scale, r,
-                                         modality=m, system=s, refined=level > 0)]
+                                         modality=m, system=s, flags=flags)]
         done = iter(backend.map(summarise, points))
         for c in curves:
             rows[c].extend(next(done) for _ in rates[c] for _ in range(scale.num_seeds))
+
+    def curve(c: tuple[str, str]) -> tuple[list[float], list[float]]:
+        med = pd.DataFrame(rows[c]).groupby("rate_hz")[col].median()
+        return med.index.tolist(), med.tolist()
+
+    sweep_round({c: scale.rates_hz for c in curves}, refined=False, extended=False)
+    for _ in range(scale.max_extensions):
+        more = {c: extend_rates(*curve(c), factor=scale.extend_factor) for c in curves}
+        if not any(more.values()):
+            break
+        sweep_round(more, refined=False, extended=True)
+    for _ in range(scale.refine_levels):
+        sweep_round({c: refine_rates(*curve(c)) for c in curves}, refined=True, extended=False)
     return pd.DataFrame([row for c in curves for row in rows[c]])
 
 
 def _curve_points(setup: Setup, deployment: Deployment, scale: Scale, rate: float, *, modality: str,
-                  system: str, refined: bool) -> list[Point]:
-    """One system's points at ``rate``, seed by seed."""
+                  system: str, flags: Mapping[str, bool]) -> list[Point]:
+    """One system's points at ``rate``, seed by seed (``flags``: the round's ``refined`` / ``extended``)."""
     return [Point.of(setup, deployment, rate_hz=rate, num_requests=scale.num_requests, seed=seed,
                      preset=system, labels={"modality": modality, "system": system, "rate_hz": rate,
-                                            "seed": seed, "refined": refined})
+                                            "seed": seed, **flags})
             for seed in range(scale.num_seeds)]
+
+
+def extend_rates(rates: Sequence[float], goodputs: Sequence[float], *, factor: float) -> list[float]:
+    """``[factor x the highest rate]`` when a goodput curve's best point (the lowest, on a tie) is its
+    highest rate, else ``[]``: the curve has not reached its cliff inside the rates tried."""
+    if len(rates) != len(goodputs) or not rates:
+        raise ValueError("rates and goodputs must be equally long and not empty")
+    order = np.argsort(rates, kind="stable")
+    g = np.asarray(goodputs, dtype=float)[order]
+    top = float(np.asarray(rates, dtype=float)[order][-1])
+    return [top * factor] if int(np.argmax(g)) == len(g) - 1 else []
 
 
 def refine_rates(rates: Sequence[float], goodputs: Sequence[float]) -> list[float]:
@@ -127,11 +159,18 @@ def median_over_seeds(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
 
 
 def peak_goodput(sweep: pd.DataFrame, tier: str = "moderate") -> pd.DataFrame:
-    """Per modality and system: the best goodput over the rate sweep (median over seeds)."""
+    """Per modality and system: the best goodput over the rate sweep (median over seeds).
+
+    ``censored`` is set where the best is the curve's highest rate: the curve was still rising
+    where the sweep stopped (past ``Scale.max_extensions``), so its peak is a lower bound.
+    """
     med = median_over_seeds(sweep, ["modality", "system", "rate_hz"])
     col = f"goodput_{tier}_rps"
     idx = med.groupby(["modality", "system"])[col].idxmax()
     best = med.loc[idx, ["modality", "system", "rate_hz", col]]
+    top = med.groupby(["modality", "system"])["rate_hz"].max()
+    best["censored"] = [rate == top[(m, s)] for m, s, rate in
+                        zip(best["modality"], best["system"], best["rate_hz"], strict=True)]
     return best.rename(columns={col: "goodput_rps", "rate_hz": "at_rate_hz"}).reset_index(drop=True)
 
 

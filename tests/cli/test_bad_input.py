@@ -109,6 +109,10 @@ def search(*flags: str, changes: tuple[tuple[str, Any], ...] = ()) -> Setup:
                         "--num-requests", "20", *flags]
 
 
+def capacity(*flags: str, changes: tuple[tuple[str, Any], ...] = ()) -> Setup:
+    return lambda tmp: ["capacity", str(config(SIM, *changes)(tmp)), "--out", "out", "--no-plots", *flags]
+
+
 def validate(*flags: str) -> Setup:
     small = _set(_set(LIVE, "model.size", "small"), "profile", None)
     return lambda tmp: ["validate", str(config(small)(tmp)), "--profile", str(CPU_PROFILE), "--out", "out",
@@ -175,6 +179,11 @@ CASES = [
          "profile.path is for qwen2-audio"),
     Case("sim-share-table", sim(("profile.sm_share_table", {"1": 1.5})), "profile.sm_share_table"),
     Case("sim-tier", sim(("slo.tier", "heroic")), "unknown slo.tier 'heroic'"),
+    Case("sim-slo-ttft-negative", sim(("slo.ttft_s", -1.0)), "slo.ttft_s must be > 0, got -1.0"),
+    Case("sim-slo-tpot-text", sim(("slo.tpot_s", "fast")), "slo.tpot_s must be a number, got 'fast'"),
+    Case("sim-slo-attainment-zero", sim(("slo.attainment", 0)), "slo.attainment must be in (0, 1], got 0"),
+    Case("sim-slo-attainment-big", sim(("slo.attainment", 1.5)), "slo.attainment must be in (0, 1]"),
+    Case("sim-slo-unknown-key", sim(("slo.ttft_p99", 3.0)), "unknown slo field(s): ttft_p99"),
     Case("sim-seed", sim(("seed", -1)), "seed must be >= 0"),
     Case("sim-option-key", sim(("sim.speed", 2)), "unknown sim field(s): speed"),
     Case("sim-option-flat-host", sim(("sim.num_host_cores", 2)), "host effects live in [sim.host]"),
@@ -225,6 +234,18 @@ CASES = [
          "--out out: exists and is not"),
     Case("search-bad-config", search("--rate", "1", changes=(("deployment.max_encode_batch", 0),)),
          "deployment.max_encode_batch must be >= 1"),
+    # -- capacity --------------------------------------------------------------------------------
+    Case("capacity-tolerance-zero", capacity("--tolerance", "0"), "--tolerance must be > 0, got 0.0"),
+    Case("capacity-tolerance-one", capacity("--tolerance", "1"), "--tolerance must be < 1"),
+    Case("capacity-start-rate", capacity("--start-rate", "-1"), "--start-rate must be > 0, got -1.0"),
+    Case("capacity-max-rate", capacity("--max-rate", "1"), "--max-rate must be >= --start-rate (2.0)"),
+    Case("capacity-max-steps", capacity("--max-steps", "0"), "--max-steps must be >= 1"),
+    Case("capacity-steps-text", capacity("--max-steps", "many"), "argument --max-steps"),
+    Case("capacity-tier", capacity("--tier", "heroic"), "unknown --tier 'heroic'"),
+    Case("capacity-bad-slo", capacity(changes=(("slo.attainment", 2),)), "slo.attainment must be in (0, 1]"),
+    Case("capacity-out-not-empty", lambda tmp: ((tmp / "out").mkdir(), raw("out/capacity.csv", "x")(tmp),
+                                                capacity()(tmp))[2],
+         "--out out: exists and is not empty; pass --force"),
     # -- profile ---------------------------------------------------------------------------------
     Case("profile-analytic-model", lambda tmp: ["profile", "analytic", "--model", "gpt-9", "--gpu", "h200",
                                                 "--out", "p.json"], "unknown model 'gpt-9'"),
@@ -313,8 +334,8 @@ def test_there_are_enough_cases_and_every_subcommand_has_some():
     assert len(CASES) >= 60
     assert len({c.name for c in CASES}) == len(CASES)
     commands = {c.name.split("-")[0] for c in CASES}
-    assert {"sim", "workload", "search", "profile", "live", "validate", "calibrate", "reproduce",
-            "plan"} <= commands
+    assert {"sim", "capacity", "workload", "search", "profile", "live", "validate", "calibrate",
+            "reproduce", "plan"} <= commands
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

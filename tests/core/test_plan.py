@@ -113,3 +113,25 @@ def test_compose_checks_the_fit() -> None:
     plan = resolve(_config(), PROFILE, base_cluster=BASE)
     with pytest.raises(ValueError, match="needs 4 GPUs but the cluster has 2"):
         compose(plan.deployment, plan.requests, cluster=Cluster(gpu="cpu", num_gpus=2), profile=PROFILE)
+
+
+def test_absolute_slo_limits_and_attainment_in_the_config_reach_the_plan_and_its_resolved_config() -> None:
+    table = {"tier": "s2", "ttft_s": 12.5, "tpot_s": 0.08, "attainment": 0.9}
+    plan = resolve(_config(slo=table), PROFILE, base_cluster=BASE)
+    assert plan.slo is not None
+    slo = plan.slo
+    assert (slo.ttft_s, slo.tpot_s, slo.tier, slo.attainment) == (12.5, 0.08, "custom", 0.9)
+    assert plan.config["slo"] == table
+    again = resolve(ExperimentConfig.from_dict(dict(plan.config)), PROFILE, base_cluster=BASE)
+    assert again.slo == plan.slo
+    # both limits absolute: no profile needed; a tier override does not touch them
+    bare = resolve(_config(slo=table, profile={"sm_share_table": {"1": 0.5}}), None, base_cluster=BASE,
+                   tier="loose")
+    assert bare.slo == plan.slo and bare.config["slo"]["tier"] == "loose"
+    # one limit absolute: the other is the tier's
+    tight = resolve(_config(), PROFILE, base_cluster=BASE, tier="tight")
+    half = resolve(_config(slo={"tier": "tight", "ttft_s": 99.0}), PROFILE, base_cluster=BASE)
+    assert half.slo is not None and tight.slo is not None
+    assert (half.slo.ttft_s, half.slo.tpot_s) == (99.0, tight.slo.tpot_s)
+    # the default config writes [slo] as before
+    assert resolve(_config(), PROFILE, base_cluster=BASE).config["slo"] == {"tier": "moderate"}

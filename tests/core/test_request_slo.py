@@ -94,3 +94,68 @@ def test_max_rate_within_slo_stops_at_first_failure():
     bad = summarize(records_to_frame([rec(0, 0.0, 5.0, 6.0)]), slo)
     assert max_rate_within_slo({1.0: good, 2.0: good, 3.0: bad, 4.0: good}) == 2.0
     assert max_rate_within_slo({1.0: bad}) == 0.0
+
+
+def test_five_tiers_strictest_first_with_the_papers_labels_and_the_old_names_unchanged():
+    from easerve_core.slo import SLO_TIERS, TIER_ALIASES, tier
+
+    assert list(SLO_TIERS) == ["strict", "tight", "moderate", "loose", "relaxed"]
+    assert dict(TIER_ALIASES) == {"s1": "strict", "s2": "tight", "s3": "moderate", "s4": "loose",
+                                  "s5": "relaxed"}
+    scales = [(t.ttft_scale, t.tpot_scale) for t in SLO_TIERS.values()]
+    assert scales == sorted(scales) and len(set(scales)) == 5  # each tier looser on both limits
+    # the three names of before mean exactly what they meant
+    assert [(tier(n).ttft_scale, tier(n).tpot_scale) for n in ("tight", "moderate", "loose")] == [
+        (5.0, 2.0), (15.0, 5.0), (40.0, 10.0)]
+    assert tier("s3") is tier("moderate")
+    slo = SLO.from_tier("s3", unloaded_ttft_s=2.0, unloaded_tpot_s=0.05)
+    assert slo == SLO.from_tier("moderate", unloaded_ttft_s=2.0, unloaded_tpot_s=0.05)
+    assert slo.tier == "moderate" and slo.attainment is None
+
+
+def test_slo_spec_absolute_limits_replace_their_tier_limit_and_the_label_says_custom():
+    from easerve_core.slo import SLOSpec
+
+    assert SLOSpec().resolve(unloaded_ttft_s=2.0, unloaded_tpot_s=0.05) == SLO(
+        ttft_s=30.0, tpot_s=0.25, tier="moderate")
+    both = SLOSpec.from_dict({"ttft_s": 20, "tpot_s": 0.1, "attainment": 0.9})
+    assert both.absolute and both.resolve() == SLO(ttft_s=20.0, tpot_s=0.1, tier="custom", attainment=0.9)
+    assert both.to_dict() == {"tier": "moderate", "ttft_s": 20.0, "tpot_s": 0.1, "attainment": 0.9}
+    assert SLOSpec.from_dict({}).to_dict() == {"tier": "moderate"}
+    half = SLOSpec(tier="tight", ttft_s=20.0)
+    assert half.resolve(unloaded_ttft_s=2.0, unloaded_tpot_s=0.05) == SLO(ttft_s=20.0, tpot_s=0.1,
+                                                                           tier="custom")
+    with pytest.raises(ValueError, match=r"slo\.tpot_s is not set and tier 'tight' needs"):
+        half.resolve()
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ({"ttft_s": -1}, "slo.ttft_s must be > 0, got -1"),
+    ({"ttft_s": 0}, "slo.ttft_s must be > 0, got 0"),
+    ({"tpot_s": "fast"}, "slo.tpot_s must be a number, got 'fast'"),
+    ({"tpot_s": float("nan")}, "slo.tpot_s must be finite"),
+    ({"attainment": 0}, "slo.attainment must be in (0, 1], got 0"),
+    ({"attainment": 1.5}, "slo.attainment must be in (0, 1], got 1.5"),
+    ({"attainment": True}, "slo.attainment must be a number"),
+    ({"tier": "heroic"}, "unknown slo.tier 'heroic'"),
+    ({"tier": 3}, "slo.tier must be a tier name, got 3"),
+    ({"ttft_p99": 3}, "unknown slo field(s): ttft_p99"),
+])
+def test_slo_spec_rejects_bad_values_naming_the_field(table, message):
+    from easerve_core.slo import SLOSpec
+
+    with pytest.raises(ValueError) as info:
+        SLOSpec.from_dict(table)
+    assert message in str(info.value)
+
+
+def test_a_run_sustains_its_slo_by_p99_or_by_its_attainment_target():
+    from easerve_core.slo import sustains
+
+    # 10 requests, one of them slow: attainment 0.9, P99 TTFT over the limit
+    frame = records_to_frame([rec(i, 0.0, 0.5, 1.0) for i in range(9)] + [rec(9, 0.0, 5.0, 5.5)])
+    assert not sustains(frame, SLO(ttft_s=1.0, tpot_s=1.0))
+    assert sustains(frame, SLO(ttft_s=1.0, tpot_s=1.0, attainment=0.9))
+    assert not sustains(frame, SLO(ttft_s=1.0, tpot_s=1.0, attainment=0.95))
+    assert sustains(frame, SLO(ttft_s=6.0, tpot_s=1.0))
+    assert not sustains(frame.iloc[:0], SLO(ttft_s=1.0, tpot_s=1.0, attainment=0.5))

@@ -1,0 +1,154 @@
+"""``easerve capacity CONFIG.toml --out DIR``: the highest arrival rate a deployment sustains.
+
+Simulates the config's deployment (after ``--preset``) at one arrival rate
+after another, chosen by bisection (easerve_core.rate_search): it starts at
+the config's rate, doubles or halves it until one run sustains the SLO and
+another fails, then bisects until the two are within ``--tolerance`` of
+each other. A run sustains the SLO (easerve_core.slo.sustains) when its P99
+TTFT and P99 TPOT are within the limits, or, with ``[slo] attainment``,
+when at least that fraction of its requests meet both limits. The SLO is
+the config's ``[slo]`` (a tier, or absolute ``ttft_s`` / ``tpot_s``);
+``--tier`` replaces the tier. Every run draws the config's workload with
+the config's seed at its rate (the same requests, their gaps scaled), so
+the answer is deterministic. Writes into DIR: ``capacity.csv`` (one row per
+run, by rate: goodput, attainment, throughput, P99 TTFT and TPOT,
+sustained, the step and phase that ran it), ``capacity.json`` (the answer,
+the SLO and the search settings), ``config.json`` (the resolved config)
+and ``capacity.png``; prints the curve and the answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from calibration.plans import Resolved, plan_for
+from easerve.cli.common import add_config, add_force, add_out, command_parser
+from easerve.cli.outputs import RunFolder
+from easerve.resources import load_config
+from easerve_core import checks
+from easerve_core.config import ExperimentConfig
+from easerve_core.presets import PRESETS
+from easerve_core.rate_search import Capacity, RateBisection
+from easerve_core.slo import SLO, TIER_NAMES, sustains
+from sim import simulate
+from sim.plots import capacity_plot
+
+#: the search's highest rate is this multiple of the start rate unless --max-rate is given
+DEFAULT_MAX_RATE_FACTOR = 64.0
+#: columns of capacity.csv (and of the printed curve)
+CURVE_COLUMNS = ("rate_hz", "sustained", "goodput_rps", "attainment", "throughput_rps", "ttft_p99_s",
+                 "tpot_p99_s", "num_ok", "num_requests", "step", "phase")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = command_parser(subparsers, "capacity",
+                       help="the highest arrival rate a deployment sustains within its SLO (bisection)",
+                       doc=__doc__, func=run)
+    add_config(p, "experiment TOML (see configs/)")
+    add_out(p, "folder to write the curve and the answer into")
+    p.add_argument("--preset", default=None, help=f"baseline preset: {', '.join(sorted(PRESETS))}")
+    p.add_argument("--tier", default=None, help=f"SLO tier instead of [slo] tier: {', '.join(TIER_NAMES)}")
+    p.add_argument("--start-rate", type=float, default=None,
+                   help="first rate tried, req/s (default: the config's workload rate)")
+    p.add_argument("--max-rate", type=float, default=None,
+                   help=f"highest rate tried, req/s (default {DEFAULT_MAX_RATE_FACTOR:g} x the start rate)")
+    p.add_argument("--tolerance", type=float, default=0.02,
+                   help="stop when the sustained and the failing rate are within this fraction "
+                        "(default 0.02)")
+    p.add_argument("--max-steps", type=int, default=30, help="at most this many runs (default 30)")
+    p.add_argument("--no-plots", action="store_true", help="skip capacity.png")
+    add_force(p)
+
+
+def _search(args: argparse.Namespace, config: ExperimentConfig) -> RateBisection:
+    start = config.workload.mean_rate_hz if args.start_rate is None else args.start_rate
+    settings = {"start_hz": start, "max_rate_hz": args.max_rate if args.max_rate is not None
+                else DEFAULT_MAX_RATE_FACTOR * start, "rel_tol_frac": args.tolerance,
+                "max_steps": args.max_steps}
+    flags = {"start_hz": "start-rate", "max_rate_hz": "max-rate", "rel_tol_frac": "tolerance",
+             "max_steps": "max-steps"}
+    try:
+        return RateBisection(**settings)
+    except ValueError as exc:
+        message = str(exc)
+        for name, flag in flags.items():
+            message = message.replace(name, f"--{flag}")
+        raise ValueError(message) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.tier is not None:
+        checks.one_of("--tier", args.tier, TIER_NAMES)
+    config = load_config(args.config)
+    search = _search(args, config)
+    base = plan_for(config, preset=args.preset, tier=args.tier)
+    slo = base.plan.slo
+    if slo is None:
+        raise ValueError("capacity needs an SLO: give the model a latency profile or set "
+                         "[slo] ttft_s and tpot_s")
+    folder = RunFolder(args.out, force=args.force)  # checked before the runs, written whole after them
+    rows: list[dict[str, Any]] = []
+    while (probe := search.next_probe()) is not None:
+        row = _run_at(config, base, probe.rate_hz, slo, preset=args.preset, tier=args.tier)
+        search.observe(probe.rate_hz, bool(row["sustained"]))
+        rows.append({**row, "step": probe.step, "phase": str(probe.phase)})
+    answer = search.result()
+    curve = pd.DataFrame(rows, columns=list(CURVE_COLUMNS)).sort_values("rate_hz", kind="stable")
+    plan = base.plan
+    title = f"{plan.model} {plan.preset} {plan.deployment.label()}, SLO {_slo_words(slo)}"
+    with folder as staging:
+        curve.to_csv(staging / "capacity.csv", index=False)
+        (staging / "capacity.json").write_text(json.dumps(_answer_doc(answer, slo, search, plan.preset),
+                                                          indent=2) + "\n")
+        (staging / "config.json").write_text(json.dumps(plan.config, indent=2, default=str) + "\n")
+        if not args.no_plots:
+            capacity_plot(curve, staging / "capacity.png", capacity_hz=answer.capacity_hz,
+                          attainment_target=slo.attainment, title=title)
+    print(curve.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(_answer_line(answer, slo, plan.preset, args.out))
+    return 0
+
+
+def _run_at(config: ExperimentConfig, base: Resolved, rate_hz: float, slo: SLO, *, preset: str | None,
+            tier: str | None) -> dict[str, Any]:
+    """One simulation at ``rate_hz``, judged by ``slo``: a row of the curve."""
+    resolved = plan_for(config, preset=preset, tier=tier, rate_hz=rate_hz, profile=base.profile,
+                        doc=base.doc)
+    plan = replace(resolved.plan, slo=slo)
+    result = simulate(plan, resolved.sim_profile(), options=resolved.sim_options())
+    s = result.summary(slo)
+    return {"rate_hz": rate_hz, "sustained": sustains(result.records, slo), "goodput_rps": s.goodput_rps,
+            "attainment": s.attainment, "throughput_rps": s.throughput_rps, "ttft_p99_s": s.ttft_p99_s,
+            "tpot_p99_s": s.tpot_p99_s, "num_ok": s.num_ok, "num_requests": s.num_requests}
+
+
+def _slo_words(slo: SLO) -> str:
+    rule = f"attainment >= {slo.attainment:g}" if slo.attainment is not None else "P99"
+    return f"{slo.tier} (TTFT {slo.ttft_s:.4g} s, TPOT {slo.tpot_s * 1e3:.4g} ms, {rule})"
+
+
+def _answer_doc(answer: Capacity, slo: SLO, search: RateBisection, preset: str) -> dict[str, Any]:
+    return {
+        "capacity_rps": answer.capacity_hz, "failed_rps": answer.failed_hz, "outcome": str(answer.outcome),
+        "num_runs": answer.num_steps, "preset": preset,
+        "slo": {"tier": slo.tier, "ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "attainment": slo.attainment,
+                "rule": "attainment" if slo.attainment is not None else "p99"},
+        "search": {"start_rate_hz": search.start_hz, "max_rate_hz": search.max_rate_hz,
+                   "min_rate_hz": search.min_rate_hz, "growth": search.growth,
+                   "rel_tol_frac": search.rel_tol_frac, "max_steps": search.max_steps},
+    }
+
+
+def _answer_line(answer: Capacity, slo: SLO, preset: str, out: Path) -> str:
+    what = {"found": f"sustains {answer.capacity_hz:.4g} req/s (fails at {answer.failed_hz or 0:.4g})",
+            "censored": f"sustains at least {answer.capacity_hz:.4g} req/s (the --max-rate)",
+            "none": f"sustains none of the rates tried (down to {answer.failed_hz or 0:.4g} req/s)",
+            "steps": f"sustains {answer.capacity_hz:.4g} req/s; --max-steps ran out before the bracket "
+                     "closed"}[str(answer.outcome)]
+    return f"{preset}: {what} within SLO {_slo_words(slo)}, {answer.num_steps} runs -> {out}"
