@@ -1,8 +1,10 @@
 """Building the model: workers, GPUs, batchers and routers for one deployment.
 
-GPUs are numbered in stage order: encode workers first (worker i holds GPUs
+GPUs are numbered by the deployment's :class:`~easerve_core.placement.Layout`:
+on one node in stage order, encode workers first (worker i holds GPUs
 ``i*tp .. i*tp+tp-1``), then remote Prefill, then Decode; an aggregated
-deployment numbers its instances the same way. Batchers and routers come
+deployment numbers its instances the same way; on several nodes, node ``n``
+holds GPUs ``n*gpus_per_node ..``. Batchers and routers come
 from :mod:`easerve_core.policies` (its seeding rule is the live executor's
 too). With ``[sim.host] num_host_cores`` one :class:`~sim.host.HostCPU` is
 shared by every worker (each aggregated instance too). With ``[sim.host]
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from easerve_core import Deployment, ParallelProfile, SMShareTable, StageProfile
+from easerve_core.placement import Layout
 from easerve_core.policies import make_batcher, make_routers
 from easerve_core.profile import profile_for_tp
 from sim.aggregated import AggregatedWorker
@@ -36,15 +39,10 @@ from sim.stepsum import StepClock
 from sim.warmup import make_warmup
 
 
-def _gpus(first: int, index: int, tp: int) -> tuple[int, ...]:
-    start = first + index * tp
-    return tuple(range(start, start + tp))
-
-
 def build_disaggregated(env: SimEnvironment, recorder: Recorder, pipe: Pipeline, *,
                         deployment: Deployment, profile: StageProfile | ParallelProfile,
                         table: SMShareTable, caps: Capacities, options: SimOptions,
-                        seed: int) -> list[EncodeWorker]:
+                        seed: int, layout: Layout) -> list[EncodeWorker]:
     """Encode, remote Prefill and Decode workers, wired into ``pipe``."""
     d = deployment
     enc_profile = profile_for_tp(profile, d.encode.tp)
@@ -59,25 +57,23 @@ def build_disaggregated(env: SimEnvironment, recorder: Recorder, pipe: Pipeline,
                         time_slice_overhead_frac=options.time_slice_overhead_frac,
                         host_colocated_speed_frac=colocated)
         encoders.append(EncodeWorker(
-            env, i, _gpus(0, i, d.encode.tp), recorder, pipe=pipe, batcher=make_batcher(d),
+            env, i, layout.encode[i], recorder, pipe=pipe, batcher=make_batcher(d),
             router=routers[i], gpu=gpu, encode_profile=enc_profile, lm_profile=enc_profile,
             prefill_max_batch_tokens=options.prefill_max_batch_tokens,
             encode_only=options.encode_only, coalesce=options.coalesce_waiting_batches,
             host=host, block_intake=options.encode_intake_blocking,
             stall=None if stalls is None else stalls.draw("encode"),
             warmup=make_warmup(effects, "encode"), prefill_warmup=make_warmup(effects, "local_prefill")))
-    first = d.encode.num_gpus
     pf_profile = profile_for_tp(profile, d.prefill.tp)
     pipe.prefill_workers = [
-        PrefillWorker(env, i, _gpus(first, i, d.prefill.tp), recorder, pipe=pipe,
+        PrefillWorker(env, i, layout.prefill[i], recorder, pipe=pipe,
                       profile=pf_profile, prefill_max_batch_tokens=options.prefill_max_batch_tokens,
                       host=host, stall=None if stalls is None else stalls.draw("prefill"),
                       warmup=make_warmup(effects, "prefill"))
         for i in range(d.prefill.num_workers)]
-    first += d.prefill.num_gpus
     clock = StepClock(profile_for_tp(profile, d.decode.tp))
     pipe.decode_workers = [
-        DecodeWorker(env, i, _gpus(first, i, d.decode.tp), recorder, pipe=pipe, clock=clock,
+        DecodeWorker(env, i, layout.decode[i], recorder, pipe=pipe, clock=clock,
                      kv_capacity_tokens=caps.decode, max_num_seqs=d.max_num_decode_seqs, host=host,
                      join_s=effects.decode_join_s, leave_s=effects.decode_leave_s,
                      join_more_s=effects.decode_join_more_s,
@@ -96,7 +92,8 @@ def make_host(effects: HostEffects) -> HostCPU | None:
 
 def build_aggregated(env: SimEnvironment, recorder: Recorder, pipe: Pipeline, *,
                      deployment: Deployment, profile: StageProfile | ParallelProfile,
-                     caps: Capacities, options: SimOptions, seed: int) -> Sequence[AggregatedWorker]:
+                     caps: Capacities, options: SimOptions, seed: int,
+                     layout: Layout) -> Sequence[AggregatedWorker]:
     """One aggregated instance per ``decode`` worker, sharing the host model when there is one."""
     d = deployment
     lm = profile_for_tp(profile, d.decode.tp)
@@ -104,7 +101,7 @@ def build_aggregated(env: SimEnvironment, recorder: Recorder, pipe: Pipeline, *,
     effects = options.host
     host = make_host(effects)
     stalls = make_stall_plan(effects, seed)
-    return [AggregatedWorker(env, i, _gpus(0, i, d.decode.tp), recorder, pipe=pipe, clock=clock,
+    return [AggregatedWorker(env, i, layout.decode[i], recorder, pipe=pipe, clock=clock,
                              kv_capacity_tokens=caps.decode, max_num_seqs=d.max_num_decode_seqs,
                              profile=lm, encode_profile=lm,
                              prefill_max_batch_tokens=options.prefill_max_batch_tokens,

@@ -26,7 +26,7 @@ from sim.build import build_aggregated, build_disaggregated
 from sim.clock import SimEnvironment
 from sim.feasibility import Capacities, check_memory, kv_capacities
 from sim.job import Job, RecordTable
-from sim.link import Link
+from sim.network import make_link
 from sim.options import SimOptions, options_for
 from sim.pipeline import Pipeline, handoff_rng
 from sim.recorder import Recorder
@@ -128,7 +128,8 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
     quantiles = (host.handoff_prefill_quantiles_s, host.handoff_decode_quantiles_s)
     requests = plan.requests
     records = RecordTable(requests)
-    pipe = Pipeline(link=Link(env, cluster), recorder=recorder, records=records,
+    layout = deployment.layout(cluster)
+    pipe = Pipeline(link=make_link(env, cluster, deployment), recorder=recorder, records=records,
                     encode_profile=profile_for_tp(profile, max(1, deployment.encode.tp)),
                     handoff_prefill_s=host.handoff_prefill_s, handoff_decode_s=host.handoff_decode_s,
                     handoff_busy_s=host.handoff_busy_s,
@@ -136,10 +137,11 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
     front: Sequence[Any]
     if deployment.architecture is Architecture.AGGREGATED:
         front = build_aggregated(env, recorder, pipe, deployment=deployment, profile=profile,
-                                 caps=caps, options=options, seed=seed)
+                                 caps=caps, options=options, seed=seed, layout=layout)
     else:
         front = build_disaggregated(env, recorder, pipe, deployment=deployment, profile=profile,
-                                    table=plan.sm_table, caps=caps, options=options, seed=seed)
+                                    table=plan.sm_table, caps=caps, options=options, seed=seed,
+                                    layout=layout)
     admitted = []
     for index, req in enumerate(requests):
         why = _rejection(req, caps, deployment)
@@ -160,6 +162,7 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
         "events_per_request": env.num_events / max(1, len(requests)),
         "link_transfers": pipe.link.num_transfers,
         "link_bytes": pipe.link.bytes_moved,
+        **pipe.link.meta(),
         "queues": recorder.queue_summary(end_s),
     }
     config = {**plan.config, "deployment": {**deployment.to_dict(), "preset": plan.preset},
