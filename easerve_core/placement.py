@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from easerve_core import checks
 
@@ -112,9 +112,18 @@ class Layout:
 Groups = list[tuple[str, int, int]]  # (stage, worker index, tp) in stage order
 
 
-def _groups(deployment: Deployment) -> Groups:
-    return [(s, i, getattr(deployment, s).tp) for s in STAGES
-            for i in range(getattr(deployment, s).num_workers)]
+class Stage(Protocol):
+    """What placement needs of a stage's workers (a :class:`~easerve_core.deployment.StageGroup`)."""
+
+    @property
+    def num_workers(self) -> int: ...
+
+    @property
+    def tp(self) -> int: ...
+
+
+def _groups(stages: Mapping[str, Stage]) -> Groups:
+    return [(s, i, stages[s].tp) for s in STAGES for i in range(stages[s].num_workers)]
 
 
 def _packed(groups: Groups, num_nodes: int, per_node: int) -> list[int]:
@@ -149,24 +158,29 @@ PLACEMENTS: Mapping[str, Callable[[Groups, int, int], list[int]]] = {"packed": _
 
 
 def layout(deployment: Deployment, cluster: Cluster) -> Layout:
-    """The GPU ids of every worker of ``deployment`` on ``cluster``, checked.
+    """The GPU ids of every worker of ``deployment`` on ``cluster``, checked (:func:`place`)."""
+    stages = {s: getattr(deployment, s) for s in STAGES}
+    return place(stages, deployment.placement or Placement(), cluster)
+
+
+def place(stages: Mapping[str, Stage], placement: Placement, cluster: Cluster) -> Layout:
+    """The GPU ids of the workers of ``stages`` (``encode``, ``prefill``, ``decode``) under ``placement``.
 
     Raises ``ValueError`` naming the field: a TP group larger than a node, a
     node index the cluster lacks, a node given more GPUs than it has, or node
     lists whose length is not the stage's worker count.
     """
     per_node, num_nodes = cluster.gpus_per_node, cluster.num_nodes
-    place = deployment.placement or Placement()
-    groups = _groups(deployment)
+    groups = _groups(stages)
     for stage in STAGES:
-        tp = getattr(deployment, stage).tp
-        if getattr(deployment, stage).num_workers and tp > per_node:
+        tp = stages[stage].tp
+        if stages[stage].num_workers and tp > per_node:
             raise ValueError(f"deployment.{stage}.tp is {tp} but a node has {per_node} GPUs: a TP group "
                              f"cannot span nodes (cluster.num_gpus / cluster.num_nodes)")
-    if place.strategy == "explicit":
+    if placement.strategy == "explicit":
         nodes = []
         for stage in STAGES:
-            given, count = getattr(place, stage), getattr(deployment, stage).num_workers
+            given, count = getattr(placement, stage), stages[stage].num_workers
             if len(given) != count:
                 raise ValueError(f"deployment.placement.{stage} names {len(given)} node(s) for "
                                  f"{count} {stage} worker(s)")
@@ -176,7 +190,7 @@ def layout(deployment: Deployment, cluster: Cluster) -> Layout:
                                      f"{num_nodes} node(s) (cluster.num_nodes)")
             nodes.extend(given)
     else:
-        nodes = PLACEMENTS[place.strategy](groups, num_nodes, per_node)
+        nodes = PLACEMENTS[placement.strategy](groups, num_nodes, per_node)
     used = [0] * num_nodes
     out: dict[str, list[tuple[int, ...]]] = {s: [] for s in STAGES}
     for (stage, _, tp), node in zip(groups, nodes, strict=True):
