@@ -16,6 +16,7 @@ from typing import Any
 from calibration._fields import unknown_name
 from calibration.analytic import AnalyticProfile, Efficiency
 from calibration.fit import FitResult, FittedProfile
+from calibration.networks import network_spec
 from calibration.specs import gpu_spec, model_spec
 from easerve_core.deployment import Cluster
 from easerve_core.profile import (
@@ -80,11 +81,17 @@ def sm_share_table(
     return derive_table(profile_for_tp(profile, 1), items, batch_sizes, levels=levels, tolerance=tolerance)
 
 
-def cluster_for(gpu: str, num_gpus: int = 8) -> Cluster:
-    """A cluster of ``num_gpus`` identical ``gpu`` joined by that GPU's usual link."""
+def cluster_for(gpu: str, num_gpus: int = 8, *, num_nodes: int = 1, network: str | None = None) -> Cluster:
+    """A cluster of ``num_gpus`` identical ``gpu`` (all nodes together) joined by that GPU's usual
+    link inside a node and, given ``network`` (:func:`calibration.networks.network_spec`), its NICs
+    between nodes."""
     spec = gpu_spec(gpu)
+    nic = {}
+    if network is not None:
+        net = network_spec(network)
+        nic = {"nic_bytes_per_s": net.nic_bytes_per_s, "nic_latency_s": net.nic_latency_s}
     return Cluster(gpu=spec.name, num_gpus=num_gpus, link_bytes_per_s=spec.link_bytes_per_s,
-                   link_latency_s=spec.link_latency_s, num_links=spec.num_links)
+                   link_latency_s=spec.link_latency_s, num_links=spec.num_links, num_nodes=num_nodes, **nic)
 
 
 def analytic_doc(model: str, gpu: str, *, lm_tp: int, created: str) -> ProfileDoc:

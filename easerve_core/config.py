@@ -8,6 +8,7 @@ size = "full"                # live only: tiny | small | full
 [cluster]
 gpu = "rtx6000ada"
 num_gpus = 8                 # link_* keys override the GPU spec's defaults
+num_nodes = 1                # multi-node: nic_bytes_per_s, nic_latency_s (docs/multinode.md)
 [profile]
 path = "profile.json"        # optional; default: the analytic profile
 sm_share_table = { "1" = 0.5, "4" = 1.0 }   # optional; wins over the profile's own table
@@ -52,7 +53,8 @@ from easerve_core.sm_share import SMShareTable
 from easerve_core.workload import WorkloadSpec
 
 _TOP = {"seed", "model", "cluster", "profile", "deployment", "workload", "slo", "sim", "live"}
-_CLUSTER_KEYS = {"gpu", "num_gpus", "link_bytes_per_s", "link_latency_s", "num_links"}
+_CLUSTER_KEYS = {"gpu", "num_gpus", "link_bytes_per_s", "link_latency_s", "num_links", "num_nodes",
+                 "nic_bytes_per_s", "nic_latency_s", "link_sharing"}
 _PROFILE_KEYS = {"path", "sm_share_table"}
 
 

@@ -1,6 +1,8 @@
 """Deployments and clusters: what runs where, validated on construction.
 
-A :class:`Cluster` is a set of identical GPUs joined by one kind of link. A
+A :class:`Cluster` is ``num_nodes`` nodes of identical GPUs: inside a node
+the GPUs are joined by one kind of link, and each node reaches the others
+through its NIC (docs/multinode.md). A
 :class:`Deployment` splits them into Encode, Prefill and Decode workers (each
 a group of ``tp`` GPUs) and carries the runtime knobs HAS tunes: the maximum
 encode batch B, the remote-prefill fraction s, the batching mode and the
@@ -15,7 +17,11 @@ from enum import StrEnum
 from typing import Any
 
 from easerve_core import checks, limits
+from easerve_core.placement import Layout, Placement, layout
 from easerve_core.router import ROUTERS
+
+#: how concurrent transfers share a node's GPU-to-GPU paths (``Cluster.link_sharing``)
+LINK_SHARING = ("fcfs", "fair")
 
 
 class Architecture(StrEnum):
@@ -42,15 +48,24 @@ def _enum(cls: type[StrEnum], name: str, value: object) -> Any:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Cluster:
-    """Identical GPUs on one kind of link.
+    """Nodes of identical GPUs: links inside a node, a NIC per node between them.
 
     Args:
         gpu: GPU name, resolved against the GPU specs by whoever builds profiles.
-        num_gpus: GPUs in the cluster.
-        link_bytes_per_s: bandwidth of one GPU-to-GPU transfer path.
-        link_latency_s: fixed cost of one transfer.
-        num_links: transfers that can run at full bandwidth at once (PCIe
-            switches, NVLink lanes); more concurrent transfers share them.
+        num_gpus: GPUs in the cluster, all nodes together.
+        link_bytes_per_s: bandwidth of one GPU-to-GPU transfer path in a node.
+        link_latency_s: fixed cost of one transfer in a node.
+        num_links: transfers that can run at full bandwidth at once in a node
+            (PCIe switches, NVLink lanes); more concurrent transfers wait
+            (``fcfs``) or share them (``fair``).
+        num_nodes: nodes; ``num_gpus`` must be a multiple of it.
+        nic_bytes_per_s: one node's network bandwidth, each direction (all
+            its NICs together: a transfer stripes over them).
+        nic_latency_s: fixed cost of one transfer between nodes.
+        link_sharing: ``fcfs`` (the single-node model: a transfer waits for a
+            free path, then runs at full speed) or ``fair`` (concurrent
+            transfers share the node's paths' bandwidth, each at most one
+            path's). Transfers between nodes always share the NICs fairly.
     """
 
     gpu: str
@@ -58,6 +73,10 @@ class Cluster:
     link_bytes_per_s: float = 25e9
     link_latency_s: float = 10e-6
     num_links: int = 4
+    num_nodes: int = 1
+    nic_bytes_per_s: float = 50e9
+    nic_latency_s: float = 10e-6
+    link_sharing: str = "fcfs"
 
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, str) or not self.gpu:
@@ -67,6 +86,21 @@ class Cluster:
         checks.positive("link_bytes_per_s", self.link_bytes_per_s)
         checks.non_negative("link_latency_s", self.link_latency_s)
         checks.integer("num_links", self.num_links, minimum=1)
+        nodes = checks.integer("num_nodes", self.num_nodes, minimum=1)
+        if self.num_gpus % nodes:
+            raise ValueError(f"num_nodes must divide num_gpus ({self.num_gpus}), got {nodes!r}")
+        checks.positive("nic_bytes_per_s", self.nic_bytes_per_s)
+        checks.non_negative("nic_latency_s", self.nic_latency_s)
+        checks.one_of("link_sharing", self.link_sharing, LINK_SHARING)
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.num_gpus // self.num_nodes
+
+    @property
+    def single_node_model(self) -> bool:
+        """One node with first-come first-served links: the simulator's original transfer model."""
+        return self.num_nodes == 1 and self.link_sharing == "fcfs"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,6 +157,7 @@ class Deployment:
     static_encode_share: float = 0.5
     router: str = "deficit"
     max_num_decode_seqs: int = 256
+    placement: Placement | None = None
 
     def __post_init__(self) -> None:
         for name in ("encode", "prefill", "decode"):
@@ -150,6 +185,8 @@ class Deployment:
                 f"static_encode_share must be in (0, 1), got {self.static_encode_share!r}"
             )
         checks.one_of("router", self.router, ROUTERS)
+        if self.placement is not None and not isinstance(self.placement, Placement):
+            set_(self, "placement", Placement.from_dict(self.placement))
         limits.at_most("max_num_decode_seqs",
                        checks.integer("max_num_decode_seqs", self.max_num_decode_seqs, minimum=1),
                        limits.MAX_NUM_DECODE_SEQS, "sequences one Decode worker batches")
@@ -183,11 +220,17 @@ class Deployment:
         return self.architecture is Architecture.DISAGGREGATED and self.remote_fraction < 1
 
     def check_fits(self, cluster: Cluster) -> None:
-        """Raise ``ValueError`` if the deployment needs more GPUs than ``cluster`` has."""
+        """Raise ``ValueError`` if the deployment needs more GPUs than ``cluster`` has, or its
+        placement does not fit the cluster's nodes (:func:`easerve_core.placement.layout`)."""
         if self.num_gpus > cluster.num_gpus:
             raise ValueError(
                 f"deployment needs {self.num_gpus} GPUs but the cluster has {cluster.num_gpus}"
             )
+        self.layout(cluster)
+
+    def layout(self, cluster: Cluster) -> Layout:
+        """The GPU ids of every worker on ``cluster`` (see :mod:`easerve_core.placement`)."""
+        return layout(self, cluster)
 
     def with_(self, **changes: Any) -> Deployment:
         """A copy with ``changes`` applied (and validated)."""
@@ -197,6 +240,10 @@ class Deployment:
         out = asdict(self)
         for key in ("architecture", "batching", "sm_sharing"):
             out[key] = str(out[key])
+        if self.placement is None:  # a single-node deployment's table stays as it was
+            del out["placement"]
+        else:
+            out["placement"] = self.placement.to_dict()
         return out
 
     @classmethod
@@ -218,7 +265,8 @@ class Deployment:
         if self.architecture is Architecture.AGGREGATED:
             return f"AGG {self.decode.num_workers}x{self.decode.tp}"
         e, p, d = self.encode, self.prefill, self.decode
+        where = "" if self.placement is None else f" @{self.placement.name}"
         return (
             f"E{e.num_workers}x{e.tp} P{p.num_workers}x{p.tp} D{d.num_workers}x{d.tp} "
-            f"B{self.max_encode_batch} s{self.remote_fraction:.2f} {self.batching}/{self.sm_sharing}"
+            f"B{self.max_encode_batch} s{self.remote_fraction:.2f} {self.batching}/{self.sm_sharing}{where}"
         )

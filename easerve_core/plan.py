@@ -106,10 +106,16 @@ def _ordered(requests: Sequence[Request]) -> tuple[Request, ...]:
     return tuple(sorted(requests, key=lambda r: (r.arrival_s, r.request_id)))
 
 
+_NETWORK_KEYS = ("num_nodes", "nic_bytes_per_s", "nic_latency_s", "link_sharing")
+
+
 def cluster_dict(cluster: Cluster) -> dict[str, Any]:
-    """The cluster as a ``[cluster]`` table."""
-    return {k: getattr(cluster, k) for k in ("gpu", "num_gpus", "link_bytes_per_s", "link_latency_s",
-                                             "num_links")}
+    """The cluster as a ``[cluster]`` table (the network keys only off the single-node model,
+    so a single-node run's resolved config is what it was before nodes existed)."""
+    keys: tuple[str, ...] = ("gpu", "num_gpus", "link_bytes_per_s", "link_latency_s", "num_links")
+    if not cluster.single_node_model:
+        keys += _NETWORK_KEYS
+    return {k: getattr(cluster, k) for k in keys}
 
 
 def derived_table(deployment: Deployment, requests: Sequence[Request], profile: Profile) -> SMShareTable:

@@ -1,8 +1,10 @@
 """Building the model: workers, GPUs, batchers and routers for one deployment.
 
-GPUs are numbered in stage order: encode workers first (worker i holds GPUs
+GPUs are numbered by the deployment's :class:`~easerve_core.placement.Layout`:
+on one node in stage order, encode workers first (worker i holds GPUs
 ``i*tp .. i*tp+tp-1``), then remote Prefill, then Decode; an aggregated
-deployment numbers its instances the same way. Batchers and routers come
+deployment numbers its instances the same way; on several nodes, node ``n``
+holds GPUs ``n*gpus_per_node ..``. Batchers and routers come
 from :mod:`easerve_core.policies` (its seeding rule is the live executor's
 too). With ``[sim.host] num_host_cores`` one :class:`~sim.host.HostCPU` is
 shared by every worker (each aggregated instance too). With ``[sim.host]
@@ -16,8 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from easerve_core import Deployment, ParallelProfile, SMShareTable, StageProfile
+from easerve_core import Cluster, Deployment, ParallelProfile, SMShareTable, StageProfile
 from easerve_core.batcher import Batcher
+from easerve_core.placement import Layout
 from easerve_core.policies import make_batcher, make_routers
 from easerve_core.profile import profile_for_tp
 from easerve_core.router import Router
@@ -39,12 +42,6 @@ from sim.stepsum import StepClock
 from sim.warmup import make_warmup
 
 
-def gpus_of(first: int, index: int, tp: int) -> tuple[int, ...]:
-    """The GPUs of worker ``index`` of a stage whose first GPU is ``first``."""
-    start = first + index * tp
-    return tuple(range(start, start + tp))
-
-
 class WorkerKit:
     """What building one worker of a disaggregated run takes besides its place and policies.
 
@@ -57,8 +54,9 @@ class WorkerKit:
     """
 
     def __init__(self, env: SimEnvironment, recorder: Recorder, pipe: Pipeline, *,
-                 profile: StageProfile | ParallelProfile, table: SMShareTable, options: SimOptions) -> None:
-        self.env, self.recorder, self.pipe = env, recorder, pipe
+                 profile: StageProfile | ParallelProfile, table: SMShareTable, options: SimOptions,
+                 cluster: Cluster) -> None:
+        self.env, self.recorder, self.pipe, self.cluster = env, recorder, pipe, cluster
         self.profile, self.table, self.options = profile, table, options
         self.host = make_host(options.host)
         self._clocks: dict[int, StepClock] = {}
@@ -102,25 +100,22 @@ class WorkerKit:
                             warmup=make_warmup(effects, "decode") if fresh else None)
 
 
-def build_disaggregated(kit: WorkerKit, *, deployment: Deployment, caps: Capacities,
-                        seed: int) -> list[EncodeWorker]:
-    """Encode, remote Prefill and Decode workers, wired into ``kit.pipe``."""
+def build_disaggregated(kit: WorkerKit, *, deployment: Deployment, caps: Capacities, seed: int,
+                        layout: Layout) -> list[EncodeWorker]:
+    """Encode, remote Prefill and Decode workers on ``layout``'s GPUs, wired into ``kit.pipe``."""
     d = deployment
     routers = make_routers(d, seed)
     stalls = make_stall_plan(kit.options.host, seed)
-    encoders = [kit.encode(d, i, gpus_of(0, i, d.encode.tp), batcher=make_batcher(d), router=routers[i],
+    encoders = [kit.encode(d, i, gpus, batcher=make_batcher(d), router=routers[i],
                            stall=None if stalls is None else stalls.draw("encode"))
-                for i in range(d.encode.num_workers)]
-    first = d.encode.num_gpus
+                for i, gpus in enumerate(layout.encode)]
     kit.pipe.prefill_workers = [
-        kit.prefill(d, i, gpus_of(first, i, d.prefill.tp),
-                    stall=None if stalls is None else stalls.draw("prefill"))
-        for i in range(d.prefill.num_workers)]
-    first += d.prefill.num_gpus
+        kit.prefill(d, i, gpus, stall=None if stalls is None else stalls.draw("prefill"))
+        for i, gpus in enumerate(layout.prefill)]
     kit.pipe.decode_workers = [
-        kit.decode(d, i, gpus_of(first, i, d.decode.tp), kv_capacity_tokens=caps.decode,
+        kit.decode(d, i, gpus, kv_capacity_tokens=caps.decode,
                    stall=None if stalls is None else stalls.draw("decode"))
-        for i in range(d.decode.num_workers)]
+        for i, gpus in enumerate(layout.decode)]
     return encoders
 
 
@@ -133,7 +128,8 @@ def make_host(effects: HostEffects) -> HostCPU | None:
 
 def build_aggregated(env: SimEnvironment, recorder: Recorder, pipe: Pipeline, *,
                      deployment: Deployment, profile: StageProfile | ParallelProfile,
-                     caps: Capacities, options: SimOptions, seed: int) -> Sequence[AggregatedWorker]:
+                     caps: Capacities, options: SimOptions, seed: int,
+                     layout: Layout) -> Sequence[AggregatedWorker]:
     """One aggregated instance per ``decode`` worker, sharing the host model when there is one."""
     d = deployment
     lm = profile_for_tp(profile, d.decode.tp)
@@ -141,7 +137,7 @@ def build_aggregated(env: SimEnvironment, recorder: Recorder, pipe: Pipeline, *,
     effects = options.host
     host = make_host(effects)
     stalls = make_stall_plan(effects, seed)
-    return [AggregatedWorker(env, i, gpus_of(0, i, d.decode.tp), recorder, pipe=pipe, clock=clock,
+    return [AggregatedWorker(env, i, layout.decode[i], recorder, pipe=pipe, clock=clock,
                              kv_capacity_tokens=caps.decode, max_num_seqs=d.max_num_decode_seqs,
                              profile=lm, encode_profile=lm,
                              prefill_max_batch_tokens=options.prefill_max_batch_tokens,

@@ -28,7 +28,7 @@ from sim.clock import SimEnvironment
 from sim.control import ControllerLike, Steering
 from sim.feasibility import Capacities, check_memory, kv_capacities
 from sim.job import Job, RecordTable
-from sim.link import Link
+from sim.network import make_link
 from sim.options import SimOptions, options_for
 from sim.pipeline import Pipeline, handoff_rng
 from sim.recorder import Recorder
@@ -161,8 +161,9 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
     quantiles = (host.handoff_prefill_quantiles_s, host.handoff_decode_quantiles_s)
     requests = plan.requests
     records = RecordTable(requests)
+    layout = deployment.layout(cluster)
     pipe_class = Pipeline if controller is None else SteeredPipeline
-    pipe = pipe_class(link=Link(env, cluster), recorder=recorder, records=records,
+    pipe = pipe_class(link=make_link(env, cluster, deployment), recorder=recorder, records=records,
                       encode_profile=profile_for_tp(profile, max(1, deployment.encode.tp)),
                       handoff_prefill_s=host.handoff_prefill_s, handoff_decode_s=host.handoff_decode_s,
                       handoff_busy_s=host.handoff_busy_s,
@@ -171,10 +172,11 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
     kit = None
     if deployment.architecture is Architecture.AGGREGATED:
         front = build_aggregated(env, recorder, pipe, deployment=deployment, profile=profile,
-                                 caps=caps, options=options, seed=seed)
+                                 caps=caps, options=options, seed=seed, layout=layout)
     else:
-        kit = WorkerKit(env, recorder, pipe, profile=profile, table=plan.sm_table, options=options)
-        front = build_disaggregated(kit, deployment=deployment, caps=caps, seed=seed)
+        kit = WorkerKit(env, recorder, pipe, profile=profile, table=plan.sm_table, options=options,
+                        cluster=cluster)
+        front = build_disaggregated(kit, deployment=deployment, caps=caps, seed=seed, layout=layout)
     admitted = []
     # with a controller, a request any band's deployment could never serve is refused up front
     others = [(d, kv_capacities(d, profile)) for d in dict.fromkeys(deployments[1:]) if d != deployment]
@@ -211,6 +213,7 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
         "events_per_request": env.num_events / max(1, len(requests)),
         "link_transfers": pipe.link.num_transfers,
         "link_bytes": pipe.link.bytes_moved,
+        **pipe.link.meta(),
         "queues": recorder.queue_summary(end_s),
     }
     if steering is not None:

@@ -8,22 +8,48 @@ then holds it for ``latency + bytes / bandwidth``. Service times are known
 when a transfer starts, so its end time is computed at once and costs one
 SimPy event (a :meth:`~sim.clock.SimEnvironment.call_later` timer), not a process.
 
-Not modelled: bandwidth sharing between concurrent transfers on one path,
-topology (which GPU pairs share a PCIe switch) and transfers within a worker
-(local Prefill reads embeddings in place).
+Not modelled here: bandwidth sharing between concurrent transfers on one
+path, topology (which GPU pairs share a PCIe switch) and transfers within a
+worker (local Prefill reads embeddings in place). This is the single-node
+model; a cluster of several nodes, or one that asks for fair sharing, gets a
+:class:`sim.network.Network` (:func:`sim.network.make_link`), which keeps one
+of these pools per node. :class:`Transport` is what the pipeline needs of either.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from easerve_core import Cluster
 from sim.clock import SimEnvironment
 
 
+class Transport(Protocol):
+    """What the pipeline needs of a transfer model."""
+
+    env: SimEnvironment
+
+    @property
+    def near(self) -> Callable[[Any, Sequence[Any]], Sequence[Any]] | None: ...
+
+    @property
+    def num_transfers(self) -> int: ...
+
+    @property
+    def bytes_moved(self) -> int: ...
+
+    def send(self, now: float, num_bytes: int, deliver: Callable[[float], None], *,
+             extra_s: float = 0.0, ends: tuple[Any, Any] | None = None) -> Any: ...
+
+    def meta(self) -> dict[str, Any]: ...
+
+
 class Link:
     """The cluster's interconnect (see the module docstring)."""
+
+    near = None  # one node: every receiver is near
 
     def __init__(self, env: SimEnvironment, cluster: Cluster) -> None:
         self.env = env
@@ -47,11 +73,16 @@ class Link:
         return end
 
     def send(self, now: float, num_bytes: int, deliver: Callable[[float], None], *,
-             extra_s: float = 0.0) -> float:
+             extra_s: float = 0.0, ends: tuple[Any, Any] | None = None) -> float:
         """Move ``num_bytes`` and call ``deliver(end_s)`` when they arrive; return ``end_s``.
 
-        ``extra_s`` delays the delivery beyond the transfer without holding the path.
+        ``extra_s`` delays the delivery beyond the transfer without holding the path;
+        ``ends`` (sender, receiver) does not matter on one node.
         """
         end = self.end_time(now, num_bytes) + extra_s
         self.env.call_later(max(0.0, end - self.env.now), lambda _call: deliver(end))
         return end
+
+    def meta(self) -> dict[str, Any]:
+        """Nothing beyond ``link_transfers`` / ``link_bytes`` on one node."""
+        return {}

@@ -29,7 +29,7 @@ import numpy as np
 
 from easerve_core import StageProfile
 from sim.job import Job, RecordTable
-from sim.link import Link
+from sim.link import Transport
 from sim.recorder import Recorder
 
 #: the run seed's stream for drawn hand-off delays (:func:`handoff_rng`)
@@ -74,7 +74,7 @@ def least_loaded(workers: Sequence[Receiver]) -> Receiver:
 class Pipeline:
     """Stage-to-stage hand-offs (see the module docstring)."""
 
-    def __init__(self, *, link: Link, recorder: Recorder, records: RecordTable,
+    def __init__(self, *, link: Transport, recorder: Recorder, records: RecordTable,
                  encode_profile: StageProfile,
                  handoff_prefill_s: float = 0.0, handoff_decode_s: float = 0.0,
                  handoff_busy_s: float = 0.0,
@@ -96,7 +96,8 @@ class Pipeline:
         self.num_finished = 0
 
     def to_remote_prefill(self, job: Job, now: float, sender: Sender | None = None) -> None:
-        worker = least_loaded(self.prefill_workers)
+        near = self.link.near
+        worker = least_loaded(self.prefill_workers if near is None else near(sender, self.prefill_workers))
         worker.load_tokens += job.input_tokens
         job.prefill_worker = worker.index
         extra_s = self._handoff_s("prefill")
@@ -113,7 +114,8 @@ class Pipeline:
         if job.req.output_tokens == 1:
             self.finish(job, now)
             return
-        worker = least_loaded(self.decode_workers)
+        near = self.link.near
+        worker = least_loaded(self.decode_workers if near is None else near(sender, self.decode_workers))
         worker.load_tokens += job.kv_tokens
         job.decode_worker = worker.index
         nbytes = kv_profile.kv_bytes(job.input_tokens)
@@ -131,7 +133,8 @@ class Pipeline:
               sender: Sender | None) -> None:
         """Hand ``job`` over the link, later if ``sender`` started a batch before it arrived."""
         if not self.handoff_busy_s or sender is None:
-            self.link.send(now, nbytes, lambda end: receiver.deliver(job, end), extra_s=extra_s)
+            self.link.send(now, nbytes, lambda end: receiver.deliver(job, end), extra_s=extra_s,
+                           ends=(sender, receiver))
             return
         busy_s, env = self.handoff_busy_s, self.link.env
 
@@ -142,7 +145,7 @@ class Pipeline:
             late = end + busy_s
             env.call_later(max(0.0, late - env.now), lambda _call: receiver.deliver(job, late))
 
-        self.link.send(now, nbytes, arrive, extra_s=extra_s)
+        self.link.send(now, nbytes, arrive, extra_s=extra_s, ends=(sender, receiver))
 
     def finish(self, job: Job, now: float) -> None:
         job.finish_s = now

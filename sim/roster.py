@@ -37,9 +37,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from easerve_core import Deployment, ParallelProfile, SMSharing, StageProfile
+from easerve_core import Cluster, Deployment, ParallelProfile, SMSharing, StageProfile
 from easerve_core.policies import make_batcher, make_router, retune
-from sim.build import WorkerKit, gpus_of
+from sim.build import WorkerKit
 from sim.encode import EncodeWorker
 from sim.feasibility import kv_capacities
 from sim.job import Job
@@ -71,16 +71,12 @@ class Slot:
         return "encode+prefill" if self.local_prefill else "encode"
 
 
-def layout(d: Deployment) -> list[Slot]:
-    """The workers of ``d`` on the GPUs, in build order (:mod:`sim.build`)."""
-    slots, first = [], 0
+def layout(d: Deployment, cluster: Cluster) -> list[Slot]:
+    """The workers of ``d`` on ``cluster``'s GPUs (:meth:`Deployment.layout`), in build order."""
     local = d.sm_sharing is not SMSharing.NONE
-    for stage in STAGES:
-        group = getattr(d, stage)
-        slots.extend(Slot(stage, gpus_of(first, i, group.tp), stage == "encode" and local)
-                     for i in range(group.num_workers))
-        first += group.num_gpus
-    return slots
+    places = d.layout(cluster)
+    return [Slot(stage, gpus, stage == "encode" and local) for stage in STAGES
+            for gpus in getattr(places, stage)]
 
 
 def slot_of(worker: Worker) -> Slot:
@@ -187,7 +183,7 @@ class Roster:
     def apply(self, target: Deployment, now: float, generation: int) -> int:
         """Move to ``target``; return how many GPUs change role."""
         self.deployment, self.generation = target, generation
-        slots = layout(target)
+        slots = layout(target, self.kit.cluster)
         wanted = set(slots)
         serving = {slot_of(w): w for workers in self.stages.values() for w in workers}
         for joining in self.joining:
@@ -276,7 +272,7 @@ class Roster:
         kit = self.kit
         worker: Worker
         if slot.stage == "encode":
-            position = [s for s in layout(d) if s.stage == "encode"].index(slot)
+            position = [s for s in layout(d, self.kit.cluster) if s.stage == "encode"].index(slot)
             worker = kit.encode(d, index, slot.gpus, batcher=make_batcher(d),
                                 router=make_router(d, self.seed, position, self.generation), fresh=False)
         elif slot.stage == "prefill":

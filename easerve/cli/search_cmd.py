@@ -116,8 +116,9 @@ def _print_screen(report: ScreenReport) -> None:
     for c in report.candidates:
         cap = c.capacity
         mark = "keep" if c in report.survivors else "drop"
+        net = "" if math.isinf(cap.network_rps) else f"  network {cap.network_rps:6.2f}"
         print(f"  {mark} {c.allocation.label:<16} encode {cap.encode_rps:8.2f}  prefill "
-              f"{cap.prefill_rps:6.2f}  decode {cap.decode_rps:6.2f} req/s", file=sys.stderr)
+              f"{cap.prefill_rps:6.2f}  decode {cap.decode_rps:6.2f}{net} req/s", file=sys.stderr)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

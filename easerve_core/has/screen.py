@@ -11,6 +11,9 @@ screen only drops allocations that no choice of B or s can rescue:
 * Decode: each worker at the largest batch its KV memory holds (and, given
   an SLO, whose step still meets the TPOT limit), one request needing
   ``output_tokens`` steps.
+* Network (several nodes only): the rate at which the busiest NIC carries
+  the allocation's cross-node embeddings and KV caches, at the best s
+  (:mod:`easerve_core.has.network`); inf on one node.
 
 Per-worker numbers come from :mod:`easerve_core.capacity`; this module adds
 the allocation-level view (worker counts, local prefill, the best batch).
@@ -27,6 +30,7 @@ import numpy as np
 from easerve_core import capacity, checks
 from easerve_core.capacity import RequestShape
 from easerve_core.deployment import Cluster
+from easerve_core.has.network import network_rps
 from easerve_core.has.space import Allocation, MemoryNeed, enumerate_allocations
 from easerve_core.profile import ParallelProfile, StageProfile, kv_capacity_tokens, profile_for_tp
 from easerve_core.slo import SLO
@@ -80,23 +84,26 @@ class AllocationCapacity:
     encode_rps: float
     prefill_rps: float
     decode_rps: float
+    network_rps: float = math.inf
 
     @property
     def bottleneck(self) -> str:
-        caps = {"encode": self.encode_rps, "prefill": self.prefill_rps, "decode": self.decode_rps}
+        caps = {"encode": self.encode_rps, "prefill": self.prefill_rps, "decode": self.decode_rps,
+                "network": self.network_rps}
         return min(caps, key=lambda k: caps[k])
 
     @property
     def min_rps(self) -> float:
-        return min(self.encode_rps, self.prefill_rps, self.decode_rps)
+        return min(self.encode_rps, self.prefill_rps, self.decode_rps, self.network_rps)
 
 
 def allocation_capacity(
     alloc: Allocation, profile: StageProfile | ParallelProfile, shape: RequestShape, *,
     rate_hz: float, max_encode_batch: int = 32, max_num_decode_seqs: int = 256,
-    slo: SLO | None = None,
+    slo: SLO | None = None, cluster: Cluster | None = None,
 ) -> AllocationCapacity:
-    """Per-stage capacity of ``alloc`` at target ``rate_hz`` (see the module docstring)."""
+    """Per-stage capacity of ``alloc`` at target ``rate_hz`` (see the module docstring);
+    the network's only given a ``cluster`` of several nodes."""
     e, p, d = alloc.encode, alloc.prefill, alloc.decode
     enc_stage = profile_for_tp(profile, e.tp)
     enc = capacity.pool_rps(best_encode_rps(enc_stage, shape, max_encode_batch), e.num_workers)
@@ -112,7 +119,13 @@ def allocation_capacity(
         kv_tokens=kv_capacity_tokens(profile, d.tp),
         tpot_limit_s=None if slo is None else slo.tpot_s,
     )
-    return AllocationCapacity(encode_rps=enc, prefill_rps=pre, decode_rps=dec)
+    net = math.inf
+    if cluster is not None and cluster.num_nodes > 1:
+        embed = enc_stage.embed_bytes(sum(shape.mm_tokens_per_item)) if shape.mm_tokens_per_item else 0
+        kv = profile_for_tp(profile, d.tp).kv_bytes(shape.seq_len)
+        net = network_rps(alloc.stages, alloc.placement, cluster, s_bounds=alloc.s_bounds,
+                          embed_bytes=embed, kv_bytes=kv)
+    return AllocationCapacity(encode_rps=enc, prefill_rps=pre, decode_rps=dec, network_rps=net)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -156,7 +169,7 @@ def screen(
     cands = tuple(
         Candidate(allocation=a, capacity=allocation_capacity(
             a, profile, shape, rate_hz=rate_hz, max_encode_batch=max_encode_batch,
-            max_num_decode_seqs=max_num_decode_seqs, slo=slo))
+            max_num_decode_seqs=max_num_decode_seqs, slo=slo, cluster=cluster))
         for a in allocations
     )
     need = rate_hz * (1.0 + headroom_frac)
@@ -168,6 +181,10 @@ def screen(
             f"rate: no allocation carries {rate_hz:g} req/s; the best, {best.allocation.label}, "
             f"is limited by its {cap.bottleneck} stage at {cap.min_rps:.3g} req/s "
             f"(encode {cap.encode_rps:.3g}, prefill {cap.prefill_rps:.3g}, "
-            f"decode {cap.decode_rps:.3g})"
+            f"decode {cap.decode_rps:.3g}{_network(cap)})"
         )
     return ScreenReport(rate_hz=rate_hz, candidates=cands, survivors=survivors)
+
+
+def _network(cap: AllocationCapacity) -> str:
+    return "" if math.isinf(cap.network_rps) else f", network {cap.network_rps:.3g}"

@@ -31,12 +31,15 @@ from dataclasses import dataclass, field
 
 from easerve_core import checks
 from easerve_core.deployment import Cluster, Deployment, SMSharing, StageGroup
+from easerve_core.placement import Placement, place
 from easerve_core.profile import ParallelProfile, StageProfile
 
 ENCODE_TPS = (1, 2)
 LM_TPS = (1, 2, 4, 8)
 GRID_BATCHES = (1, 2, 4, 8, 16, 32)
 GRID_REMOTE_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
+#: placement strategies HAS tries on a multi-node cluster (:data:`easerve_core.placement.PLACEMENTS`)
+PLACEMENT_STRATEGIES = ("packed", "spread")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +50,7 @@ class Allocation:
     prefill: StageGroup
     decode: StageGroup
     local_prefill_fits: bool = True
+    placement: Placement | None = None
 
     def __post_init__(self) -> None:
         if self.encode.num_workers < 1:
@@ -62,9 +66,14 @@ class Allocation:
 
     @property
     def label(self) -> str:
-        """``E2x1 P1x2 D2x2``: workers x TP per stage."""
+        """``E2x1 P1x2 D2x2``: workers x TP per stage (`` @spread`` etc. when placed on nodes)."""
         e, p, d = self.encode, self.prefill, self.decode
-        return f"E{e.num_workers}x{e.tp} P{p.num_workers}x{p.tp} D{d.num_workers}x{d.tp}"
+        where = "" if self.placement is None else f" @{self.placement.name}"
+        return f"E{e.num_workers}x{e.tp} P{p.num_workers}x{p.tp} D{d.num_workers}x{d.tp}{where}"
+
+    @property
+    def stages(self) -> dict[str, StageGroup]:
+        return {"encode": self.encode, "prefill": self.prefill, "decode": self.decode}
 
     @property
     def s_bounds(self) -> tuple[float, float]:
@@ -121,12 +130,15 @@ def enumerate_allocations(
     encode_tps: Sequence[int] = ENCODE_TPS,
     lm_tps: Sequence[int] = LM_TPS,
     allow_idle_gpus: bool = False,
+    placements: Sequence[str] = PLACEMENT_STRATEGIES,
 ) -> list[Allocation]:
     """Every allocation of ``cluster``'s GPUs that fits (see the module docstring).
 
     With ``allow_idle_gpus`` false (the default) allocations use every GPU:
     an idle GPU never raises goodput. Raises ``ValueError`` when the LM fits
-    at no TP in ``lm_tps``.
+    at no TP in ``lm_tps``. On several nodes each allocation comes once per
+    strategy in ``placements`` that can place it (TP groups within a node),
+    strategies that put every worker on the same nodes listed once.
     """
     n = cluster.num_gpus
     if not isinstance(profile, ParallelProfile):  # no TP model: every TP would cost the same as one
@@ -155,6 +167,26 @@ def enumerate_allocations(
                             decode=StageGroup(num_workers=n_d, tp=d_tp),
                             local_prefill_fits=local,
                         ))
+    return out if cluster.num_nodes == 1 else placed(out, cluster, placements)
+
+
+def placed(allocations: Sequence[Allocation], cluster: Cluster,
+           strategies: Sequence[str]) -> list[Allocation]:
+    """Each allocation under each strategy that can place it on ``cluster``'s nodes (distinct layouts)."""
+    out: list[Allocation] = []
+    for alloc in allocations:
+        seen = set()
+        for name in strategies:
+            plc = Placement(strategy=name)
+            try:
+                lay = place(alloc.stages, plc, cluster)
+            except ValueError:
+                continue  # a TP group larger than a node, or a strategy that cannot pack it
+            key = (lay.nodes("encode"), lay.nodes("prefill"), lay.nodes("decode"))
+            if key not in seen:
+                seen.add(key)
+                out.append(Allocation(encode=alloc.encode, prefill=alloc.prefill, decode=alloc.decode,
+                                      local_prefill_fits=alloc.local_prefill_fits, placement=plc))
     return out
 
 
@@ -215,6 +247,7 @@ class SearchSpace:
         return self.base.with_(
             encode=alloc.encode, prefill=alloc.prefill, decode=alloc.decode,
             max_encode_batch=int(batch), remote_fraction=s_eff, sm_sharing=sharing,
+            placement=alloc.placement if alloc.placement is not None else self.base.placement,
         )
 
     def grid(self) -> list[tuple[str, int, float]]:

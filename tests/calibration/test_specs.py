@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from calibration.networks import network_names, network_spec
 from calibration.specs import ItemMapping, gpu_names, gpu_spec, model_names, model_spec
 
 MODELS = ["llava-v1.6-34b", "qwen2.5-vl-32b", "ultravox-v0.6-gemma3-27b"]
@@ -81,3 +82,14 @@ def test_sm_partition_rounds_up_to_the_granularity():
     assert hopper.partition_share(0.01) == 8 / 132  # the minimum partition
     with pytest.raises(ValueError, match="sm_share"):
         ada.partition_share(0.0)
+
+
+def test_network_specs_carry_sources_and_unknown_names_fail() -> None:
+    assert network_names() == ["eth-100g", "ndr-200g", "ndr-400g"]
+    for name in network_names():
+        spec = network_spec(name)
+        assert spec.nic_bytes_per_s == spec.line_rate_gbit_per_s * 1e9 / 8
+        assert set(spec.provenance) == {"line_rate_gbit_per_s", "nic_bytes_per_s", "nic_latency_s"}
+        assert all(p.startswith("[") for p in spec.provenance.values())
+    with pytest.raises(ValueError, match="unknown network 'ib9'; known: eth-100g"):
+        network_spec("ib9")
