@@ -37,7 +37,7 @@ def config(tmp_path: Path) -> Path:
     (["--trials", "0"], "trials"),
     (["--rate", "0"], "rate"),
     (["--rate", "-1"], "rate"),
-    (["--tier", "strict"], "tier"),
+    (["--tier", "severe"], "tier"),
     (["--storage", "sqlite:////no/such/dir/x.db"], "storage"),
     (["--storage", "postgresql://nobody@127.0.0.1:1/has"], "storage"),
     (["--rate", "500"], "rate: no allocation carries 500 req/s"),
