@@ -33,8 +33,11 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -101,17 +104,32 @@ def _each(runs: list[dict[str, float]]) -> str:
     return ", ".join(f"{r['req_per_s']:.0f}" for r in runs)
 
 
+K = TypeVar("K")
+Row = dict[str, float]
+
+
+def _alternating(repeat: int, sides: Mapping[K, Callable[[], Row]]) -> dict[K, list[Row]]:
+    """``repeat`` runs of every side, alternating (side 1, side 2, side 1, ...)."""
+    runs: dict[K, list[Row]] = {key: [] for key in sides}
+    for _ in range(repeat):
+        for key, run_one in sides.items():
+            runs[key].append(run_one())
+    return runs
+
+
+def _medians(runs: Mapping[K, list[Row]], field: str) -> dict[K, float]:
+    return {key: statistics.median(r[field] for r in rs) for key, rs in runs.items()}
+
+
 def paired(other: Path, num_requests: int, rate_hz: float, repeat: int) -> None:
     """Medians of ``repeat`` alternating runs per row here and in ``other``, side by side."""
     trees = {"this": ROOT, "other": other.resolve()}
     print(f"this:  {trees['this']}\nother: {trees['other']}\n"
           f"{num_requests} requests, median of {repeat} alternating runs per row")
     for label, rate, n in _rows(rate_hz):
-        runs: dict[str, list[dict[str, float]]] = {"this": [], "other": []}
-        for _ in range(repeat):
-            for side in ("this", "other"):
-                runs[side].append(_run_in(trees[side], num_requests, rate, n))
-        med = {side: statistics.median(r["req_per_s"] for r in rs) for side, rs in runs.items()}
+        runs = _alternating(repeat, {side: partial(_run_in, tree, num_requests, rate, n)
+                                     for side, tree in trees.items()})
+        med = _medians(runs, "req_per_s")
         ev = {side: rs[0]["events_per_req"] for side, rs in runs.items()}
         print(f"{label}: this {med['this']:7.0f} req/s ({ev['this']:.2f} events/req)  "
               f"other {med['other']:7.0f} req/s ({ev['other']:.2f} events/req)  "
@@ -123,12 +141,9 @@ def paired_idle(num_requests: int, rate_hz: float, repeat: int) -> None:
     """Medians of ``repeat`` alternating runs per row here, without and with an idle controller."""
     print(f"{ROOT}: {num_requests} requests, median of {repeat} alternating runs per row")
     for label, rate, n in _rows(rate_hz):
-        runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
-        for _ in range(repeat):
-            for idle in (False, True):
-                runs[idle].append(_run_in(ROOT, num_requests, rate, n, controller_idle=idle))
-        med = {idle: statistics.median(r["req_per_s"] for r in rs) for idle, rs in runs.items()}
-        cpu = {idle: statistics.median(r["req_per_cpu_s"] for r in rs) for idle, rs in runs.items()}
+        runs = _alternating(repeat, {idle: partial(_run_in, ROOT, num_requests, rate, n, controller_idle=idle)
+                                     for idle in (False, True)})
+        med, cpu = _medians(runs, "req_per_s"), _medians(runs, "req_per_cpu_s")
         ev = {idle: rs[0]["events_per_req"] for idle, rs in runs.items()}
         print(f"{label}: off {med[False]:7.0f} req/s  idle controller {med[True]:7.0f} req/s  "
               f"cost {1 - med[True] / med[False]:+.1%} (per CPU-second: off {cpu[False]:.0f}, "

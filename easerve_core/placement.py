@@ -126,31 +126,28 @@ def _groups(stages: Mapping[str, Stage]) -> Groups:
     return [(s, i, stages[s].tp) for s in STAGES for i in range(stages[s].num_workers)]
 
 
-def _packed(groups: Groups, num_nodes: int, per_node: int) -> list[int]:
-    free = [per_node] * num_nodes
-    out = []
-    for stage, _, tp in groups:
-        node = next((n for n in range(num_nodes) if free[n] >= tp), None)
-        if node is None:
-            raise ValueError(f"deployment.placement: 'packed' finds no node with {tp} free GPUs for a "
-                             f"{stage} worker; give node lists (strategy 'explicit')")
-        free[node] -= tp
-        out.append(node)
-    return out
-
-
-def _spread(groups: Groups, num_nodes: int, per_node: int) -> list[int]:
+def _first_fit(groups: Groups, num_nodes: int, per_node: int, strategy: str,
+               order: Callable[[int], Sequence[int]]) -> list[int]:
+    """Each group on the first node of ``order(worker index)`` with room for its TP."""
     free = [per_node] * num_nodes
     out = []
     for stage, i, tp in groups:
-        order = [(i + k) % num_nodes for k in range(num_nodes)]
-        node = next((n for n in order if free[n] >= tp), None)
+        node = next((n for n in order(i) if free[n] >= tp), None)
         if node is None:
-            raise ValueError(f"deployment.placement: 'spread' finds no node with {tp} free GPUs for a "
+            raise ValueError(f"deployment.placement: {strategy!r} finds no node with {tp} free GPUs for a "
                              f"{stage} worker; give node lists (strategy 'explicit')")
         free[node] -= tp
         out.append(node)
     return out
+
+
+def _packed(groups: Groups, num_nodes: int, per_node: int) -> list[int]:
+    return _first_fit(groups, num_nodes, per_node, "packed", lambda i: range(num_nodes))
+
+
+def _spread(groups: Groups, num_nodes: int, per_node: int) -> list[int]:
+    return _first_fit(groups, num_nodes, per_node, "spread",
+                      lambda i: [(i + k) % num_nodes for k in range(num_nodes)])
 
 
 #: named placement strategies: (stage-ordered groups, num_nodes, GPUs per node) -> node per group

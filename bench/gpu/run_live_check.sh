@@ -8,20 +8,12 @@
 # and runs.tgz (both validations: every trial's records and stage logs, summaries, plots).
 # CPU rehearsal: DEVICE=cpu CONFIG=<light config> REPEATS=1 QUICK=1 bash bench/gpu/run_live_check.sh
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT="${OUT:-$PWD/runs/live_check}"
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-PY="${PYTHON:-python3}"
+. "$(dirname "$0")/preamble.sh" live_check
 DEVICE="${DEVICE:-cuda}"
 CONFIG="${CONFIG:-configs/small_qwen2audio_h200.toml}"
 REPEATS="${REPEATS:-2}"
 LOG="$OUT/log.txt"
-if [ -d .whl ] && [ "$DEVICE" = cuda ]; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    .whl/*.whl || exit 3
-  export PYTHONPATH="/tmp/site:$PWD"
-fi
+[ "$DEVICE" = cuda ] && install_wheels
 "$PY" -c "import torch, transformers, simpy, optuna; print('torch', torch.__version__, 'transformers',
 transformers.__version__, 'cuda', torch.cuda.is_available())" 2>&1 | tee "$LOG"
 W="$(mktemp -d)"

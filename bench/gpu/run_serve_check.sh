@@ -5,17 +5,9 @@
 # 5.17: the wheels in .whl (git-ignored, carried by the device call) are installed to /tmp/site.
 # Extra arguments go to serve_check.py. CPU rehearsal: PYTHON=.venv/bin/python bash $0 --dry-run
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT="${OUT:-$PWD/runs/serve_check}"
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
-PY="${PYTHON:-python3}"
+. "$(dirname "$0")/preamble.sh" serve_check
 case " $* " in *" --dry-run "*) dry=1 ;; *) dry= ;; esac
-if [ -d .whl ] && [ -z "$dry" ]; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    .whl/*.whl || exit 3
-  export PYTHONPATH="/tmp/site:$PWD"
-fi
+[ -z "$dry" ] && install_wheels
 [ -z "$dry" ] && { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>/dev/null || true; }
 timeout -k 10 "${SERVE_CHECK_LIMIT_S:-480}" "$PY" bench/gpu/serve_check.py --out "$OUT" "$@"
 rc=$?
