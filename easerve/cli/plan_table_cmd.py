@@ -5,7 +5,7 @@ For every rate it screens and searches exactly as ``easerve search`` does
 (``study.db``: rerunning the same command reuses every finished study, so
 the table is computed once and cached). Writes ``DIR/plan_table.json`` (the
 bands, rate and deployment each, and the controller's settings; read by
-``easerve sim --controller`` and ``easerve live --controller``) and
+``easerve sim --controller``; in code, ``live.trial.Trial(plan, controller=...)``) and
 ``DIR/plan_table.csv``. A rate no allocation can carry is refused with the
 screen's reason. See docs/controller.md.
 """

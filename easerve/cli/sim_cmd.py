@@ -9,12 +9,20 @@ it, and the batcher's rate hint with it). Then it simulates and writes into DIR:
 ``utilization.parquet``, ``stage_log.parquet``, ``queues.parquet``,
 ``summary.json`` (with the SLO of the config's tier), ``config.json`` (the
 resolved config) and ``latency.png`` / ``encoder_utilization.png``.
+
+``--controller PLAN_TABLE.json`` (``easerve plan-table`` writes it) runs the
+online controller on that table (docs/controller.md): the run starts on the
+band its first ``window_s`` of arrivals call for, with that band's deployment; decisions
+re-plan it, re-roled GPUs pay the reconfiguration cost of the model and GPU
+(calibration.reconfig). ``summary.json`` then holds the decisions under
+``controller``, and ``controller.png`` plots them.
 Every input is validated before anything is written.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -22,14 +30,18 @@ from typing import Any
 
 from tqdm import tqdm
 
-from calibration.plans import plan_for
+from calibration.plans import Resolved, plan_for
+from calibration.reconfig import ReconfigurationCost
 from easerve.cli.common import add_config, add_force, add_out, command_parser
 from easerve.cli.outputs import RunFolder
 from easerve.resources import load_config
 from easerve_core import Architecture, Deployment
+from easerve_core.controller import Controller, ControllerSettings, PlanTable
+from easerve_core.files import read_text
+from easerve_core.plan import RunPlan, replan
 from easerve_core.presets import PRESETS
 from sim import simulate
-from sim.plots import latency_plot, utilization_plot
+from sim.plots import controller_plot, latency_plot, utilization_plot
 
 #: runs shorter than this (wall seconds) never show the progress bar
 PROGRESS_DELAY_S = 2.0
@@ -42,6 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_out(p, "folder to write results into")
     p.add_argument("--preset", default=None, help=f"baseline preset: {', '.join(sorted(PRESETS))}")
     p.add_argument("--rate", type=float, default=None, help="override the mean arrival rate (req/s)")
+    p.add_argument("--controller", type=Path, default=None, metavar="PLAN_TABLE.json",
+                   help="run the online controller on this plan table (easerve plan-table writes it)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     add_force(p)
 
@@ -50,19 +64,34 @@ def run(args: argparse.Namespace) -> int:
     resolved = plan_for(load_config(args.config), preset=args.preset, rate_hz=args.rate)
     plan, profile = resolved.plan, resolved.sim_profile()
     options = resolved.sim_options()
+    steering: dict[str, Any] = {}
+    if args.controller is not None:
+        if args.preset not in (None, "easerve"):
+            raise ValueError(f"--controller runs the plan table's EAServe deployments; "
+                             f"drop --preset {args.preset}")
+        plan, steering = _with_controller(args.controller, resolved)
     folder = RunFolder(args.out, force=args.force)  # checked before the run, written whole after it
     with tqdm(total=len(plan.requests), desc=f"sim {plan.preset}", unit="req", delay=PROGRESS_DELAY_S,
               leave=False) as bar:
-        result = simulate(plan, profile, options=options, progress=bar.update)
+        result = simulate(plan, profile, options=options, progress=bar.update, **steering)
     result = replace(result, config={**plan.config, "sim": options.to_dict()})
     with folder as staging:
         result.write(staging, slo=plan.slo)
         if not args.no_plots:
             _plots(result, plan.deployment, staging, plan.slo,
                    title=f"{plan.model} {plan.preset} {plan.deployment.label()}")
+            if steering:
+                end = float(result.records["finish_s"].max())
+                controller_plot(result.meta["controller"], staging / "controller.png",
+                                end_s=end if math.isfinite(end) else 0.0,
+                                title=f"online controller: {plan.model}")
     out = args.out
     s = result.summary(plan.slo)
     tier = plan.slo.tier if plan.slo is not None else "no SLO"
+    if steering:
+        decisions = result.meta["controller"]["decisions"]
+        print(f"controller: {len(decisions)} decision(s): "
+              + (", ".join(f"{d['at_s']:.0f} s -> band {d['band']}" for d in decisions) or "none"))
     print(f"{plan.preset}: {s.num_ok}/{s.num_requests} ok, throughput {s.throughput_rps:.3f} req/s, "
           f"goodput {s.goodput_rps:.3f} req/s ({tier}), TTFT mean {s.ttft_mean_s:.3f} s, "
           f"TPOT mean {s.tpot_mean_s * 1e3:.1f} ms -> {out}")
@@ -78,3 +107,24 @@ def _plots(result: Any, deployment: Deployment, out: Path, slo: Any, *, title: s
     end = float(result.records["finish_s"].max())
     utilization_plot(result.utilization, gpus, out / "encoder_utilization.png",
                      end_s=end if math.isfinite(end) else 0.0, title=f"encoder GPUs: {title}")
+
+
+def _with_controller(path: Path, resolved: Resolved) -> tuple[RunPlan, dict[str, Any]]:
+    """The plan on the start band's deployment, and simulate()'s controller arguments."""
+    try:
+        data = json.loads(read_text(path, what="plan table"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--controller {path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(data, dict) or "bands" not in data:
+        raise ValueError(f"--controller {path}: not a plan table (easerve plan-table writes one)")
+    table = PlanTable.from_dict(data)
+    settings = ControllerSettings.from_dict(data.get("settings", {}))
+    plan = resolved.plan
+    cost = ReconfigurationCost(plan.model, plan.cluster.gpu)
+    cost("decode", 1)  # a model or GPU without specs is refused before the run
+    first = min(r.arrival_s for r in plan.requests)  # the band the first window's arrivals call for
+    opening = sum(r.arrival_s < first + settings.window_s for r in plan.requests) / settings.window_s
+    start = table.band_for(opening)
+    plan = replan(plan, resolved.sim_profile(), deployment=table.bands[start].deployment,
+                  requests=plan.requests)
+    return plan, {"controller": Controller(table, settings, start_band=start), "reconfiguration_s": cost}

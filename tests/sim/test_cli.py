@@ -78,3 +78,45 @@ def test_bad_input_is_one_line_exit_2_nothing_written(
     assert len(err.splitlines()) == 1 and field in err, err
     assert not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
+
+
+def _plan_table(path: Path) -> Path:
+    from easerve_core.config import load_experiment
+    from easerve_core.controller import Band, ControllerSettings, PlanTable
+
+    dep = load_experiment(CONFIGS / "llava34b_rtx6000ada.toml").deployment
+    table = PlanTable((Band(rate_hz=1.0, deployment=dep),
+                       Band(rate_hz=3.0, deployment=dep.with_(max_encode_batch=4))))
+    path.write_text(json.dumps({**table.to_dict(), "settings": ControllerSettings().to_dict()}))
+    return path
+
+
+def test_controller_flag_runs_the_plan_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 1 req/s, then 3 req/s from t = 200 s: the controller starts on the 1 req/s band and moves up once
+    config = _config(tmp_path, "llava34b_rtx6000ada.toml", {
+        'arrival = "poisson"': 'arrival = "step"\nrate_before_hz = 1.0\nrate_after_hz = 3.0\nat_s = 200.0',
+        "rate_hz = 2.0\n": "", "num_requests = 60": "num_requests = 900"})
+    out = tmp_path / "out"
+    assert main(["sim", str(config), "--controller", str(_plan_table(tmp_path / "pt.json")),
+                 "--out", str(out)]) == 0
+    decisions = json.loads((out / "summary.json").read_text())["controller"]["decisions"]
+    assert [(d["from_band"], d["band"]) for d in decisions] == [(0, 1)] and decisions[0]["at_s"] > 200
+    records = pd.read_parquet(out / "records.parquet")
+    assert len(records) == 900 and records["request_id"].is_unique
+    assert set(records["controller_band"]) == {0, 1} and (out / "controller.png").is_file()
+    assert "controller: 1 decision(s)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{", "not valid JSON"), ('{"rows": []}', "not a plan table"),
+    ('{"bands": [{"rate_hz": -1, "deployment": {}}]}', "rate_hz"),
+])
+def test_controller_flag_bad_table(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
+                                   message: str) -> None:
+    table = tmp_path / "pt.json"
+    table.write_text(text)
+    out = tmp_path / "out"
+    assert main(["sim", str(_config(tmp_path, "llava34b_rtx6000ada.toml")), "--controller", str(table),
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and not out.exists()
