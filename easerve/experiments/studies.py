@@ -14,6 +14,7 @@ all prefill remote; ``vllm`` turns every GPU into aggregated LM instances).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -45,17 +46,27 @@ class Scale:
     #: when its best point is there (:func:`extend_rates`), so a peak is not censored by the grid
     max_extensions: int = 0
     extend_factor: float = 1.5
+    #: a sweep point lasts at least this long: above ``num_requests / min_duration_s`` req/s it
+    #: simulates ``rate x min_duration_s`` requests (:meth:`requests_at`), so an overloaded system's
+    #: queue has as long to build at a high rate as at the nominal one (0: ``num_requests`` always)
+    min_duration_s: float = 0.0
 
     def __post_init__(self) -> None:
         checks.integer("max_extensions", self.max_extensions, minimum=0)
+        checks.non_negative("min_duration_s", self.min_duration_s)
         if not checks.finite("extend_factor", self.extend_factor) > 1.0:
             raise ValueError(f"extend_factor must be > 1, got {self.extend_factor!r}")
 
+    def requests_at(self, rate_hz: float) -> int:
+        """Requests a sweep point at ``rate_hz`` simulates (see ``min_duration_s``)."""
+        return max(self.num_requests, math.ceil(rate_hz * self.min_duration_s))
 
+
+#: the durations are the request counts at the nominal 2 req/s (75 s and 250 s)
 QUICK = Scale(num_requests=150, rates_hz=(0.5, 1.0, 2.0, 3.0, 5.0), num_seeds=1, timeline_s=600.0,
-              refine_levels=1, max_extensions=4)
+              refine_levels=1, max_extensions=4, min_duration_s=75.0)
 FULL = Scale(num_requests=500, rates_hz=(0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0), num_seeds=3,
-             timeline_s=1200.0, refine_levels=2, max_extensions=4)
+             timeline_s=1200.0, refine_levels=2, max_extensions=4, min_duration_s=250.0)
 
 
 DeploymentFor = Callable[[str, str, float], Deployment]
@@ -117,7 +128,7 @@ def goodput_sweep(setups: Mapping[str, Setup], deployment_for: DeploymentFor, sc
 def _curve_points(setup: Setup, deployment: Deployment, scale: Scale, rate: float, *, modality: str,
                   system: str, flags: Mapping[str, bool]) -> list[Point]:
     """One system's points at ``rate``, seed by seed (``flags``: the round's ``refined`` / ``extended``)."""
-    return [Point.of(setup, deployment, rate_hz=rate, num_requests=scale.num_requests, seed=seed,
+    return [Point.of(setup, deployment, rate_hz=rate, num_requests=scale.requests_at(rate), seed=seed,
                      preset=system, labels={"modality": modality, "system": system, "rate_hz": rate,
                                             "seed": seed, **flags})
             for seed in range(scale.num_seeds)]

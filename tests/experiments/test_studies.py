@@ -113,6 +113,22 @@ def test_sweep_extends_a_rising_curve_until_goodput_falls_or_the_cap_then_refine
     assert peak["censored"].to_dict() == {"cliff": False, "inner": False, "rising": True}
 
 
+
+def test_points_above_the_duration_rate_simulate_for_min_duration_s():
+    scale = Scale(num_requests=10, rates_hz=(1.0, 2.0, 8.0), num_seeds=1, timeline_s=1.0, min_duration_s=5.0)
+    assert [scale.requests_at(r) for r in (1.0, 2.0, 2.5, 8.0, 8.1)] == [10, 10, 13, 40, 41]
+    assert Scale(num_requests=10, rates_hz=(1.0,), num_seeds=1, timeline_s=1.0).requests_at(100.0) == 10
+    seen = []
+
+    class Sizes(_Scripted):
+        def map(self, fn, points):
+            seen.extend((p.rate_hz, p.num_requests) for p in points)
+            return super().map(fn, points)
+
+    goodput_sweep({"audio": object()}, lambda m, s, r: s, scale, systems=("inner",),
+                  backend=Sizes({"inner": lambda r: 1 / r}))
+    assert seen == [(1.0, 10), (2.0, 10), (8.0, 40)]  # the grid (no refinement levels)
+
 def test_sweep_with_a_cliff_at_13_5_finds_it_after_extending():
     # the cliff lies beyond the grid: without extension the peak would be censored at 4 req/s
     backend = _Scripted({"late": lambda r: min(r, 12.0) - max(0.0, r - 12.0) * 4})
