@@ -175,6 +175,7 @@ class Controller:
         self.decisions: list[Decision] = []
         self._arrivals: deque[float] = deque()
         self._finished: deque[tuple[float, bool]] = deque()
+        self._met = 0  # of the window's finished requests, those that met the SLO
         self._queue: deque[tuple[float, int]] = deque()
         self._seen = 0
         self._last_change_s = checks.non_negative("start_s", start_s)
@@ -187,10 +188,14 @@ class Controller:
         self._seen += 1
 
     def finish(self, now: float, *, met_slo: bool) -> None:
-        self._finished.append((now, met_slo))
+        met = bool(met_slo)
+        self._finished.append((now, met))
+        self._met += met
 
     def queue(self, now: float, waiting: int) -> None:
-        self._queue.append((now, checks.integer("waiting", waiting, minimum=0)))
+        if type(waiting) is not int or waiting < 0:  # the common case pays one test
+            waiting = checks.integer("waiting", waiting, minimum=0)
+        self._queue.append((now, waiting))
 
     # -- decisions --------------------------------------------------------------------
     def next_deadline(self) -> float:
@@ -248,7 +253,7 @@ class Controller:
         s = self.settings
         if len(self._finished) < s.min_finished or len(self._queue) < 2:
             return False
-        met = sum(ok for _, ok in self._finished) / len(self._finished)
+        met = self._met / len(self._finished)
         return met < s.attainment_floor and self._queue[-1][1] > self._queue[0][1]
 
     def _forget(self, now: float) -> None:
@@ -256,7 +261,7 @@ class Controller:
         while self._arrivals and self._arrivals[0] <= edge:
             self._arrivals.popleft()
         while self._finished and self._finished[0][0] <= edge:
-            self._finished.popleft()
+            self._met -= self._finished.popleft()[1]
         while self._queue and self._queue[0][0] <= edge:
             self._queue.popleft()
 

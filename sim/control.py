@@ -70,8 +70,8 @@ class Steering:
         self.env, self.controller, self.roster, self.slo = env, controller, roster, slo
         self.num_admitted = num_admitted
         self.num_done = 0
-        self.band_at = np.full(num_requests, -1, dtype=np.int64)
-        self.deployment_at = np.full(num_requests, -1, dtype=np.int64)
+        self.band_at = [-1] * num_requests  # per request index: the band at its arrival
+        self.deployment_at = [-1] * num_requests
         self.decisions: list[dict[str, Any]] = []
         roster.pipe.on_finish = self.finished
         self._due = controller.next_deadline()
@@ -125,8 +125,8 @@ class Steering:
         """``records`` (sorted by request id) with the band and deployment of each request's arrival."""
         order = np.argsort(np.asarray(request_ids, dtype=np.int64), kind="stable")
         out = records.copy()
-        out["controller_band"] = self.band_at[order]
-        out["deployment_id"] = self.deployment_at[order]
+        out["controller_band"] = np.asarray(self.band_at, dtype=np.int64)[order]
+        out["deployment_id"] = np.asarray(self.deployment_at, dtype=np.int64)[order]
         return out
 
 

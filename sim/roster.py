@@ -171,8 +171,12 @@ class Roster:
 
     def waiting(self) -> int:
         """Requests queued anywhere (the controller's queue observation)."""
-        total = len(self.parked) + len(self.pipe.parked_prefill) + len(self.pipe.parked_decode)
-        for w in (*self.encoders, *self.pipe.prefill_workers, *self.pipe.decode_workers, *self.draining):
+        pipe = self.pipe
+        total = len(self.parked) + len(pipe.parked_prefill) + len(pipe.parked_decode)
+        total += sum(w.num_waiting + len(w.local_queue) for w in self.encoders)
+        total += sum(len(w.queue) for w in pipe.prefill_workers)
+        total += sum(len(w.waiting) for w in pipe.decode_workers)
+        for w in self.draining:
             if isinstance(w, EncodeWorker):
                 total += w.num_waiting + len(w.local_queue)
             else:
