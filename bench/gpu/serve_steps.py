@@ -25,9 +25,8 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from easerve.cli import Terminated
 
@@ -38,8 +37,7 @@ ENTRY_POINTS = {"easerve": "easerve.cli"}
 GRACE_S = 15.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepResult:
+class StepResult(NamedTuple):
     """How one step ended: exit status (124 at the cap), seconds, the command."""
 
     name: str

@@ -127,6 +127,11 @@ def layout_ids(
     return ids
 
 
+
+def placeholder_ids(text_ids: Sequence[int], token: int, counts: Sequence[int]) -> torch.Tensor:
+    """``(1, L)`` ids: the text with one block of ``n`` ``token`` placeholders per item (``counts``)."""
+    return torch.tensor([layout_ids(text_ids, [[token] * n for n in counts])])
+
 def merge_embeds(
     model: Any, ids: list[int], placeholder: int, feats: Sequence[torch.Tensor]
 ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -33,8 +33,8 @@ from live.families.base import (
     PrefillInputs,
     check_items,
     check_size,
-    layout_ids,
     per_request,
+    placeholder_ids,
     placeholder_prefill,
     randn,
 )
@@ -177,9 +177,7 @@ class LlavaNext:
         return placeholder_prefill(model, text_ids, model.config.image_token_index, feats)
 
     def generate_kwargs(self, model: Any, text_ids: Sequence[int], mm: MMInput) -> dict[str, Any]:
-        tokens = self.validate(model.config, mm)
-        img = model.config.image_token_index
-        ids = torch.tensor([layout_ids(text_ids, [[img] * n for n in tokens])])
+        ids = placeholder_ids(text_ids, model.config.image_token_index, self.validate(model.config, mm))
         return {
             "input_ids": ids,
             "attention_mask": torch.ones_like(ids),

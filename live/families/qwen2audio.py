@@ -32,8 +32,8 @@ from live.families.base import (
     PrefillInputs,
     check_items,
     check_size,
-    layout_ids,
     per_request,
+    placeholder_ids,
     placeholder_prefill,
     randn,
 )
@@ -75,11 +75,10 @@ def _frames_for(tokens: int, max_frames: int) -> int:
 class Qwen2Audio:
     """The Qwen2-Audio family (see the module docstring)."""
 
+    model_cls: type = Qwen2AudioForConditionalGeneration
     name = "qwen2-audio"
     modalities = frozenset({Modality.AUDIO})
     mrope = False
-
-    model_cls: type = Qwen2AudioForConditionalGeneration
 
     def config(self, size: str) -> Qwen2AudioConfig:
         if check_size(size) == "tiny":
@@ -149,9 +148,7 @@ class Qwen2Audio:
         return placeholder_prefill(model, text_ids, model.config.audio_token_index, feats)
 
     def generate_kwargs(self, model: Any, text_ids: Sequence[int], mm: MMInput) -> dict[str, Any]:
-        counts = self.validate(model.config, mm)
-        tok = model.config.audio_token_index
-        ids = torch.tensor([layout_ids(text_ids, [[tok] * n for n in counts])])
+        ids = placeholder_ids(text_ids, model.config.audio_token_index, self.validate(model.config, mm))
         window = self.window_frames(model.config)
         frames = torch.tensor([m[0] for m in mm.meta])
         return {
