@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -31,9 +32,8 @@ def goodput_curves(sweep: pd.DataFrame, path: Path, *, tier: str = "moderate") -
                 ax.plot(rows["rate_hz"], rows[col], marker="o", color=color, label=label)
         rates = sorted(med["rate_hz"].unique())
         ax.plot(rates, rates, ls=":", color="grey", lw=0.8)
-        ax.set_title(f"{modality}: goodput ({tier} SLO)")
-        ax.set_xlabel("arrival rate (req/s)")
-        ax.set_ylabel("goodput (req/s)")
+        ax.set(title=f"{modality}: goodput ({tier} SLO)", xlabel="arrival rate (req/s)",
+               ylabel="goodput (req/s)")
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
     return _save(fig, path)
@@ -89,16 +89,19 @@ def burst_plot(burst: pd.DataFrame, path: Path) -> Path:
     return _save(fig, path)
 
 
-def rate_shift_plot(bins: pd.DataFrame, path: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(8, 3.2))
+def _shift_axes(bins: pd.DataFrame, title: str, height: float) -> tuple[Any, Any]:
+    """A rate-shift figure: the offered rate per bin (left) and an attainment axis (right)."""
+    fig, ax = plt.subplots(figsize=(8, height))
     ax.step(bins["bin_s"], bins["offered_rate_hz"], where="post", color="grey", label="offered rate")
-    ax.set_ylabel("offered rate (req/s)")
-    ax.set_xlabel("arrival time (s)")
-    ax2 = ax.twinx()
+    ax.set(ylabel="offered rate (req/s)", xlabel="arrival time (s)", title=title)
+    right = ax.twinx()
+    right.set(ylim=(0, 1.05), ylabel="attainment")
+    return fig, right
+
+
+def rate_shift_plot(bins: pd.DataFrame, path: Path) -> Path:
+    fig, ax2 = _shift_axes(bins, "Rate shifts around the rate HAS chose for", 3.2)
     ax2.plot(bins["bin_s"], bins["attainment"], marker=".", color="tab:red", label="SLO attainment")
-    ax2.set_ylim(0, 1.05)
-    ax2.set_ylabel("attainment")
-    ax.set_title("Rate shifts around the rate HAS chose for")
     fig.legend(loc="lower left", fontsize=7)
     return _save(fig, path)
 
@@ -111,12 +114,8 @@ SHIFT_COLOURS = {"static-mean": "tab:blue", "static-peak": "tab:green", "oracle"
 def controller_shift_plot(bins: pd.DataFrame, decisions: pd.DataFrame, path: Path) -> Path:
     """SLO attainment per arrival-time bin for each system over the offered rate; the controller's
     and the oracle's decisions as ticks, their re-roles (decision to last GPU ready) as spans."""
-    fig, ax = plt.subplots(figsize=(8, 3.6))
     first = bins[bins["system"] == bins["system"].iloc[0]]
-    ax.step(first["bin_s"], first["offered_rate_hz"], where="post", color="grey", label="offered rate")
-    ax.set_ylabel("offered rate (req/s)")
-    ax.set_xlabel("arrival time (s)")
-    ax2 = ax.twinx()
+    fig, ax2 = _shift_axes(first, "Rate shifts: static, oracle and online controller (bars: re-roles)", 3.6)
     for system, rows in bins.groupby("system", sort=False):
         ax2.plot(rows["bin_s"], rows["attainment"], marker=".", color=SHIFT_COLOURS.get(str(system)),
                  label=f"{system} attainment")
@@ -125,9 +124,6 @@ def controller_shift_plot(bins: pd.DataFrame, decisions: pd.DataFrame, path: Pat
         for _, d in rows.iterrows():
             ax2.axvspan(d["at_s"], d["last_ready_s"], ymin=0.02 + 0.05 * k, ymax=0.06 + 0.05 * k,
                         color=colour, alpha=0.6)
-    ax2.set_ylim(0, 1.05)
-    ax2.set_ylabel("attainment")
-    ax.set_title("Rate shifts: static, oracle and online controller (bars: re-roles)")
     fig.legend(loc="lower left", fontsize=7)
     return _save(fig, path)
 
@@ -142,9 +138,7 @@ def convergence_plot(conv: pd.DataFrame, path: Path, *, grid_best: dict[str, flo
             ax.plot(med.index, med.values, color=color, label=f"{sampler} (median of seeds)")
         if modality in grid_best:
             ax.axhline(grid_best[modality], ls="--", color="black", label="grid best")
-        ax.set_title(f"{modality}: HAS convergence")
-        ax.set_xlabel("trial")
-        ax.set_ylabel("best goodput so far (req/s)")
+        ax.set(title=f"{modality}: HAS convergence", xlabel="trial", ylabel="best goodput so far (req/s)")
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
     return _save(fig, path)
