@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         if args.preset not in (None, "easerve"):
             raise ValueError(f"--controller runs the plan table's EAServe deployments; "
                              f"drop --preset {args.preset}")
-        plan, steering = _with_controller(args.controller, resolved)
+        plan, steering = _with_controller(args.controller, resolved, profile)
     folder = RunFolder(args.out, force=args.force)  # checked before the run, written whole after it
     with tqdm(total=len(plan.requests), desc=f"sim {plan.preset}", unit="req", delay=PROGRESS_DELAY_S,
               leave=False) as bar:
@@ -109,7 +109,7 @@ def _plots(result: Any, deployment: Deployment, out: Path, slo: Any, *, title: s
                      end_s=end if math.isfinite(end) else 0.0, title=f"encoder GPUs: {title}")
 
 
-def _with_controller(path: Path, resolved: Resolved) -> tuple[RunPlan, dict[str, Any]]:
+def _with_controller(path: Path, resolved: Resolved, profile: Any) -> tuple[RunPlan, dict[str, Any]]:
     """The plan on the start band's deployment, and simulate()'s controller arguments."""
     try:
         data = json.loads(read_text(path, what="plan table"))
@@ -125,6 +125,6 @@ def _with_controller(path: Path, resolved: Resolved) -> tuple[RunPlan, dict[str,
     first = min(r.arrival_s for r in plan.requests)  # the band the first window's arrivals call for
     opening = sum(r.arrival_s < first + settings.window_s for r in plan.requests) / settings.window_s
     start = table.band_for(opening)
-    plan = replan(plan, resolved.sim_profile(), deployment=table.bands[start].deployment,
+    plan = replan(plan, profile, deployment=table.bands[start].deployment,
                   requests=plan.requests)
     return plan, {"controller": Controller(table, settings, start_band=start), "reconfiguration_s": cost}
