@@ -8,9 +8,15 @@ runs (DESIGN.md §2); :func:`easerve_core.plan.resolve` applies it once:
 * ``dynamo``: request-at-a-time EPD (Dynamo-like): fixed batch of 1, every
   prefill remote (s = 1), no SM sharing; same E/P/D allocation.
 * ``fixed-batch``: the same EPD baseline with a fixed encode batch of
-  ``FIXED_BATCH`` and the deployment's ``batch_timeout_s``.
+  ``FIXED_BATCH`` and the deployment's ``batch_timeout_s``; a deployment
+  that already batches fixed (a tuned fixed-batch one) keeps its B.
 * ``vllm``: aggregated (vLLM-like): every GPU in LM instances of the
-  deployment's decode TP, each running Encode, Prefill and Decode.
+  deployment's decode TP, each running Encode, Prefill and Decode; an
+  already aggregated deployment (a tuned one) keeps its instances.
+
+Every preset is idempotent (applied to its own result it changes nothing),
+so a baseline's tuned deployment (``easerve.experiments.choose``) runs as
+chosen under its preset.
 """
 
 from __future__ import annotations
@@ -45,17 +51,21 @@ def _dynamo(deployment: Deployment, cluster: Cluster) -> Deployment:
 
 
 def _fixed_batch(deployment: Deployment, cluster: Cluster) -> Deployment:
-    return _epd_fixed(deployment, FIXED_BATCH)
+    fixed = deployment.batching is BatchingMode.FIXED
+    return _epd_fixed(deployment, deployment.max_encode_batch if fixed else FIXED_BATCH)
 
 
 def _vllm(deployment: Deployment, cluster: Cluster) -> Deployment:
     tp = deployment.decode.tp
     if tp > cluster.num_gpus:
         raise ValueError(f"decode.tp: {tp} exceeds the cluster's {cluster.num_gpus} GPUs")
+    instances = cluster.num_gpus // tp
+    if deployment.architecture is Architecture.AGGREGATED:
+        instances = deployment.decode.num_workers
     return deployment.with_(architecture=Architecture.AGGREGATED,
                             encode=StageGroup(num_workers=0, tp=1),
                             prefill=StageGroup(num_workers=0, tp=1),
-                            decode=StageGroup(num_workers=cluster.num_gpus // tp, tp=tp),
+                            decode=StageGroup(num_workers=instances, tp=tp),
                             remote_fraction=1.0, sm_sharing=SMSharing.NONE)
 
 

@@ -18,7 +18,8 @@ import numpy as np
 
 from easerve_core import checks
 from easerve_core.deployment import Deployment
-from easerve_core.plan import RunPlan, replan
+from easerve_core.plan import DEFAULT_PRESET, RunPlan, replan
+from easerve_core.presets import PRESETS
 from easerve_core.profile import ParallelProfile, StageProfile
 from easerve_core.request import Request
 from easerve_core.slo import goodput_rps
@@ -39,8 +40,11 @@ class SimEvaluator:
     options: SimOptions = field(default_factory=lambda: SimOptions(record=NO_RECORDING))
     #: further request streams; the goodput is the mean over all of them
     more_requests: tuple[tuple[Request, ...], ...] = ()
+    #: the preset every deployment runs under (:data:`easerve_core.presets.PRESETS`)
+    preset: str = DEFAULT_PRESET
 
     def __post_init__(self) -> None:
+        checks.one_of("preset", self.preset, tuple(PRESETS))
         if not self.plan.requests:
             raise ValueError("requests must not be empty")
         if self.plan.slo is None:
@@ -51,7 +55,8 @@ class SimEvaluator:
         streams = (self.plan.requests, *self.more_requests)
         total = 0.0
         for requests in streams:
-            trial = replan(self.plan, self.profile, deployment=deployment, requests=requests)
+            trial = replan(self.plan, self.profile, deployment=deployment, preset=self.preset,
+                           requests=requests)
             result = simulate(trial, self.profile, options=self.options)
             total += goodput_rps(result.records, self.plan.slo)
         return total / len(streams)
@@ -59,12 +64,13 @@ class SimEvaluator:
 
 def make_evaluator(plan: RunPlan, profile: StageProfile | ParallelProfile, *, rate_hz: float | None = None,
                    num_requests: int = DEFAULT_NUM_REQUESTS, options: SimOptions | None = None,
-                   num_samples: int = 1) -> SimEvaluator:
+                   num_samples: int = 1, preset: str = DEFAULT_PRESET) -> SimEvaluator:
     """An evaluator for the plan's workload (at ``rate_hz`` if given), ``num_requests`` long.
 
     The streams are drawn with the plan's seed (``seed``, ``seed + 1``, ...);
     the plan's SLO judges them. A trace workload keeps its own requests
-    (time-scaled to ``rate_hz``) and ignores ``num_samples``.
+    (time-scaled to ``rate_hz``) and ignores ``num_samples``. Every
+    deployment runs under ``preset`` (a baseline's mechanics; default EAServe's).
     """
     if plan.workload is None:
         raise ValueError("the plan has no workload to draw request streams from")
@@ -80,4 +86,4 @@ def make_evaluator(plan: RunPlan, profile: StageProfile | ParallelProfile, *, ra
                      for k in range(1, num_samples))
     opts = replace(options or SimOptions(), record=NO_RECORDING)
     base = replace(replan(plan, profile, requests=requests), workload=spec)
-    return SimEvaluator(plan=base, profile=profile, options=opts, more_requests=more)
+    return SimEvaluator(plan=base, profile=profile, options=opts, more_requests=more, preset=preset)

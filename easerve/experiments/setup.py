@@ -57,6 +57,12 @@ class Setup:
     def mix(self) -> Any:
         return self.workload.mix
 
+    def profile_for(self, preset: str) -> Any:
+        """The profile a deployment under ``preset`` runs on (the aggregated engine's own)."""
+        if preset == "vllm" and self.aggregated_profile is not None:
+            return self.aggregated_profile
+        return self.profile
+
 
 def load_setup(modality: str, *, efficiency: Efficiency | None = None,
                free_in_step_encoder: bool = False) -> Setup:
@@ -157,8 +163,7 @@ def run(setup: Setup, deployment: Deployment, *, rate_hz: float, num_requests: i
     """Simulate ``deployment`` under ``preset`` at ``rate_hz``."""
     plan = plan_of(setup, deployment, rate_hz=rate_hz, num_requests=num_requests, seed=seed,
                    preset=preset, arrivals=arrivals)
-    profile = setup.aggregated_profile if preset == "vllm" else setup.profile
-    return simulate(plan, profile, options=options or SimOptions())
+    return simulate(plan, setup.profile_for(preset), options=options or SimOptions())
 
 
 def summary_row(result: SimResult, setup: Setup, **labels: Any) -> dict[str, Any]:

@@ -23,7 +23,7 @@ TRIAL_COLUMNS = (
     "trial", "sampler", "goodput_rps", "best_so_far_rps", "alloc", "max_encode_batch",
     "remote_fraction", "s_suggested", "label", "cached", "trial_s",
     "encode_workers", "encode_tp", "prefill_workers", "prefill_tp", "decode_workers",
-    "decode_tp", "key", "deployment_json",
+    "decode_tp", "batch_timeout_s", "key", "deployment_json",
 )
 
 
@@ -46,6 +46,7 @@ def _row(trial: optuna.trial.FrozenTrial, sampler: str) -> dict[str, Any]:
         "prefill_tp": dep["prefill"]["tp"],
         "decode_workers": dep["decode"]["num_workers"],
         "decode_tp": dep["decode"]["tp"],
+        "batch_timeout_s": dep["batch_timeout_s"],
         "key": trial.user_attrs.get("key", ""),
         "deployment_json": trial.user_attrs["deployment"],
     }

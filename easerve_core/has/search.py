@@ -1,7 +1,9 @@
 """HAS stage 2: search allocation, B and s with Optuna, resumably, in parallel.
 
 One objective serves every sampler: it suggests ``alloc`` (categorical over
-the survivors), ``B`` (int, log scale) and ``s`` (float in [0, 1]), builds
+the survivors), ``B`` (int, log scale) and ``s`` (float in [0, 1]; not
+where the space fixes it), and ``timeout_s`` (log scale) where the space
+has a timeout range, builds
 the deployment (s clamped to what the allocation allows) and asks the
 injected evaluator for its goodput. A deployment already evaluated in the
 study is not evaluated again: its value is reused (the trial still counts).
@@ -113,8 +115,13 @@ class Objective:
     def suggest(self, trial: Trial) -> Deployment:
         label = trial.suggest_categorical("alloc", list(self.space.labels))
         batch = trial.suggest_int("B", 1, self.space.max_encode_batch, log=True)
-        s = trial.suggest_float("s", 0.0, 1.0)
-        return self.space.deployment(str(label), batch, s)
+        fixed_s = self.space.remote_fraction
+        s = trial.suggest_float("s", 0.0, 1.0) if fixed_s is None else fixed_s
+        timeout_s = None
+        if self.space.timeout_range_s is not None:
+            low, high = self.space.timeout_range_s
+            timeout_s = trial.suggest_float("timeout_s", low, high, log=True)
+        return self.space.deployment(str(label), batch, s, timeout_s=timeout_s)
 
     def __call__(self, trial: Trial) -> float:
         _guard_budget(trial)
@@ -183,7 +190,10 @@ def _enqueue_grid(study: optuna.Study, space: SearchSpace) -> int:
         deepcopy=False, states=(TrialState.COMPLETE, TrialState.WAITING))}
     for i, (label, batch, s) in enumerate(points):
         if i not in held:
-            study.enqueue_trial({"alloc": label, "B": batch, "s": s}, user_attrs={"grid_index": i})
+            params: dict[str, object] = {"alloc": label, "B": batch}
+            if space.remote_fraction is None:  # else s is fixed, not a parameter
+                params["s"] = s
+            study.enqueue_trial(params, user_attrs={"grid_index": i})
     return len(points)
 
 

@@ -1,4 +1,4 @@
-"""The HAS search space: GPU allocations, encode batch B and remote fraction s.
+"""The HAS search space: GPU allocations, encode batch B, remote fraction s (and a timeout).
 
 An :class:`Allocation` splits the cluster's GPUs into Encode, Prefill and
 Decode workers. :func:`enumerate_allocations` lists every allocation that
@@ -20,7 +20,11 @@ device, and the live executor runs one device per worker. On a CPU host the
 cluster's "GPUs" are the worker slots the live executor places.
 :class:`SearchSpace` turns an allocation, B and s into a
 :class:`~easerve_core.deployment.Deployment`, clamping s to what the
-allocation allows, and lists the exhaustive grid baseline's points.
+allocation allows, and lists the exhaustive grid baseline's points. A
+restricted space tunes a baseline (docs/has.md §8): ``max_encode_batch=1``
+fixes B, ``remote_fraction`` fixes s, and ``timeout_range_s`` adds the
+fixed batcher's timeout as a dimension. :func:`aggregated_tps` lists the
+instance TPs an aggregated (vLLM-like) engine fits at.
 """
 
 from __future__ import annotations
@@ -99,6 +103,24 @@ class MemoryNeed:
     def __post_init__(self) -> None:
         checks.integer("prefill_tokens", self.prefill_tokens, minimum=1)
         checks.integer("decode_tokens", self.decode_tokens, minimum=1)
+
+
+def aggregated_tps(
+    profile: StageProfile | ParallelProfile, cluster: Cluster, *, need: MemoryNeed | None = None,
+    lm_tps: Sequence[int] = LM_TPS,
+) -> list[int]:
+    """Instance TPs in ``lm_tps`` at which an aggregated engine fits on ``cluster``.
+
+    One instance holds the encoder, the LM and a typical request's KV
+    (``kv_capacity_tokens(tp, with_encoder=True)``, the simulator's own
+    memory check), inside one node. A profile without a memory model admits
+    TP 1 only (it has no TP model; see the module docstring).
+    """
+    if not isinstance(profile, ParallelProfile):
+        return [1]
+    tokens = need.decode_tokens if need else 1
+    return [tp for tp in lm_tps if tp <= cluster.gpus_per_node and profile.lm_fits(tp)
+            and profile.kv_capacity_tokens(tp, with_encoder=True) >= tokens]
 
 
 def _lm_tps_that_fit(
@@ -201,6 +223,12 @@ class SearchSpace:
         max_encode_batch: the largest B (B ranges over 1..max_encode_batch).
         grid_batches: B values of the exhaustive grid baseline.
         grid_remote_fractions: s values of the exhaustive grid baseline.
+        remote_fraction: when given, s is fixed: every candidate takes it
+            (clamped to what its allocation allows) and the search does not
+            suggest s (the request-at-a-time and fixed-batch baselines: 1).
+        timeout_range_s: when given, ``(low, high)`` seconds: the search also
+            suggests the fixed batcher's ``batch_timeout_s``, log-uniform in
+            it; else every candidate keeps the base's.
     """
 
     allocations: tuple[Allocation, ...]
@@ -208,6 +236,8 @@ class SearchSpace:
     max_encode_batch: int = 32
     grid_batches: tuple[int, ...] = GRID_BATCHES
     grid_remote_fractions: tuple[float, ...] = GRID_REMOTE_FRACTIONS
+    remote_fraction: float | None = None
+    timeout_range_s: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if not self.allocations:
@@ -222,6 +252,13 @@ class SearchSpace:
                 raise ValueError(f"grid_batches must be <= max_encode_batch, got {b!r}")
         for s in self.grid_remote_fractions:
             checks.fraction("grid_remote_fractions", s)
+        if self.remote_fraction is not None:
+            checks.fraction("remote_fraction", self.remote_fraction)
+        if self.timeout_range_s is not None:
+            low, high = (checks.positive("timeout_range_s", t) for t in self.timeout_range_s)
+            if low > high:
+                raise ValueError(f"timeout_range_s must be (low, high) with low <= high, "
+                                 f"got {self.timeout_range_s!r}")
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -234,8 +271,10 @@ class SearchSpace:
         checks.one_of("allocation", label, self.labels)
         raise AssertionError("unreachable")
 
-    def deployment(self, label: str, batch: int, s: float) -> Deployment:
-        """The deployment for allocation ``label``, B = ``batch`` and s clamped to what fits."""
+    def deployment(self, label: str, batch: int, s: float, *,
+                   timeout_s: float | None = None) -> Deployment:
+        """The deployment for allocation ``label``, B = ``batch`` and s clamped to what fits
+        (``timeout_s``: the fixed batcher's timeout; default the base's)."""
         alloc = self.allocation(label)
         checks.integer("max_encode_batch", batch, minimum=1)
         if batch > self.max_encode_batch:
@@ -248,13 +287,16 @@ class SearchSpace:
             encode=alloc.encode, prefill=alloc.prefill, decode=alloc.decode,
             max_encode_batch=int(batch), remote_fraction=s_eff, sm_sharing=sharing,
             placement=alloc.placement if alloc.placement is not None else self.base.placement,
+            batch_timeout_s=self.base.batch_timeout_s if timeout_s is None else float(timeout_s),
         )
 
     def grid(self) -> list[tuple[str, int, float]]:
         """Distinct (allocation, B, s) points of the exhaustive grid, in a fixed order."""
         points: list[tuple[str, int, float]] = []
         for alloc in self.allocations:
-            fractions = sorted({alloc.clamp_s(s) for s in self.grid_remote_fractions})
+            grid_s = (self.grid_remote_fractions if self.remote_fraction is None
+                      else (self.remote_fraction,))
+            fractions = sorted({alloc.clamp_s(s) for s in grid_s})
             for b in self.grid_batches:
                 points.extend((alloc.label, b, s) for s in fractions)
         return points
