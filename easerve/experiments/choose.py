@@ -12,11 +12,21 @@ independent tasks (a whole study; one grid point) that run on a backend
 depend on where it ran. A study is held in memory (``storage="memory:"``)
 unless a storage is given: the same trials as an SQLite file, without a
 database round trip per trial.
+
+:func:`choose_baseline` gives each baseline the same treatment (equal
+tuning, docs/has.md §8): its best deployment at the rate, under the same
+trial budget, sampler, request streams and screen as :func:`choose`, each
+candidate simulated under the baseline's preset. Request-at-a-time EPD
+(``dynamo``) searches the allocation and TPs with B = 1 and s = 1;
+fixed-batch EPD the allocation, B and the batch timeout with s = 1; the
+aggregated engine (``vllm``) the instance TP and number of instances.
+A space with no more points than the budget is evaluated whole.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -24,19 +34,26 @@ import optuna
 import pandas as pd
 
 from easerve.experiments.setup import Setup
-from easerve_core import Deployment
+from easerve_core import Deployment, StageGroup, checks
 from easerve_core.has import (
     MEMORY,
     ScreenReport,
     SearchSettings,
     SearchSpace,
     best_deployment,
+    enumerate_allocations,
+    make_sampler,
+    memory_need,
     run_search,
     screen,
     trials_frame,
+    typical_shape,
 )
+from easerve_core.has.search import short_key
+from easerve_core.has.space import GRID_BATCHES, aggregated_tps
 from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
-from easerve_core.plan import replan
+from easerve_core.plan import DEFAULT_PRESET, replan
+from easerve_core.presets import apply_preset
 from sim.evaluate import SimEvaluator, make_evaluator
 
 RATE_LADDER_HZ = (8.0, 6.0, 5.0, 4.0, 3.0, 2.5, 2.0, 1.5, 1.0, 0.75, 0.5, 0.25)
@@ -52,6 +69,10 @@ class Choice:
     num_survivors: int
     best_goodput_rps: float
     trials: pd.DataFrame
+    #: the system chosen for: ``easerve`` or a baseline's preset
+    system: str = DEFAULT_PRESET
+    #: every point of the space was evaluated (it had no more points than the budget)
+    exhaustive: bool = False
 
 
 def _space(setup: Setup, rate_hz: float, tier: str) -> tuple[ScreenReport, SearchSpace]:
@@ -67,20 +88,22 @@ HAS_SEED_OFFSET = 1000
 
 
 def _evaluator(setup: Setup, *, rate_hz: float, tier: str, num_requests: int,
-               num_samples: int) -> SimEvaluator:
-    """Goodput at ``rate_hz`` on HAS's own request streams (the same for every study and seed)."""
+               num_samples: int, preset: str = DEFAULT_PRESET) -> SimEvaluator:
+    """Goodput at ``rate_hz`` on HAS's own request streams (the same for every study, seed and
+    system), each deployment simulated under ``preset`` on that preset's profile."""
     plan = replan(setup.plan, seed=HAS_SEED_OFFSET, slo=setup.slos[tier])
-    return make_evaluator(plan, setup.profile, rate_hz=rate_hz, num_requests=num_requests,
-                          num_samples=num_samples)
+    return make_evaluator(plan, setup.profile_for(preset), rate_hz=rate_hz,
+                          num_requests=num_requests, num_samples=num_samples, preset=preset)
 
 
 def _study(setup: Setup, space: SearchSpace, *, rate_hz: float, tier: str, sampler: str,
            trials: int, seed: int, num_requests: int, storage: str,
-           num_samples: int = 1) -> pd.DataFrame:
+           num_samples: int = 1, system: str = DEFAULT_PRESET) -> pd.DataFrame:
     """One study; ``seed`` seeds the sampler, the request streams are the same for every seed."""
     evaluator = _evaluator(setup, rate_hz=rate_hz, tier=tier, num_requests=num_requests,
-                           num_samples=num_samples)
-    name = (f"{setup.modality}-{tier}-r{rate_hz:g}-{sampler}-seed{seed}-n{num_requests}"
+                           num_samples=num_samples, preset=system)
+    who = "" if system == DEFAULT_PRESET else f"{system}-"
+    name = (f"{setup.modality}-{who}{tier}-r{rate_hz:g}-{sampler}-seed{seed}-n{num_requests}"
             f"x{num_samples}-t{trials}")
     settings = SearchSettings(sampler=sampler, num_trials=trials, seed=seed, storage=storage,
                               study_name=name)
@@ -92,23 +115,150 @@ def choose(setup: Setup, *, rate_hz: float, tier: str = "moderate", trials: int 
            seed: int = 0, num_requests: int = 250, num_samples: int = 1,
            storage: str | None = None) -> Choice:
     """The TPE-chosen EAServe deployment for ``setup`` at ``rate_hz`` (or the next feasible rate)."""
+    return _on_ladder(setup, partial(_space, setup, tier=tier), system=DEFAULT_PRESET,
+                      rate_hz=rate_hz, tier=tier, trials=trials, seed=seed,
+                      num_requests=num_requests, num_samples=num_samples, storage=storage)
+
+
+def _on_ladder(setup: Setup, space_at: Callable[[float], tuple[ScreenReport, SearchSpace]], *,
+               system: str, rate_hz: float, tier: str, trials: int, seed: int, num_requests: int,
+               num_samples: int, storage: str | None) -> Choice:
+    """Screen and search at ``rate_hz``, or at the first rate of the ladder below it that some
+    allocation carries; a space of no more than ``trials`` grid points (no continuous knob)
+    is evaluated whole, in the grid's order."""
     ladder = [rate_hz] + [r for r in RATE_LADDER_HZ if r < rate_hz]
     last_error: ValueError | None = None
     for rate in ladder:
         try:
-            report, space = _space(setup, rate, tier)
+            report, space = space_at(rate)
         except ValueError as exc:  # nothing carries this rate: plan for a lower one
             last_error = exc
             continue
-        frame = _study(setup, space, rate_hz=rate, tier=tier, sampler="tpe", trials=trials,
-                       seed=seed, num_requests=num_requests, storage=storage or MEMORY,
-                       num_samples=num_samples)
+        whole = (space.remote_fraction is not None and space.timeout_range_s is None
+                 and len(space.grid()) <= trials)
+        frame = _study(setup, space, rate_hz=rate, tier=tier, sampler="grid" if whole else "tpe",
+                       trials=trials, seed=seed, num_requests=num_requests,
+                       storage=storage or MEMORY, num_samples=num_samples, system=system)
         return Choice(modality=setup.modality, deployment=best_deployment(frame),
                       planned_rate_hz=rate, requested_rate_hz=rate_hz,
                       num_candidates=len(report.candidates), num_survivors=len(report.survivors),
-                      best_goodput_rps=float(frame["goodput_rps"].max()), trials=frame)
+                      best_goodput_rps=float(frame["goodput_rps"].max()), trials=frame,
+                      system=system, exhaustive=whole)
     raise ValueError(f"{setup.modality}: no allocation carries even {ladder[-1]} req/s "
                      f"({last_error})")
+
+
+#: the baselines :func:`choose_baseline` tunes, each by its preset's name
+BASELINES = ("dynamo", "fixed-batch", "vllm")
+#: fixed-batch EPD's batch timeout, searched log-uniform: from 10 ms to EAServe's own 1 s
+#: oldest-request cap (``Deployment.max_wait_s``), the preset's default 50 ms inside
+BASELINE_TIMEOUT_RANGE_S = (0.01, 1.0)
+#: the largest B fixed-batch EPD may pick: EAServe's (:class:`SearchSpace`'s default)
+BASELINE_MAX_BATCH = 32
+#: the restricted spaces of the EPD baselines: (largest B, timeout range); s is always 1
+_EPD_SPACES: dict[str, tuple[int, tuple[float, float] | None]] = {
+    "dynamo": (1, None),
+    "fixed-batch": (BASELINE_MAX_BATCH, BASELINE_TIMEOUT_RANGE_S),
+}
+
+
+def _epd_baseline_space(setup: Setup, rate_hz: float, *, system: str,
+                        tier: str) -> tuple[ScreenReport, SearchSpace]:
+    """An EPD baseline's space: the allocations with a prefill worker, every prefill remote.
+
+    Local prefill is switched off before the screen, so the screen charges
+    Prefill to the remote workers alone, and Encode at the baseline's
+    largest B, as the baseline runs.
+    """
+    max_batch, timeouts = _EPD_SPACES[system]
+    cluster = setup.plan.cluster
+    allocations = [replace(a, local_prefill_fits=False) for a in enumerate_allocations(
+        setup.profile, cluster, need=memory_need(typical_shape(setup.mix))) if a.prefill.num_workers]
+    report = screen(setup.profile, cluster, setup.mix, rate_hz=rate_hz, slo=setup.slos[tier],
+                    max_encode_batch=max_batch, allocations=allocations)
+    space = SearchSpace(allocations=report.survivor_allocations,
+                        base=apply_preset(system, setup.deployment, cluster), max_encode_batch=max_batch,
+                        grid_batches=tuple(b for b in GRID_BATCHES if b <= max_batch),
+                        remote_fraction=1.0, timeout_range_s=timeouts)
+    return report, space
+
+
+def aggregated_candidates(setup: Setup) -> list[Deployment]:
+    """Every aggregated (vLLM-like) deployment that fits the cluster: each instance TP at which
+    one instance holds encoder, LM and a typical request's KV, with the most instances first."""
+    cluster = setup.plan.cluster
+    tps = aggregated_tps(setup.profile_for("vllm"), cluster,
+                         need=memory_need(typical_shape(setup.mix)))
+    if not tps:
+        raise ValueError(f"{setup.modality}: no aggregated instance fits on {cluster.gpu}")
+    base = apply_preset("vllm", setup.deployment, cluster)
+    return [base.with_(decode=StageGroup(num_workers=n, tp=tp))
+            for tp in tps for n in range(cluster.gpus_per_node // tp * cluster.num_nodes, 0, -1)]
+
+
+def choose_baseline(setup: Setup, system: str, *, rate_hz: float, tier: str = "moderate",
+                    trials: int = 30, seed: int = 0, num_requests: int = 250,
+                    num_samples: int = 1, storage: str | None = None) -> Choice:
+    """Baseline ``system``'s best deployment at ``rate_hz`` under :func:`choose`'s budget.
+
+    ``dynamo`` and ``fixed-batch`` are screened and searched as EAServe is,
+    in their restricted spaces (module docstring), stepping down the same
+    ladder of rates when nothing survives the screen. ``vllm`` enumerates
+    :func:`aggregated_candidates` (the screen models EPD stages, so only its
+    memory test applies): all of them when they are no more than
+    ``trials``, else a TPE study of ``trials`` over them. On a tie the
+    earlier candidate wins.
+    """
+    checks.one_of("baseline", system, BASELINES)
+    if system == "vllm":
+        return _choose_aggregated(setup, rate_hz=rate_hz, tier=tier, trials=trials, seed=seed,
+                                  num_requests=num_requests, num_samples=num_samples)
+    return _on_ladder(setup, partial(_epd_baseline_space, setup, system=system, tier=tier),
+                      system=system, rate_hz=rate_hz, tier=tier, trials=trials, seed=seed,
+                      num_requests=num_requests, num_samples=num_samples, storage=storage)
+
+
+def _choose_aggregated(setup: Setup, *, rate_hz: float, tier: str, trials: int, seed: int,
+                       num_requests: int, num_samples: int) -> Choice:
+    candidates = aggregated_candidates(setup)
+    evaluate = _evaluator(setup, rate_hz=rate_hz, tier=tier, num_requests=num_requests,
+                          num_samples=num_samples, preset="vllm")
+    whole = len(candidates) <= trials
+    if whole:
+        tried, values = candidates, [evaluate(d) for d in candidates]
+    else:
+        tried, values = _tpe_over(candidates, evaluate, trials=trials, seed=seed)
+    frame = pd.DataFrame({
+        "trial": range(len(tried)), "goodput_rps": values, "label": [d.label() for d in tried],
+        "decode_workers": [d.decode.num_workers for d in tried],
+        "decode_tp": [d.decode.tp for d in tried], "key": [short_key(d) for d in tried],
+        "deployment_json": [json.dumps(d.to_dict(), sort_keys=True) for d in tried]})
+    frame.insert(2, "best_so_far_rps", frame["goodput_rps"].cummax())
+    return Choice(modality=setup.modality, deployment=best_deployment(frame),
+                  planned_rate_hz=rate_hz, requested_rate_hz=rate_hz,
+                  num_candidates=len(candidates), num_survivors=len(candidates),
+                  best_goodput_rps=float(frame["goodput_rps"].max()), trials=frame,
+                  system="vllm", exhaustive=whole)
+
+
+def _tpe_over(candidates: Sequence[Deployment], evaluate: Callable[[Deployment], float], *,
+              trials: int, seed: int) -> tuple[list[Deployment], list[float]]:
+    """``trials`` TPE trials over a list of candidates (a repeat reuses its value)."""
+    by_label = {d.label(): d for d in candidates}
+    seen: dict[str, float] = {}
+    tried: list[Deployment] = []
+
+    def objective(trial: optuna.Trial) -> float:
+        label = str(trial.suggest_categorical("instances", list(by_label)))
+        if label not in seen:
+            seen[label] = evaluate(by_label[label])
+        tried.append(by_label[label])
+        return seen[label]
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="maximize", sampler=make_sampler("tpe", seed=seed))
+    study.optimize(objective, n_trials=trials)
+    return tried, [seen[d.label()] for d in tried]
 
 
 def convergence(setup: Setup, *, rate_hz: float, tier: str = "moderate", trials: int = 30,
