@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +17,27 @@ SYSTEM_STYLE = {
     "easerve": ("EAServe", "tab:red"),
     "dynamo": ("request-at-a-time EPD (Dynamo-like)", "tab:blue"),
     "vllm": ("aggregated (vLLM-like)", "tab:green"),
-    "fixed-batch": ("fixed-batch EPD (B=8)", "tab:orange"),
+    "fixed-batch": ("fixed-batch EPD", "tab:orange"),
 }
+#: the headline sweep's readings of the baselines (``tuning``): line style and label suffix
+TUNING_STYLE = {"tuned": ("-", ""), "config": ("--", ", config allocation")}
 
 
 def goodput_curves(sweep: pd.DataFrame, path: Path, *, tier: str = "moderate") -> Path:
+    """Goodput against arrival rate per modality: tuned systems solid, config baselines dashed."""
     modalities = list(dict.fromkeys(sweep["modality"]))
     fig, axes = plt.subplots(1, len(modalities), figsize=(4.2 * len(modalities), 3.4), squeeze=False)
     col = f"goodput_{tier}_rps"
-    med = sweep.groupby(["modality", "system", "rate_hz"], as_index=False)[col].median()
+    sweep = sweep if "tuning" in sweep else sweep.assign(tuning="tuned")
+    med = sweep.groupby(["modality", "system", "tuning", "rate_hz"], as_index=False)[col].median()
     for ax, modality in zip(axes[0], modalities, strict=True):
-        for system, (label, color) in SYSTEM_STYLE.items():
-            rows = med[(med["modality"] == modality) & (med["system"] == system)]
+        for (system, (label, color)), (tuning, (ls, suffix)) in itertools.product(
+                SYSTEM_STYLE.items(), TUNING_STYLE.items()):
+            rows = med[(med["modality"] == modality) & (med["system"] == system)
+                       & (med["tuning"] == tuning)]
             if not rows.empty:
-                ax.plot(rows["rate_hz"], rows[col], marker="o", color=color, label=label)
+                ax.plot(rows["rate_hz"], rows[col], marker="o", ms=3 if suffix else 5, ls=ls,
+                        color=color, alpha=0.55 if suffix else 1.0, label=label + suffix)
         rates = sorted(med["rate_hz"].unique())
         ax.plot(rates, rates, ls=":", color="grey", lw=0.8)
         ax.set(title=f"{modality}: goodput ({tier} SLO)", xlabel="arrival rate (req/s)",

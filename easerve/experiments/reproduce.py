@@ -8,6 +8,13 @@ and :mod:`easerve.experiments.report` writes ``report.md`` beside them.
 :func:`cuts` lists them, and the quick report repeats the list) to finish in
 about a minute and a half on two cores; the committed report is the full run.
 
+The headline goodput sweep runs two readings (docs/has.md §8): ``tuned``,
+where every baseline gets its own best deployment per rate under
+EAServe's HAS budget (:func:`~easerve.experiments.choose.choose_baseline`),
+and ``config``, where the baselines run the example config's static
+allocation at every rate, as the paper's do. EAServe is HAS-tuned in both
+and swept once (its rows read ``tuned``).
+
 Every study's simulations, and HAS's choices and convergence studies, are
 independent tasks on one backend (:mod:`easerve_core.parallel`): by default
 this process for the full run and two local workers for ``quick``, or more
@@ -29,10 +36,10 @@ from typing import Any
 import pandas as pd
 
 from easerve.experiments import figures, report, shift_control, studies
-from easerve.experiments.choose import Choice, choose, convergence
+from easerve.experiments.choose import BASELINES, Choice, choose, choose_baseline, convergence
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.setup import Setup, load_setup, paper_anchored_efficiency, with_item_scale, with_mix
-from easerve_core import Deployment
+from easerve_core import Deployment, checks
 from easerve_core.controller import Band, PlanTable
 from easerve_core.has.space import GRID_BATCHES
 from easerve_core.parallel import IN_PROCESS, Backend, BackendSettings, open_backend, run_tasks
@@ -77,58 +84,103 @@ class _Log:
             print(f"[{time.perf_counter() - self.start:6.1f} s] {msg}", file=sys.stderr, flush=True)
 
 
+#: the headline's readings of the baselines: equally tuned per rate, or the example config's
+TUNINGS = ("tuned", "config")
+
+
 class _Chooser:
-    """HAS per (modality, rate), cached: EAServe's deployment at every swept rate.
+    """HAS per (modality, system, rate), cached: EAServe's deployment at every swept rate, and
+    each baseline's under the same budget (:func:`~easerve.experiments.choose.choose_baseline`).
 
     :meth:`prepare` makes a sweep round's missing choices at once, one study
     per task on the backend; :meth:`table` lists the choices modality by
-    modality (the setups' order), each in the order its rates were first
-    asked for, which is the order a sweep asks in.
+    modality (the setups' order), each in the order its (system, rate) was
+    first asked for, which is the order a sweep asks in.
     """
 
     def __init__(self, setups: dict[str, Setup], plan: Plan, backend: Backend = IN_PROCESS) -> None:
         self.setups, self.plan, self.backend = setups, plan, backend
-        self.cache: dict[tuple[str, float], Choice] = {}
+        self.cache: dict[tuple[str, str, float], Choice] = {}
 
-    def _task(self, modality: str, rate_hz: float) -> Callable[[], Choice]:
-        return partial(choose, self.setups[modality], rate_hz=rate_hz, trials=self.plan.has_trials,
-                       num_requests=self.plan.has_requests, num_samples=self.plan.has_samples)
+    def _task(self, modality: str, system: str, rate_hz: float) -> Callable[[], Choice]:
+        budget: dict[str, Any] = {"rate_hz": rate_hz, "trials": self.plan.has_trials,
+                                  "num_requests": self.plan.has_requests,
+                                  "num_samples": self.plan.has_samples}
+        if system == "easerve":
+            return partial(choose, self.setups[modality], **budget)
+        return partial(choose_baseline, self.setups[modality], system, **budget)
 
     def prepare(self, keys: Sequence[tuple[str, str, float]]) -> None:
-        missing = list(dict.fromkeys((m, rate) for m, system, rate in keys
-                                     if system == "easerve" and (m, rate) not in self.cache))
+        """Make every missing choice of ``keys`` (modality, system, rate), one task each."""
+        missing = list(dict.fromkeys(k for k in keys if k not in self.cache))
         choices = run_tasks(self.backend, [self._task(*key) for key in missing])
         self.cache.update(zip(missing, choices, strict=True))
 
-    def __call__(self, modality: str, rate_hz: float) -> Choice:
-        key = (modality, rate_hz)
+    def __call__(self, modality: str, rate_hz: float, system: str = "easerve") -> Choice:
+        key = (modality, system, rate_hz)
         if key not in self.cache:
-            self.cache[key] = self._task(modality, rate_hz)()
+            self.cache[key] = self._task(*key)()
         return self.cache[key]
 
-    def deployment_for(self) -> Callable[[str, str, float], Deployment]:
+    def deployment_for(self, tuning: str = "tuned") -> Callable[[str, str, float], Deployment]:
+        """Each system's deployment per rate: EAServe's HAS choice; a baseline's own choice
+        (``tuned``) or the example config's static allocation at every rate (``config``)."""
+        checks.one_of("tuning", tuning, TUNINGS)
         nominal = self.plan.nominal_rate_hz
 
         def pick(modality: str, system: str, rate_hz: float) -> Deployment:
-            # EAServe gets HAS at each rate; the baselines run the example config's
-            # static allocation at every rate, as the paper's baselines do.
-            if system == "easerve":
-                return self(modality, rate_hz).deployment
+            if system == "easerve" or tuning == "tuned":
+                return self(modality, rate_hz, system).deployment
             return self.setups[modality].deployment.with_(rate_hint_hz=nominal)
 
         return pick
 
-    def table(self) -> pd.DataFrame:
+    def table(self, systems: Sequence[str] = ("easerve",)) -> pd.DataFrame:
+        """The choices of ``systems`` (EAServe's by default), one row each."""
         order = list(self.setups)
-        ranked = sorted(self.cache.items(), key=lambda item: order.index(item[0][0]))  # stable
-        return pd.DataFrame([{
-            "modality": c.modality, "requested_rate_hz": c.requested_rate_hz,
+        picked = [c for (_m, system, _r), c in self.cache.items() if system in systems]
+        ranked = sorted(picked, key=lambda c: order.index(c.modality))  # stable
+        frame = pd.DataFrame([{
+            "modality": c.modality, "system": c.system, "requested_rate_hz": c.requested_rate_hz,
             "planned_rate_hz": c.planned_rate_hz, "candidates": c.num_candidates,
-            "survivors": c.num_survivors, "best_goodput_rps": c.best_goodput_rps,
+            "survivors": c.num_survivors, "evaluated": c.trials["key"].nunique(),
+            "exhaustive": c.exhaustive, "best_goodput_rps": c.best_goodput_rps,
             "deployment": c.deployment.label(), "encode_tp": c.deployment.encode.tp,
             "max_encode_batch": c.deployment.max_encode_batch,
+            "batch_timeout_s": c.deployment.batch_timeout_s,
             "remote_fraction": c.deployment.remote_fraction,
-        } for _, c in ranked])
+        } for c in ranked])
+        if tuple(systems) == ("easerve",):  # EAServe's own table, as before baselines were tuned
+            frame = frame.drop(columns=["system", "evaluated", "exhaustive", "batch_timeout_s"],
+                               errors="ignore")
+        return frame
+
+
+def headline_sweep(setups: dict[str, Setup], chooser: _Chooser, scale: studies.Scale, *,
+                   systems: Sequence[str] = studies.SYSTEMS,
+                   backend: Backend = IN_PROCESS) -> pd.DataFrame:
+    """The goodput sweep in both readings, one ``tuning`` column telling them apart.
+
+    ``tuned``: every system at its own choice per rate (the baselines' made
+    in parallel with EAServe's, through ``chooser.prepare``); ``config``: the
+    baselines of ``systems`` at the example config's allocation. EAServe is
+    HAS-tuned in both readings, so it is swept once, under ``tuned``.
+    """
+    tuned = studies.goodput_sweep(setups, chooser.deployment_for("tuned"), scale, systems=systems,
+                                  backend=backend, prepare=chooser.prepare)
+    frames = [tuned.assign(tuning="tuned")]
+    baselines = [s for s in systems if s != "easerve"]
+    if baselines:
+        config = studies.goodput_sweep(setups, chooser.deployment_for("config"), scale,
+                                       systems=baselines, backend=backend)
+        frames.append(config.assign(tuning="config"))
+    sweep = pd.concat(frames, ignore_index=True)
+    cols = list(tuned.columns)
+    return sweep[[*cols[:cols.index("system") + 1], "tuning", *cols[cols.index("system") + 1:]]]
+
+
+#: the peak table's keys for a :func:`headline_sweep`
+PEAK_KEYS = ("modality", "system", "tuning")
 
 
 #: the systems of the clip-length what-if (fixed-batch EPD adds nothing to the question)
@@ -141,8 +193,9 @@ def clip_length_whatif(video: Setup, headline_peak: pd.DataFrame, plan: Plan,
 
     The clips: each mix of ``plan.clip_mixes`` at each of ``plan.clip_scales``
     times its tokens (labelled ``"<mix> x<scale>"``). Each workload gets its
-    own SLOs and its own HAS choice per rate, swept exactly as the headline;
-    the headline's own rows (labelled with its mix's name) are copied from its
+    own SLOs and its own HAS choice per rate, swept exactly as the headline
+    with every baseline equally tuned (the ``tuned`` reading alone); the
+    headline's own rows (labelled with its mix's name) are copied from its
     table.
     """
     setups = {f"{name} x{k:g}": with_item_scale(with_mix(video, mixes.mix(name), name), k)
@@ -152,9 +205,9 @@ def clip_length_whatif(video: Setup, headline_peak: pd.DataFrame, plan: Plan,
                                   backend=backend, prepare=chooser.prepare)
     peak = studies.peak_goodput(sweep).rename(columns={"modality": "mix"})
     headline = video.workload.mix_name
-    head = headline_peak[(headline_peak["modality"] == "video")
+    head = headline_peak[(headline_peak["modality"] == "video") & (headline_peak["tuning"] == "tuned")
                          & headline_peak["system"].isin(CLIP_SYSTEMS)].assign(mix=headline)
-    frame = pd.concat([peak, head.drop(columns="modality")], ignore_index=True)
+    frame = pd.concat([peak, head.drop(columns=["modality", "tuning"])], ignore_index=True)
     setups[headline] = video
     frame["mean_item_tokens"] = [_mean_item_tokens(setups[k].mix) for k in frame["mix"]]
     frame["moderate_ttft_slo_s"] = [setups[k].slos["moderate"].ttft_s for k in frame["mix"]]
@@ -190,7 +243,8 @@ def cuts(plan: Plan, full: Plan = FULL) -> list[str]:
         ("refinement levels around each peak", a.refine_levels, b.refine_levels),
         ("seeds per point", a.num_seeds, b.num_seeds),
         ("rate-shift timeline (s)", a.timeline_s, b.timeline_s),
-        ("HAS trials per choice", plan.has_trials, full.has_trials),
+        ("HAS trials per choice (EAServe's and each tuned baseline's)", plan.has_trials,
+         full.has_trials),
         ("requests per HAS trial", plan.has_requests, full.has_requests),
         ("request streams per HAS trial", plan.has_samples, full.has_samples),
         ("HAS-convergence seeds (TPE and random)", len(plan.convergence_seeds), len(full.convergence_seeds)),
@@ -233,18 +287,18 @@ def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
     chooser = _Chooser(setups, plan, backend)
     tables: dict[str, pd.DataFrame] = {}
 
-    log("goodput vs arrival rate (HAS per rate for EAServe)")
-    sweep = studies.goodput_sweep(setups, chooser.deployment_for(), plan.scale, backend=backend,
-                                  prepare=chooser.prepare)
+    log("goodput vs arrival rate (HAS per rate for EAServe and each tuned baseline; config baselines)")
+    sweep = headline_sweep(setups, chooser, plan.scale, backend=backend)
     tables["goodput_sweep"] = sweep
-    tables["peak_goodput"] = studies.peak_goodput(sweep)
+    tables["peak_goodput"] = studies.peak_goodput(sweep, keys=PEAK_KEYS)
     figures.goodput_curves(sweep, out / "goodput_curves.png")
 
     log("same, vLLM-like with a free in-step encoder (sensitivity)")
     free = {m: load_setup(m, efficiency=setups[m].efficiency, free_in_step_encoder=True)
             for m in MODALITIES}
-    tables["vllm_free_encoder"] = studies.peak_goodput(studies.goodput_sweep(
-        free, chooser.deployment_for(), plan.scale, systems=("vllm",), backend=backend))
+    tables["vllm_free_encoder"] = studies.peak_goodput(headline_sweep(
+        free, _Chooser(free, plan, backend), plan.scale, systems=("vllm",), backend=backend),
+        keys=PEAK_KEYS)
 
     log("what-if: video clip length")
     tables["video_clip_length"], tables["video_clip_length_sweep"] = clip_length_whatif(
@@ -292,6 +346,7 @@ def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
     log("HAS convergence: TPE vs random vs grid")
     tables.update(_convergence(setups, chooser, plan, backend, out))
     tables["has_choices"] = chooser.table()
+    tables["baseline_choices"] = chooser.table(BASELINES)
     return tables
 
 

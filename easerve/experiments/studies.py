@@ -6,10 +6,11 @@ simulation, mapped on ``backend`` (default: this process, one after
 another; :mod:`easerve_core.parallel`) and assembled in the points' order,
 so a table does not depend on the backend or its number of workers. The
 report (:mod:`easerve.experiments.report`) turns the frames into tables and
-figures. ``deployments`` maps a modality to the
-EAServe deployment HAS chose for it; the baselines are presets of it
-(request-at-a-time ``dynamo`` and ``fixed-batch`` keep its allocation with
-all prefill remote; ``vllm`` turns every GPU into aggregated LM instances).
+figures. A study is given the deployments it runs (EAServe's HAS choice,
+or a baseline's: tuned per rate, or the example config's); each runs
+under its system's preset (:mod:`easerve_core.presets`: request-at-a-time
+``dynamo`` and ``fixed-batch`` keep its allocation with all prefill remote;
+``vllm`` runs aggregated LM instances).
 """
 
 from __future__ import annotations
@@ -169,19 +170,21 @@ def median_over_seeds(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     return frame.groupby(list(keys), as_index=False)[numeric].median()
 
 
-def peak_goodput(sweep: pd.DataFrame, tier: str = "moderate") -> pd.DataFrame:
-    """Per modality and system: the best goodput over the rate sweep (median over seeds).
+def peak_goodput(sweep: pd.DataFrame, tier: str = "moderate",
+                 keys: Sequence[str] = ("modality", "system")) -> pd.DataFrame:
+    """Per curve (``keys``: modality and system, and e.g. the headline's ``tuning``): the best
+    goodput over the rate sweep (median over seeds).
 
     ``censored`` is set where the best is the curve's highest rate: the curve was still rising
     where the sweep stopped (past ``Scale.max_extensions``), so its peak is a lower bound.
     """
-    med = median_over_seeds(sweep, ["modality", "system", "rate_hz"])
+    keys = list(keys)
+    med = median_over_seeds(sweep, [*keys, "rate_hz"])
     col = f"goodput_{tier}_rps"
-    idx = med.groupby(["modality", "system"])[col].idxmax()
-    best = med.loc[idx, ["modality", "system", "rate_hz", col]]
-    top = med.groupby(["modality", "system"])["rate_hz"].max()
-    best["censored"] = [rate == top[(m, s)] for m, s, rate in
-                        zip(best["modality"], best["system"], best["rate_hz"], strict=True)]
+    idx = med.groupby(keys)[col].idxmax()
+    best = med.loc[idx, [*keys, "rate_hz", col]]
+    top = med.groupby(keys)["rate_hz"].transform("max")
+    best["censored"] = best["rate_hz"].to_numpy() == top.loc[idx].to_numpy()
     return best.rename(columns={col: "goodput_rps", "rate_hz": "at_rate_hz"}).reset_index(drop=True)
 
 

@@ -1,7 +1,8 @@
 """The evaluation's tables do not depend on the backend or its number of workers.
 
-A small goodput sweep (with HAS choosing EAServe's deployment per rate, the
-choices made in parallel) and a small HAS-convergence study run in this
+A small goodput sweep (with HAS choosing EAServe's deployment per rate, and
+the request-at-a-time baseline's under the same budget, the choices made in
+parallel) and a small HAS-convergence study run in this
 process, on two local workers and on two Ray jobs (where Ray is
 installed); their CSVs are byte-identical. Each row's seed is its point's
 own: a row equals the same point simulated alone.
@@ -42,7 +43,7 @@ def _sweep(setup: Setup, backend: Backend) -> tuple[str, str]:
     chooser = _Chooser(setups, PLAN, backend)
     sweep = studies.goodput_sweep(setups, chooser.deployment_for(), SCALE, systems=("easerve", "dynamo"),
                                   backend=backend, prepare=chooser.prepare)
-    return sweep.to_csv(index=False), chooser.table().to_csv(index=False)
+    return sweep.to_csv(index=False), chooser.table(("easerve", "dynamo")).to_csv(index=False)
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +61,9 @@ def test_seeds_belong_to_points_not_workers(audio: Setup, serial_sweep: tuple[st
     per_rate = sweep.groupby(["system", "rate_hz"])["seed"].apply(list)
     assert all(seeds == [0, 1] for seeds in per_rate)
     row = sweep[(sweep["system"] == "dynamo") & (sweep["rate_hz"] == 2.0) & (sweep["seed"] == 1)]
-    alone = summarise(Point.of(audio, audio.deployment.with_(rate_hint_hz=PLAN.nominal_rate_hz), rate_hz=2.0,
-                               num_requests=SCALE.num_requests, seed=1, preset="dynamo"))
+    tuned = _Chooser({"audio": audio}, PLAN)("audio", 2.0, "dynamo").deployment  # made again, alone
+    alone = summarise(Point.of(audio, tuned, rate_hz=2.0, num_requests=SCALE.num_requests, seed=1,
+                               preset="dynamo"))
     assert row["goodput_moderate_rps"].item() == alone["goodput_moderate_rps"]
     assert row["ttft_p99_s"].item() == alone["ttft_p99_s"]
 

@@ -14,7 +14,7 @@ from easerve.experiments.studies import _binned_step, refine_rates
 
 TABLES = ("goodput_sweep", "peak_goodput", "vllm_free_encoder", "fixed_batch", "burstiness",
           "rate_shift", "rate_shift_bins", "sm_ablation", "encoder_utilization",
-          "has_convergence", "has_grid_best", "has_choices", "video_clip_length",
+          "has_convergence", "has_grid_best", "has_choices", "baseline_choices", "video_clip_length",
           "video_clip_length_sweep", "controller_shift", "controller_shift_phases")
 FIGURES = ("goodput_curves", "burstiness", "rate_shift", "encoder_utilization", "has_convergence",
            "video_clip_length", "controller_shift")
@@ -64,12 +64,15 @@ def test_quick_run_writes_every_table_figure_and_the_report(quick_run):
     assert resolve_backend(None, quick=True).describe() in report
     for heading in ("Goodput at the moderate tier", "Fixed-batch trade-off", "Burstiness",
                     "Rate shifts", "SM-sharing ablation", "Encoder GPU utilisation",
-                    "HAS convergence", "What-if: video clip length"):
+                    "HAS convergence", "What-if: video clip length",
+                    "Baselines at the example config's allocation", "Baseline choices (equal tuning)"):
         assert heading in report
 
 
 def test_quick_run_shows_the_papers_directions(quick_run):
-    peak = pd.read_csv(quick_run / "peak_goodput.csv").set_index(["modality", "system"])
+    peak = pd.read_csv(quick_run / "peak_goodput.csv")
+    assert set(peak["tuning"]) == {"tuned", "config"}
+    peak = peak[peak["tuning"] == "tuned"].set_index(["modality", "system"])
     for modality in ("image", "audio"):
         assert peak.loc[(modality, "easerve"), "goodput_rps"] > peak.loc[(modality, "dynamo"),
                                                                           "goodput_rps"]
@@ -89,7 +92,8 @@ def test_clip_length_whatif_sweeps_our_clips_beside_the_headline_mix(quick_run):
     assert head["mean_item_tokens"] == 5760 and ours["mean_item_tokens"] == pytest.approx(7560)
     assert head["moderate_ttft_slo_s"] < ours["moderate_ttft_slo_s"]
     peak = pd.read_csv(quick_run / "peak_goodput.csv")
-    video = peak[(peak["modality"] == "video") & (peak["system"] == "vllm")]["goodput_rps"].item()
+    video = peak[(peak["modality"] == "video") & (peak["system"] == "vllm")
+                 & (peak["tuning"] == "tuned")]["goodput_rps"].item()
     head_vllm = clip[(clip["mix"] == "qwen-video-rmm16") & (clip["system"] == "vllm")]
     assert head_vllm["goodput_rps"].item() == video
     sweep = pd.read_csv(quick_run / "video_clip_length_sweep.csv")
@@ -98,7 +102,7 @@ def test_clip_length_whatif_sweeps_our_clips_beside_the_headline_mix(quick_run):
 
 def test_every_curve_is_refined_around_its_own_peak(quick_run):
     sweep = pd.read_csv(quick_run / "goodput_sweep.csv")
-    for (_modality, _system), curve in sweep.groupby(["modality", "system"]):
+    for _curve, curve in sweep.groupby(["modality", "system", "tuning"]):
         grid = curve[~curve["refined"]].groupby("rate_hz")["goodput_moderate_rps"].median()
         refined = sorted(set(curve[curve["refined"]]["rate_hz"]))
         assert refined == refine_rates(grid.index.tolist(), grid.tolist())
