@@ -206,7 +206,8 @@ def choose_baseline(setup: Setup, system: str, *, rate_hz: float, tier: str = "m
     ladder of rates when nothing survives the screen. ``vllm`` enumerates
     :func:`aggregated_candidates` (the screen models EPD stages, so only its
     memory test applies): all of them when they are no more than
-    ``trials``, else a TPE study of ``trials`` over them. On a tie the
+    ``trials``, else a TPE study of ``trials`` over them (in memory:
+    ``storage`` holds the EPD baselines' studies only). On a tie the
     earlier candidate wins.
     """
     checks.one_of("baseline", system, BASELINES)
