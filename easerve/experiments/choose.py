@@ -120,32 +120,51 @@ def choose(setup: Setup, *, rate_hz: float, tier: str = "moderate", trials: int 
                       num_requests=num_requests, num_samples=num_samples, storage=storage)
 
 
-def _on_ladder(setup: Setup, space_at: Callable[[float], tuple[ScreenReport, SearchSpace]], *,
-               system: str, rate_hz: float, tier: str, trials: int, seed: int, num_requests: int,
-               num_samples: int, storage: str | None) -> Choice:
-    """Screen and search at ``rate_hz``, or at the first rate of the ladder below it that some
-    allocation carries; a space of no more than ``trials`` grid points (no continuous knob)
-    is evaluated whole, in the grid's order."""
+SpaceAt = Callable[[float], tuple[ScreenReport, SearchSpace]]
+
+
+def _feasible(setup: Setup, space_at: SpaceAt, rate_hz: float) -> tuple[float, ScreenReport, SearchSpace]:
+    """The first rate of ``rate_hz`` and the ladder below it that some allocation carries."""
     ladder = [rate_hz] + [r for r in RATE_LADDER_HZ if r < rate_hz]
     last_error: ValueError | None = None
     for rate in ladder:
         try:
-            report, space = space_at(rate)
+            return (rate, *space_at(rate))
         except ValueError as exc:  # nothing carries this rate: plan for a lower one
             last_error = exc
-            continue
-        whole = (space.remote_fraction is not None and space.timeout_range_s is None
-                 and len(space.grid()) <= trials)
-        frame = _study(setup, space, rate_hz=rate, tier=tier, sampler="grid" if whole else "tpe",
-                       trials=trials, seed=seed, num_requests=num_requests,
-                       storage=storage or MEMORY, num_samples=num_samples, system=system)
-        return Choice(modality=setup.modality, deployment=best_deployment(frame),
-                      planned_rate_hz=rate, requested_rate_hz=rate_hz,
-                      num_candidates=len(report.candidates), num_survivors=len(report.survivors),
-                      best_goodput_rps=float(frame["goodput_rps"].max()), trials=frame,
-                      system=system, exhaustive=whole)
     raise ValueError(f"{setup.modality}: no allocation carries even {ladder[-1]} req/s "
                      f"({last_error})")
+
+
+def _on_ladder(setup: Setup, space_at: SpaceAt, *, system: str, rate_hz: float, tier: str,
+               trials: int, seed: int, num_requests: int, num_samples: int,
+               storage: str | None) -> Choice:
+    """Screen and search at ``rate_hz``, or at the first rate of the ladder below it that some
+    allocation carries; a space of no more than ``trials`` grid points (no continuous knob)
+    is evaluated whole, in the grid's order."""
+    rate, report, space = _feasible(setup, space_at, rate_hz)
+    whole = (space.remote_fraction is not None and space.timeout_range_s is None
+             and len(space.grid()) <= trials)
+    frame = _study(setup, space, rate_hz=rate, tier=tier, sampler="grid" if whole else "tpe",
+                   trials=trials, seed=seed, num_requests=num_requests,
+                   storage=storage or MEMORY, num_samples=num_samples, system=system)
+    return Choice(modality=setup.modality, deployment=best_deployment(frame),
+                  planned_rate_hz=rate, requested_rate_hz=rate_hz,
+                  num_candidates=len(report.candidates), num_survivors=len(report.survivors),
+                  best_goodput_rps=float(frame["goodput_rps"].max()), trials=frame,
+                  system=system, exhaustive=whole)
+
+
+def planned_rate(setup: Setup, rate_hz: float, *, system: str = DEFAULT_PRESET,
+                 tier: str = "moderate") -> float:
+    """The rate :func:`choose` (``easerve``) or :func:`choose_baseline` plans for at ``rate_hz``
+    (``rate_hz`` itself for ``vllm``, which has no ladder); screens only, so it is cheap. A
+    choice at ``rate_hz`` is the choice at this rate, but for its ``requested_rate_hz``."""
+    if system == "vllm":
+        return rate_hz
+    space_at = (partial(_space, setup, tier=tier) if system == DEFAULT_PRESET
+                else partial(_epd_baseline_space, setup, system=system, tier=tier))
+    return _feasible(setup, space_at, rate_hz)[0]
 
 
 #: the baselines :func:`choose_baseline` tunes, each by its preset's name

@@ -36,7 +36,14 @@ from typing import Any
 import pandas as pd
 
 from easerve.experiments import figures, report, shift_control, studies
-from easerve.experiments.choose import BASELINES, Choice, choose, choose_baseline, convergence
+from easerve.experiments.choose import (
+    BASELINES,
+    Choice,
+    choose,
+    choose_baseline,
+    convergence,
+    planned_rate,
+)
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.setup import Setup, load_setup, paper_anchored_efficiency, with_item_scale, with_mix
 from easerve_core import Deployment, checks
@@ -111,15 +118,25 @@ class _Chooser:
         return partial(choose_baseline, self.setups[modality], system, **budget)
 
     def prepare(self, keys: Sequence[tuple[str, str, float]]) -> None:
-        """Make every missing choice of ``keys`` (modality, system, rate), one task each."""
+        """Make every missing choice of ``keys`` (modality, system, rate), one task per rate
+        planned for: rates that step down the ladder to the same planned rate
+        (:func:`~easerve.experiments.choose.planned_rate`, a screen) share one study."""
         missing = list(dict.fromkeys(k for k in keys if k not in self.cache))
-        choices = run_tasks(self.backend, [self._task(*key) for key in missing])
-        self.cache.update(zip(missing, choices, strict=True))
+        planned = {key: self._planned(*key) for key in missing}
+        studies_ = list(dict.fromkeys(planned.values()))
+        done = dict(zip(studies_, run_tasks(self.backend, [self._task(*k) for k in studies_]),
+                        strict=True))
+        for (m, system, rate), key in planned.items():
+            self.cache[(m, system, rate)] = replace(done[key], requested_rate_hz=rate)
+
+    def _planned(self, modality: str, system: str, rate_hz: float) -> tuple[str, str, float]:
+        rate = planned_rate(self.setups[modality], rate_hz, system=system)
+        return (modality, system, rate)
 
     def __call__(self, modality: str, rate_hz: float, system: str = "easerve") -> Choice:
         key = (modality, system, rate_hz)
         if key not in self.cache:
-            self.cache[key] = self._task(*key)()
+            self.prepare([key])
         return self.cache[key]
 
     def deployment_for(self, tuning: str = "tuned") -> Callable[[str, str, float], Deployment]:

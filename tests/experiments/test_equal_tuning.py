@@ -140,3 +140,30 @@ def test_the_report_reads_each_baseline_against_easerve_in_both_readings() -> No
     assert config["EAServe/Dynamo ours / paper"].startswith("4.00 /")
     assert config["EAServe/fixed-batch ours"] == "5.00"
     assert config["vLLM-like, free in-step encoder"] == "0.8"
+
+
+class _Counting:
+    """This process, counting the tasks it is given."""
+
+    def __init__(self) -> None:
+        self.tasks = 0
+
+    def map(self, fn, items, poll=None):
+        self.tasks += len(items)
+        return [fn(x) for x in items]
+
+
+def test_rates_planned_at_the_same_rate_share_one_study(audio: Setup) -> None:
+    plan = Plan(scale=studies.QUICK, has_trials=3, has_requests=30, convergence_seeds=(0,))
+    backend = _Counting()
+    chooser = _Chooser({"audio": audio}, plan, backend)  # type: ignore[arg-type]
+    keys = [("audio", "dynamo", r) for r in (4.0, 5.0, 30.0)] + [("audio", "vllm", 4.0)]
+    chooser.prepare(keys)
+    rows = chooser.table(("dynamo", "vllm"))
+    dyn = rows[rows["system"] == "dynamo"]
+    assert dyn["requested_rate_hz"].tolist() == [4.0, 5.0, 30.0]
+    assert dyn["planned_rate_hz"].nunique() == 1 and dyn["planned_rate_hz"].iloc[0] < 4.0
+    assert backend.tasks == 2  # one dynamo study for three rates, one aggregated enumeration
+    alone = choose_baseline(audio, "dynamo", rate_hz=5.0, trials=3, num_requests=30)
+    assert chooser("audio", 5.0, "dynamo").deployment == alone.deployment
+    assert alone.planned_rate_hz == dyn["planned_rate_hz"].iloc[0]
