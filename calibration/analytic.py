@@ -216,6 +216,30 @@ class TPStageProfile:
         return self._combine_s(compute, (weight_bytes + kv_read) / tp, 0.0, comm,
                                overhead_s=self.parent.efficiency.decode_step_overhead_s)
 
+    def mixed_step_s(self, chunk_lens: Sequence[int], batch_size: int, context_tokens: int) -> float:
+        """One forward pass of prefill chunks beside ``batch_size`` decodes (chunked prefill, sim.chunked).
+
+        The roofline of the whole step: the chunks' and the decodes' kernels summed, the
+        weights read once beside the decodes' KV, and one all-reduce per layer of both
+        token counts. Each chunk is priced as a sequence of its own length.
+        """
+        if not batch_size:
+            return self.prefill_s(chunk_lens)
+        if not chunk_lens:
+            return self.decode_step_s(batch_size, context_tokens)
+        lens = _validate_items("chunk_lens", chunk_lens)
+        lm, tp = self.parent.model.lm, self.tp
+        stage = work.prefill_work(lm, lens, tp=tp)
+        shape = work.decode_shape(lm, batch_size, tp=tp)
+        attention_flops, kv_read = work.decode_attention(lm, batch_size, context_tokens, tp=tp)
+        compute = (sum(self._flops_s(*kernel, 1.0) for kernel in stage.kernels)
+                   + sum(self._flops_s(*k, 1.0) for k in (*shape.before, *shape.after))
+                   + self._flops_s(attention_flops, 1, True, 1.0))
+        host = stage.num_layers * self.parent.efficiency.layer_launch_s
+        comm = 2 * stage.num_layers * self._allreduce_s(stage.allreduce_bytes + shape.allreduce_bytes)
+        return self._combine_s(compute, stage.bytes_read + kv_read / tp, host, comm,
+                               overhead_s=self.parent.efficiency.step_overhead_s)
+
     def embed_bytes(self, mm_tokens: int) -> int:
         lm = self.parent.model.lm
         return int(mm_tokens) * lm.hidden_size * lm.dtype_bytes
