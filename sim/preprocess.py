@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Protocol
 
 from easerve_core import StageProfile
 from easerve_core.profile import HostPreprocessing
@@ -93,6 +93,17 @@ def make_preprocess(env: SimEnvironment, profile: StageProfile, num_threads: int
                           stage=stage)
 
 
+class FrontWorker(Protocol):
+    """What the front dispatcher needs of a worker: its index, its load, an offer."""
+
+    index: int
+
+    @property
+    def load(self) -> int: ...
+
+    def offer(self, job: Job, now: float) -> None: ...
+
+
 class PreprocessedFront:
     """An aggregated instance as the front dispatcher sees it, behind its preprocessing stage.
 
@@ -100,7 +111,7 @@ class PreprocessedFront:
     when done; its ``load`` counts the requests still being preprocessed.
     """
 
-    def __init__(self, worker: Any, stage: HostPreprocess) -> None:
+    def __init__(self, worker: FrontWorker, stage: HostPreprocess) -> None:
         self.worker = worker
         self.stage = stage
         self.index = worker.index
