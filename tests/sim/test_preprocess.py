@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from easerve_core import Cluster, Deployment, Modality, Request, StageGroup
+from easerve_core import Cluster, Deployment, Modality, Request, SMShareTable, StageGroup
 from easerve_core.plan import compose
 from easerve_core.profile import host_preprocess_s
 from sim import SimOptions, simulate
@@ -139,3 +139,26 @@ def test_thread_count_is_validated():
     with pytest.raises(ValueError, match=r"sim\.num_preprocess_threads"):
         SimOptions(num_preprocess_threads=0)
     assert SimOptions.from_dict({"num_preprocess_threads": 2}).num_preprocess_threads == 2
+
+
+def test_the_sm_share_slows_the_encoder_not_the_host_part():
+    """Dynamic sharing gives a batch of one half the SMs: encoding takes twice as long,
+    preprocessing still 0.125 s a request."""
+    profile = HostProfile(encode_base_s=ENC_S, prefill_base_s=0.5, decode_base_s=0.125,
+                          embed_bytes_per_token=1, kv_bytes_per_token=1)
+    dep = Deployment(encode=StageGroup(num_workers=1), prefill=StageGroup(num_workers=1),
+                     decode=StageGroup(num_workers=1), max_encode_batch=1, batching="fixed",
+                     batch_timeout_s=0.0, remote_fraction=1.0)
+    log: list[tuple[object, ...]] = []
+    simulate(compose(dep, _requests(2), cluster=CLUSTER, sm_table=SMShareTable({1: 0.5}), profile=profile),
+             profile, options=SimOptions(encode_only=True), trace=log)
+    assert log == [
+        (0.0, "arrive", 0, (0,)),
+        (0.0, "arrive", 0, (1,)),
+        (0.125, "preprocessed", 0, (0,)),
+        (0.125, "encode_start", 0, (0,)),
+        (0.25, "preprocessed", 0, (1,)),
+        (0.625, "encode_end", 0, (0,)),  # 0.25 s of work at half the SMs
+        (0.625, "encode_start", 0, (1,)),
+        (1.125, "encode_end", 0, (1,)),
+    ]
