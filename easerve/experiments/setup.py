@@ -221,19 +221,19 @@ class CallParts:
         return self.host_s / self.anchor_overhead_s
 
 
-def _typical_parts(modality: str, host_table: HostPreprocessTable | None = None,
-                   ) -> tuple[float, float, list[int]]:
-    """(roofline kernel seconds, measured host seconds, items) of ``modality``'s typical request."""
+def _typical_parts(modality: str, host_table: HostPreprocessTable | None = None) -> tuple[float, float]:
+    """(roofline kernel seconds on the anchor GPU, measured host seconds) of ``modality``'s
+    typical request."""
     model, mix, _config = MODALITIES[modality]
     items = list(_typical_items(WorkloadSpec.from_dict({"mix": mix, "rate_hz": 1.0})))
     profile = analytic_profile(model, ANCHOR_GPU, efficiency=Efficiency()).for_tp(1)
     entry = (host_table or load_host_table()).entry(model, modality)
-    return profile.encode_s(items), item_host_s(entry, items), items
+    return profile.encode_s(items), item_host_s(entry, items)
 
 
 def _anchor(anchor_rps: float, host_table: HostPreprocessTable | None) -> tuple[float, float]:
     """(the per-call cost beyond the anchor model's kernels, what its measured host part leaves)."""
-    kernel, host, _items = _typical_parts(ANCHOR_MODALITY, host_table)
+    kernel, host = _typical_parts(ANCHOR_MODALITY, host_table)
     overhead = 1.0 / anchor_rps - kernel
     return overhead, overhead - host
 
@@ -247,7 +247,7 @@ def encode_call_parts(anchor_rps: float = ANCHOR_RPS, *,
     overhead, residual = _anchor(anchor_rps, host_table)
     out = {}
     for modality in MODALITIES:
-        k, h, _ = _typical_parts(modality, host_table)
+        k, h = _typical_parts(modality, host_table)
         out[modality] = CallParts(modality=modality, kernel_s=k, host_s=h, residual_s=residual,
                                   anchor_overhead_s=overhead)
     return out
