@@ -11,7 +11,11 @@ shared by every worker (each aggregated instance too). With ``[sim.host]
 stall_s`` each worker gets its one-off pause from one
 :class:`~sim.stalls.StallPlan` of the run's seed, drawn in build order (encode
 workers, Prefill, Decode). With ``[sim.host] warmup_<lane>_s`` each worker
-gets its own :class:`~sim.warmup.Warmup` per lane.
+gets its own :class:`~sim.warmup.Warmup` per lane. When the profile knows host
+preprocessing (:mod:`sim.preprocess`), every encode worker and every
+aggregated instance gets its own stage of ``SimOptions.num_preprocess_threads``
+threads in front of it; an aggregated instance is then dispatched to through a
+:class:`~sim.preprocess.PreprocessedFront`.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from sim.job import Job
 from sim.options import SimOptions
 from sim.pipeline import Pipeline
 from sim.prefill import PrefillWorker
+from sim.preprocess import PreprocessedFront, make_preprocess
 from sim.recorder import Recorder
 from sim.sharing import SharedGPU
 from sim.stalls import Stall, make_stall_plan
@@ -78,7 +83,9 @@ class WorkerKit:
             encode_only=options.encode_only, coalesce=options.coalesce_waiting_batches,
             host=self.host, block_intake=options.encode_intake_blocking, stall=stall,
             warmup=make_warmup(effects, "encode") if fresh else None,
-            prefill_warmup=make_warmup(effects, "local_prefill") if fresh else None)
+            prefill_warmup=make_warmup(effects, "local_prefill") if fresh else None,
+            preprocess=make_preprocess(self.env, enc_profile, options.num_preprocess_threads,
+                                       recorder=self.recorder, worker=index, stage="encode"))
 
     def prefill(self, d: Deployment, index: int, gpus: tuple[int, ...], *, stall: Stall | None = None,
                 fresh: bool = True) -> PrefillWorker:
@@ -137,8 +144,9 @@ def make_host(effects: HostEffects) -> HostCPU | None:
 def build_aggregated(env: SimEnvironment, recorder: Recorder, pipe: Pipeline, *,
                      deployment: Deployment, profile: StageProfile | ParallelProfile,
                      caps: Capacities, options: SimOptions, seed: int,
-                     layout: Layout) -> Sequence[AggregatedWorker | ChunkedEngine]:
-    """One aggregated instance per ``decode`` worker, sharing the host model when there is one."""
+                     layout: Layout) -> Sequence[AggregatedWorker | ChunkedEngine | PreprocessedFront]:
+    """One aggregated instance per ``decode`` worker, sharing the host model when there is one,
+    each behind its preprocessing stage when the profile knows host preprocessing."""
     d = deployment
     lm = profile_for_tp(profile, d.decode.tp)
     clock = StepClock(lm)
@@ -161,4 +169,9 @@ def build_aggregated(env: SimEnvironment, recorder: Recorder, pipe: Pipeline, *,
         return AggregatedWorker(env, i, layout.decode[i], recorder,
                                 prefill_max_batch_tokens=options.prefill_max_batch_tokens, **common)
 
-    return [instance(i) for i in range(d.decode.num_workers)]
+    fronts: list[AggregatedWorker | ChunkedEngine | PreprocessedFront] = []
+    for worker in map(instance, range(d.decode.num_workers)):
+        stage = make_preprocess(env, lm, options.num_preprocess_threads, recorder=recorder,
+                                worker=worker.index, stage="aggregated")
+        fronts.append(worker if stage is None else PreprocessedFront(worker, stage))
+    return fronts

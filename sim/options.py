@@ -4,8 +4,9 @@ A :class:`SimOptions` holds the mechanism choices the paper leaves open and
 the simulator has to pick (docs/simulator.md): how the front dispatcher picks
 an encode worker, how many tokens one prefill batch may hold, how much a
 time-sliced GPU loses to context switches, whether closed encode batches
-that wait for a busy encoder are merged, whether to stop at Encode, and
-whether an encode worker takes requests while it encodes. Two named groups
+that wait for a busy encoder are merged, whether to stop at Encode,
+whether an encode worker takes requests while it encodes and how many host
+threads preprocess requests ahead of each encoder. Two named groups
 hold the rest: :class:`Recording` (what time series a run keeps, ``[sim.record]``)
 and :class:`~sim.host_effects.HostEffects` (what a real host adds,
 ``[sim.host]``; the type the calibration loop fits). Every knob carries its
@@ -121,6 +122,11 @@ class SimOptions:
             requests that reach it meanwhile are offered when the batch ends,
             one by one until a batch closes, and its batcher is not polled
             while it encodes. False by default.
+        num_preprocess_threads: host threads of each encode worker and each
+            aggregated instance that preprocess requests (media decode and the
+            model's processor) ahead of its encoder, FIFO (:mod:`sim.preprocess`);
+            only where the profile knows host preprocessing. 1 by default: vLLM's
+            one API-server process, our live encode worker's one receive loop.
         record: what time series the run keeps (:class:`Recording`).
         scheduler: how engines schedule their steps (:class:`Scheduling`).
         host: what a real host adds (:class:`~sim.host_effects.HostEffects`); off by default.
@@ -132,6 +138,7 @@ class SimOptions:
     coalesce_waiting_batches: bool = True
     encode_only: bool = False
     encode_intake_blocking: bool = False
+    num_preprocess_threads: int = 1
     record: Recording = field(default_factory=Recording)
     scheduler: Scheduling = field(default_factory=Scheduling)
     host: HostEffects = field(default_factory=HostEffects)
@@ -139,6 +146,8 @@ class SimOptions:
     def __post_init__(self) -> None:
         checks.one_of("sim.dispatch", self.dispatch, DISPATCH_POLICIES)
         checks.integer("sim.prefill_max_batch_tokens", self.prefill_max_batch_tokens, minimum=1)
+        object.__setattr__(self, "num_preprocess_threads", checks.integer(
+            "sim.num_preprocess_threads", self.num_preprocess_threads, minimum=1))
         overhead = checks.fraction("sim.time_slice_overhead_frac", self.time_slice_overhead_frac)
         if overhead >= 1.0:
             raise ValueError(f"sim.time_slice_overhead_frac must be < 1, got {overhead!r}")
