@@ -16,6 +16,7 @@ from easerve_core import Cluster, Deployment, Modality, Request, SMShareTable, S
 from easerve_core.plan import compose
 from easerve_core.profile import host_preprocess_s
 from sim import SimOptions, simulate
+from sim.options import Scheduling
 from tests.sim.conftest import AffineProfile
 
 PRE_S = 0.125
@@ -112,7 +113,9 @@ def test_aggregated_instance_preprocesses_before_its_engine_sees_the_request():
     dep = Deployment(encode=StageGroup(num_workers=0), prefill=StageGroup(num_workers=0),
                      decode=StageGroup(num_workers=1), architecture="aggregated")
     log: list[tuple[object, ...]] = []
-    result = simulate(compose(dep, _requests(2), cluster=CLUSTER, profile=PROFILE), PROFILE, trace=log)
+    prefill_first = SimOptions(scheduler=Scheduling(chunked_prefill=False))  # its phases in the trace
+    result = simulate(compose(dep, _requests(2), cluster=CLUSTER, profile=PROFILE), PROFILE,
+                      options=prefill_first, trace=log)
     assert log[:6] == [
         (0.125, "preprocessed", 0, (0,)),
         (0.125, "arrive", 0, (0,)),  # the engine core's arrival
