@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from easerve.experiments import studies  # noqa: E402
 from easerve.experiments.paper import MODALITIES  # noqa: E402
-from easerve.experiments.setup import Setup, load_setup, paper_anchored_efficiency  # noqa: E402
+from easerve.experiments.setup import Setup, load_setup  # noqa: E402
 from easerve_core import Deployment  # noqa: E402
 from easerve_core.parallel import BackendSettings, open_backend  # noqa: E402
 
@@ -90,8 +90,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=2, help="rounds of every backend, taking turns")
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray run")
     args = parser.parse_args()
-    eff = paper_anchored_efficiency()
-    setups = {m: load_setup(m, efficiency=eff) for m in MODALITIES}
+    setups = {m: load_setup(m, anchored=True) for m in MODALITIES}
     scale = studies.Scale(num_requests=args.num_requests, rates_hz=RATES_HZ, num_seeds=1,
                           timeline_s=60.0, refine_levels=0)
     runs = [BackendSettings(num_jobs=1), BackendSettings(num_jobs=args.jobs)]

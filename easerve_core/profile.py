@@ -46,6 +46,25 @@ class StageProfile(Protocol):
 
 
 @runtime_checkable
+class HostPreprocessing(Protocol):
+    """A stage profile that also knows the host-side preprocessing of a request's items.
+
+    Media decode and the model's processor run on the host CPU, not the SMs, as
+    their own stage in front of the encoder (docs/simulator.md); a profile without
+    this method has none (:func:`host_preprocess_s` is 0).
+    """
+
+    def host_preprocess_s(self, mm_tokens_per_item: Sequence[int]) -> float: ...
+
+
+def host_preprocess_s(profile: StageProfile, mm_tokens_per_item: Sequence[int]) -> float:
+    """Host seconds to preprocess ``mm_tokens_per_item`` on ``profile`` (0 if it knows none)."""
+    if isinstance(profile, HostPreprocessing):
+        return float(profile.host_preprocess_s(mm_tokens_per_item))
+    return 0.0
+
+
+@runtime_checkable
 class ParallelProfile(Protocol):
     """A profile that knows tensor parallelism and memory.
 

@@ -5,8 +5,9 @@ deployment would earn a looser SLO. So the reference is fixed per model,
 profile and request mix: one typical request (the mix's median sizes) alone
 on the smallest LM worker that fits, its encoder alone at TP 1:
 
-* unloaded TTFT = encode (one request's items, batch of one, exclusive) +
-  embedding transfer + prefill (its input tokens);
+* unloaded TTFT = host preprocessing of its items (when the profile knows
+  it) + encode (one request's items, batch of one, exclusive) + embedding
+  transfer + prefill (its input tokens);
 * unloaded TPOT = one decode step of a batch of one at the request's
   context (input tokens + half the output).
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from easerve_core.deployment import Cluster
-from easerve_core.profile import ParallelProfile, StageProfile, profile_for_tp
+from easerve_core.profile import ParallelProfile, StageProfile, host_preprocess_s, profile_for_tp
 from easerve_core.slo import SLO, SLOSpec
 from easerve_core.workload.mixes import RequestMix
 
@@ -60,7 +61,7 @@ def reference_latency(
     seq = prompt + sum(items)
     ttft = lm.prefill_s([seq])
     if items:
-        ttft += enc.encode_s(items)
+        ttft += host_preprocess_s(enc, items) + enc.encode_s(items)
         if cluster is not None:
             ttft += cluster.link_latency_s + enc.embed_bytes(sum(items)) / cluster.link_bytes_per_s
     tpot = lm.decode_step_s(1, seq + output // 2)

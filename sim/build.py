@@ -11,12 +11,17 @@ shared by every worker (each aggregated instance too). With ``[sim.host]
 stall_s`` each worker gets its one-off pause from one
 :class:`~sim.stalls.StallPlan` of the run's seed, drawn in build order (encode
 workers, Prefill, Decode). With ``[sim.host] warmup_<lane>_s`` each worker
-gets its own :class:`~sim.warmup.Warmup` per lane.
+gets its own :class:`~sim.warmup.Warmup` per lane. When the profile knows host
+preprocessing (:mod:`sim.preprocess`), every encode worker and every
+aggregated instance gets its own stage of ``SimOptions.num_preprocess_threads``
+threads in front of it; an aggregated instance is then dispatched to through a
+:class:`~sim.preprocess.PreprocessedFront`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from easerve_core import Cluster, Deployment, ParallelProfile, SMShareTable, StageProfile
 from easerve_core.batcher import Batcher
@@ -25,6 +30,7 @@ from easerve_core.policies import make_batcher, make_routers
 from easerve_core.profile import profile_for_tp
 from easerve_core.router import Router
 from sim.aggregated import AggregatedWorker
+from sim.chunked import ChunkedEngine
 from sim.clock import SimEnvironment
 from sim.decode import DecodeWorker
 from sim.encode import EncodeWorker
@@ -35,6 +41,7 @@ from sim.job import Job
 from sim.options import SimOptions
 from sim.pipeline import Pipeline
 from sim.prefill import PrefillWorker
+from sim.preprocess import PreprocessedFront, make_preprocess
 from sim.recorder import Recorder
 from sim.sharing import SharedGPU
 from sim.stalls import Stall, make_stall_plan
@@ -76,7 +83,9 @@ class WorkerKit:
             encode_only=options.encode_only, coalesce=options.coalesce_waiting_batches,
             host=self.host, block_intake=options.encode_intake_blocking, stall=stall,
             warmup=make_warmup(effects, "encode") if fresh else None,
-            prefill_warmup=make_warmup(effects, "local_prefill") if fresh else None)
+            prefill_warmup=make_warmup(effects, "local_prefill") if fresh else None,
+            preprocess=make_preprocess(self.env, enc_profile, options.num_preprocess_threads,
+                                       recorder=self.recorder, worker=index, stage="encode"))
 
     def prefill(self, d: Deployment, index: int, gpus: tuple[int, ...], *, stall: Stall | None = None,
                 fresh: bool = True) -> PrefillWorker:
@@ -93,11 +102,17 @@ class WorkerKit:
         if clock is None:
             clock = self._clocks[tp] = StepClock(profile_for_tp(self.profile, tp))
         effects = self.options.host
-        return DecodeWorker(self.env, index, gpus, self.recorder, pipe=self.pipe, clock=clock,
-                            kv_capacity_tokens=kv_capacity_tokens, max_num_seqs=d.max_num_decode_seqs,
-                            host=self.host, join_s=effects.decode_join_s, leave_s=effects.decode_leave_s,
-                            join_more_s=effects.decode_join_more_s, stall=stall,
-                            warmup=make_warmup(effects, "decode") if fresh else None)
+        common: dict[str, Any] = dict(
+            pipe=self.pipe, clock=clock, kv_capacity_tokens=kv_capacity_tokens,
+            max_num_seqs=d.max_num_decode_seqs, host=self.host, join_s=effects.decode_join_s,
+            leave_s=effects.decode_leave_s, join_more_s=effects.decode_join_more_s, stall=stall,
+            warmup=make_warmup(effects, "decode") if fresh else None)
+        sched = self.options.scheduler
+        if sched.decode_kv == "grow":
+            return ChunkedEngine(self.env, index, gpus, self.recorder, stage="decode",
+                                 profile=profile_for_tp(self.profile, tp), encode_profile=None,
+                                 step_token_budget=sched.step_token_budget, **common)
+        return DecodeWorker(self.env, index, gpus, self.recorder, **common)
 
 
 def build_disaggregated(kit: WorkerKit, *, deployment: Deployment, caps: Capacities, seed: int,
@@ -129,22 +144,34 @@ def make_host(effects: HostEffects) -> HostCPU | None:
 def build_aggregated(env: SimEnvironment, recorder: Recorder, pipe: Pipeline, *,
                      deployment: Deployment, profile: StageProfile | ParallelProfile,
                      caps: Capacities, options: SimOptions, seed: int,
-                     layout: Layout) -> Sequence[AggregatedWorker]:
-    """One aggregated instance per ``decode`` worker, sharing the host model when there is one."""
+                     layout: Layout) -> Sequence[AggregatedWorker | ChunkedEngine | PreprocessedFront]:
+    """One aggregated instance per ``decode`` worker, sharing the host model when there is one,
+    each behind its preprocessing stage when the profile knows host preprocessing."""
     d = deployment
     lm = profile_for_tp(profile, d.decode.tp)
     clock = StepClock(lm)
     effects = options.host
     host = make_host(effects)
     stalls = make_stall_plan(effects, seed)
-    return [AggregatedWorker(env, i, layout.decode[i], recorder, pipe=pipe, clock=clock,
-                             kv_capacity_tokens=caps.decode, max_num_seqs=d.max_num_decode_seqs,
-                             profile=lm, encode_profile=lm,
-                             prefill_max_batch_tokens=options.prefill_max_batch_tokens,
-                             host=host, join_s=effects.decode_join_s, leave_s=effects.decode_leave_s,
-                             join_more_s=effects.decode_join_more_s,
-                             stall=None if stalls is None else stalls.draw("decode"),
-                             warmup=make_warmup(effects, "decode"),
-                             encode_warmup=make_warmup(effects, "encode"),
-                             prefill_warmup=make_warmup(effects, "prefill"))
-            for i in range(d.decode.num_workers)]
+    sched = options.scheduler
+
+    def instance(i: int) -> AggregatedWorker | ChunkedEngine:
+        common: dict[str, Any] = dict(
+            pipe=pipe, clock=clock, kv_capacity_tokens=caps.decode, max_num_seqs=d.max_num_decode_seqs,
+            profile=lm, encode_profile=lm, host=host, join_s=effects.decode_join_s,
+            leave_s=effects.decode_leave_s, join_more_s=effects.decode_join_more_s,
+            stall=None if stalls is None else stalls.draw("decode"), warmup=make_warmup(effects, "decode"),
+            encode_warmup=make_warmup(effects, "encode"), prefill_warmup=make_warmup(effects, "prefill"))
+        if sched.chunked_prefill:
+            return ChunkedEngine(env, i, layout.decode[i], recorder,
+                                 step_token_budget=sched.step_token_budget,
+                                 encoder_budget_tokens=sched.encoder_budget, **common)
+        return AggregatedWorker(env, i, layout.decode[i], recorder,
+                                prefill_max_batch_tokens=options.prefill_max_batch_tokens, **common)
+
+    fronts: list[AggregatedWorker | ChunkedEngine | PreprocessedFront] = []
+    for worker in map(instance, range(d.decode.num_workers)):
+        stage = make_preprocess(env, lm, options.num_preprocess_threads, recorder=recorder,
+                                worker=worker.index, stage="aggregated")
+        fronts.append(worker if stage is None else PreprocessedFront(worker, stage))
+    return fronts

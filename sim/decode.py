@@ -177,7 +177,7 @@ class DecodeWorker(Worker):
 
     def _plan(self, now: float) -> None:
         n = len(self._leaves)
-        k = self._leaves[0][0] - self.steps
+        k = self._cap_steps(self._leaves[0][0] - self.steps)
         self._seg_start = now
         extra, self._pending_s = self._pending_s, 0.0
         if self._stall_at >= 0:
@@ -222,7 +222,11 @@ class DecodeWorker(Worker):
         if leaves:
             self._pending_s += gone * self.leave_s
 
-    # -- hooks for the aggregated engine ---------------------------------------------------
+    # -- hooks for the aggregated engines --------------------------------------------------
+    def _cap_steps(self, k: int) -> int:
+        """The steps the next segment may run, given the ``k`` to the next leave (paged KV)."""
+        return k
+
     def _busy_elsewhere(self, now: float) -> bool:
         """Whether a non-decode phase holds the worker (aggregated engines)."""
         return False

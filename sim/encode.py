@@ -24,6 +24,11 @@ carries the worker's one-off pause; with ``warmup`` / ``prefill_warmup``
 (:class:`~sim.warmup.Warmup`) its first encode / local Prefill batches carry
 the fresh process's warm-up.
 
+With ``preprocess`` (:class:`~sim.preprocess.HostPreprocess`, the profile's
+host preprocessing) a request reaching the worker first waits for one of the
+worker's host threads and is offered to the batcher once preprocessed; it
+counts in ``num_waiting`` (and so in ``load``) from its arrival.
+
 Order within one step at one instant: finish the encode batch that is due
 (and route its requests), finish the local Prefill batch that is due (and
 hand its requests to Decode), poll the batcher, start the next encode batch,
@@ -41,6 +46,7 @@ from sim.clock import SimEnvironment
 from sim.host import HostCPU
 from sim.job import Job
 from sim.pipeline import Pipeline, take_batch
+from sim.preprocess import HostPreprocess
 from sim.recorder import Recorder
 from sim.sharing import SharedGPU
 from sim.stalls import Stall
@@ -62,8 +68,10 @@ class EncodeWorker(Worker):
                  prefill_max_batch_tokens: int, encode_only: bool, coalesce: bool,
                  host: HostCPU | None = None, block_intake: bool = False,
                  stall: Stall | None = None, warmup: Warmup | None = None,
-                 prefill_warmup: Warmup | None = None) -> None:
+                 prefill_warmup: Warmup | None = None,
+                 preprocess: HostPreprocess | None = None) -> None:
         self.pipe = pipe
+        self.preprocess = preprocess
         self.batcher = batcher
         self.router = router
         self.gpu = gpu
@@ -110,6 +118,13 @@ class EncodeWorker(Worker):
             return
         self.rec.log(now, "arrive", self.index, (job,))
         self.num_waiting += 1
+        if self.preprocess is not None and self.preprocess.submit(job, now, self._admit):
+            self.rec.queue(self._encode_slot, now, self.num_waiting)
+            return
+        self._admit(job, now)
+
+    def _admit(self, job: Job, now: float) -> None:
+        """``job`` (counted in ``num_waiting``) is ready for the encoder: to the batcher."""
         if self.block_intake and self._encoding is not None:
             self._held.append(job)
             return

@@ -32,14 +32,16 @@ _INTS = ("encode_batch_size", "encode_worker", "prefill_worker", "decode_worker"
 _ROUTES = ("", "local", "remote")
 _ROUTE_CODE = {route: code for code, route in enumerate(_ROUTES)}
 _NAN = math.nan
+_UNSCHEDULED: list[int] = []
 
 
 class Job:
     """One request moving through the model (see the module docstring)."""
 
-    __slots__ = ("decode_worker", "encode_batch_size", "encode_end_s", "encode_start_s",
+    __slots__ = ("admitted", "decode_worker", "encode_batch_size", "encode_end_s", "encode_start_s",
                  "encode_worker", "finish_s", "first_token_s", "index", "input_tokens", "items",
-                 "kv_tokens", "mm_tokens", "prefill_start_s", "prefill_worker", "req", "route")
+                 "kv_tokens", "mm_tokens", "prefill_start_s", "prefill_worker", "req", "route",
+                 "sched")
 
     def __init__(self, req: Request, index: int) -> None:
         self.req = req
@@ -56,6 +58,10 @@ class Job:
         self.prefill_worker: int | None = None
         self.decode_worker: int | None = None
         self.route = ""
+        #: a step-scheduled engine's progress (sim.chunked): [prefill tokens computed, to
+        #: compute, items encoded, output tokens made], and its admission number there
+        self.sched: list[int] = _UNSCHEDULED  # an engine gives it its own list first
+        self.admitted = -1
 
 
 class RecordTable:

@@ -4,8 +4,9 @@ A :class:`SimOptions` holds the mechanism choices the paper leaves open and
 the simulator has to pick (docs/simulator.md): how the front dispatcher picks
 an encode worker, how many tokens one prefill batch may hold, how much a
 time-sliced GPU loses to context switches, whether closed encode batches
-that wait for a busy encoder are merged, whether to stop at Encode, and
-whether an encode worker takes requests while it encodes. Two named groups
+that wait for a busy encoder are merged, whether to stop at Encode,
+whether an encode worker takes requests while it encodes and how many host
+threads preprocess requests ahead of each encoder. Two named groups
 hold the rest: :class:`Recording` (what time series a run keeps, ``[sim.record]``)
 and :class:`~sim.host_effects.HostEffects` (what a real host adds,
 ``[sim.host]``; the type the calibration loop fits). Every knob carries its
@@ -27,8 +28,8 @@ from sim.host_effects import SECONDS_LISTS, STALL_COUNTERS, WARMUP_LANES, HostEf
 if TYPE_CHECKING:
     from easerve_core.plan import RunPlan
 
-__all__ = ["DISPATCH_POLICIES", "SECONDS_LISTS", "STALL_COUNTERS", "WARMUP_LANES", "HostEffects",
-           "Recording", "SimOptions", "options_for"]
+__all__ = ["DISPATCH_POLICIES", "KV_ADMISSIONS", "SECONDS_LISTS", "STALL_COUNTERS", "WARMUP_LANES",
+           "HostEffects", "Recording", "Scheduling", "SimOptions", "options_for"]
 
 DISPATCH_POLICIES = ("round-robin", "least-loaded")
 _FLAGS = ("coalesce_waiting_batches", "encode_only", "encode_intake_blocking")
@@ -50,6 +51,47 @@ class Recording:
         for f in fields(self):
             if not isinstance(getattr(self, f.name), bool):
                 raise ValueError(f"sim.record.{f.name} must be true or false, got {getattr(self, f.name)!r}")
+
+
+KV_ADMISSIONS = ("reserve", "grow")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scheduling:
+    """How an engine's steps are scheduled (``[sim.scheduler]``; :mod:`sim.chunked`).
+
+    Args:
+        chunked_prefill: the aggregated (vLLM-like) engine schedules each step as
+            vLLM's V1 scheduler does: decodes first, then prefill chunks within
+            ``step_token_budget``, multimodal items encoded within the encoder
+            budget, KV that grows and preemption by recompute. False: the older
+            prefill-first engine (a whole prefill phase pauses every decode; KV
+            reserved for the whole sequence; the live executor's aggregated worker).
+        step_token_budget: tokens one step may process (vLLM's ``max_num_batched_tokens``;
+            2048 is its API server's default on GPUs under 70 GiB, as the RTX 6000 Ada).
+        encoder_budget_tokens: multimodal tokens one step may encode (vLLM's
+            ``max_num_encoder_input_tokens``); 0: the step budget, vLLM's default.
+        decode_kv: how a disaggregated Decode worker holds KV: ``reserve`` (the
+            whole sequence at admission, never preempted; the live executor's) or
+            ``grow`` (paged, preempting the newest sequence by recompute when full).
+    """
+
+    chunked_prefill: bool = True
+    step_token_budget: int = 2048
+    encoder_budget_tokens: int = 0
+    decode_kv: str = "reserve"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.chunked_prefill, bool):
+            raise ValueError("sim.scheduler.chunked_prefill must be true or false, "
+                             f"got {self.chunked_prefill!r}")
+        checks.integer("sim.scheduler.step_token_budget", self.step_token_budget, minimum=1)
+        checks.integer("sim.scheduler.encoder_budget_tokens", self.encoder_budget_tokens, minimum=0)
+        checks.one_of("sim.scheduler.decode_kv", self.decode_kv, KV_ADMISSIONS)
+
+    @property
+    def encoder_budget(self) -> int:
+        return self.encoder_budget_tokens or self.step_token_budget
 
 
 #: a run that keeps no time series (HAS trials, sweeps)
@@ -80,7 +122,13 @@ class SimOptions:
             requests that reach it meanwhile are offered when the batch ends,
             one by one until a batch closes, and its batcher is not polled
             while it encodes. False by default.
+        num_preprocess_threads: host threads of each encode worker and each
+            aggregated instance that preprocess requests (media decode and the
+            model's processor) ahead of its encoder, FIFO (:mod:`sim.preprocess`);
+            only where the profile knows host preprocessing. 1 by default: vLLM's
+            one API-server process, our live encode worker's one receive loop.
         record: what time series the run keeps (:class:`Recording`).
+        scheduler: how engines schedule their steps (:class:`Scheduling`).
         host: what a real host adds (:class:`~sim.host_effects.HostEffects`); off by default.
     """
 
@@ -90,19 +138,23 @@ class SimOptions:
     coalesce_waiting_batches: bool = True
     encode_only: bool = False
     encode_intake_blocking: bool = False
+    num_preprocess_threads: int = 1
     record: Recording = field(default_factory=Recording)
+    scheduler: Scheduling = field(default_factory=Scheduling)
     host: HostEffects = field(default_factory=HostEffects)
 
     def __post_init__(self) -> None:
         checks.one_of("sim.dispatch", self.dispatch, DISPATCH_POLICIES)
         checks.integer("sim.prefill_max_batch_tokens", self.prefill_max_batch_tokens, minimum=1)
+        object.__setattr__(self, "num_preprocess_threads", checks.integer(
+            "sim.num_preprocess_threads", self.num_preprocess_threads, minimum=1))
         overhead = checks.fraction("sim.time_slice_overhead_frac", self.time_slice_overhead_frac)
         if overhead >= 1.0:
             raise ValueError(f"sim.time_slice_overhead_frac must be < 1, got {overhead!r}")
         for name in _FLAGS:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"sim.{name} must be true or false, got {getattr(self, name)!r}")
-        for name, kind in (("record", Recording), ("host", HostEffects)):
+        for name, kind in _GROUPS:
             if not isinstance(getattr(self, name), kind):
                 raise ValueError(f"sim.{name} must be a {kind.__name__}, got {getattr(self, name)!r}")
 
@@ -122,8 +174,8 @@ class SimOptions:
                 hint = " (host effects live in [sim.host])"
             raise ValueError(f"unknown sim field(s): {', '.join(unknown)}{hint}; "
                              f"known: {', '.join(sorted(known))}")
-        changes: dict[str, Any] = {k: v for k, v in data.items() if k not in ("record", "host")}
-        for name, kind in (("record", Recording), ("host", HostEffects)):
+        changes: dict[str, Any] = {k: v for k, v in data.items() if k not in dict(_GROUPS)}
+        for name, kind in _GROUPS:
             if name not in data:
                 continue
             table = data[name]
@@ -141,6 +193,10 @@ class SimOptions:
         out = asdict(self)
         out["host"] = self.host.to_dict()
         return out
+
+
+_GROUPS: tuple[tuple[str, type], ...] = (("record", Recording), ("scheduler", Scheduling),
+                                         ("host", HostEffects))
 
 
 def options_for(plan: RunPlan, *, base: SimOptions | None = None) -> SimOptions:

@@ -34,12 +34,14 @@ from typing import Any
 
 from calibration.fit import FittedProfile
 from sim.host_effects import STALL_COUNTERS, HostEffects
-from sim.options import SimOptions
+from sim.options import Scheduling, SimOptions
 
 #: [sim] knobs that mirror the live executor's mechanisms (docs/live.md, "Known limits")
 LIVE_MECHANISMS: Mapping[str, Any] = {
     "prefill_max_batch_tokens": 1,  # remote and local Prefill run one request at a time
     "encode_intake_blocking": True,  # the encode worker's receive loop runs the batch
+    # the live aggregated worker runs prefill-first phases, KV reserved per sequence
+    "scheduler": Scheduling(chunked_prefill=False),
 }
 #: (stage group, counter unit) of the stall ranges, as ``[sim.host] stall_<group>_<unit>_min`` / ``_max``
 STALL_GROUPS = STALL_COUNTERS

@@ -19,7 +19,7 @@ import pandas as pd
 
 from easerve.experiments.choose import choose
 from easerve.experiments.reproduce import FULL, QUICK, SHIFT_SHAPE
-from easerve.experiments.setup import load_setup, paper_anchored_efficiency
+from easerve.experiments.setup import load_setup
 from easerve.experiments.shift_control import controller_shift
 from easerve_core.controller import Band, PlanTable
 
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the quick run's sizes")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
-    image = load_setup("image", efficiency=paper_anchored_efficiency())
+    image = load_setup("image", anchored=True)
     nominal, timeline_s = plan.nominal_rate_hz, plan.scale.timeline_s
     rates = sorted({nominal * f for f in SHIFT_SHAPE} | {nominal})
     table = PlanTable(tuple(

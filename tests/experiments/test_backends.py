@@ -20,7 +20,7 @@ from easerve.experiments import studies
 from easerve.experiments.choose import convergence
 from easerve.experiments.points import Point, summarise
 from easerve.experiments.reproduce import Plan, _Chooser
-from easerve.experiments.setup import Setup, load_setup, paper_anchored_efficiency
+from easerve.experiments.setup import Setup, load_setup
 from easerve_core.parallel import IN_PROCESS, Backend
 from tests.backends import PARALLEL_PARAMS, open_for
 
@@ -30,7 +30,7 @@ PLAN = Plan(scale=SCALE, has_trials=3, has_requests=30, convergence_seeds=(0, 1)
 
 @pytest.fixture(scope="module")
 def audio() -> Setup:
-    return load_setup("audio", efficiency=paper_anchored_efficiency())
+    return load_setup("audio", anchored=True)
 
 
 @pytest.fixture(scope="module", params=PARALLEL_PARAMS)
@@ -75,7 +75,7 @@ def _convergence(setup: Setup, backend: Backend) -> tuple[str, float]:
 
 @pytest.fixture(scope="module")
 def video() -> Setup:
-    return load_setup("video", efficiency=paper_anchored_efficiency())  # the smallest grid: 72 points
+    return load_setup("video", anchored=True)  # the smallest grid: 72 points
 
 
 def test_has_convergence_is_byte_identical_on_every_backend(video: Setup, backend: Backend) -> None:

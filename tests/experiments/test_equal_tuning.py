@@ -19,7 +19,7 @@ from easerve.experiments.choose import (
     choose_baseline,
 )
 from easerve.experiments.reproduce import Plan, _Chooser, headline_sweep
-from easerve.experiments.setup import Setup, load_setup, paper_anchored_efficiency
+from easerve.experiments.setup import Setup, load_setup
 from easerve_core import Architecture, Deployment
 from easerve_core.has.space import LM_TPS
 from easerve_core.presets import apply_preset
@@ -30,7 +30,7 @@ BUDGET = {"trials": 6, "num_requests": 30}
 
 @pytest.fixture(scope="module")
 def audio() -> Setup:
-    return load_setup("audio", efficiency=paper_anchored_efficiency())
+    return load_setup("audio", anchored=True)
 
 
 def _deployments(frame: pd.DataFrame) -> list[Deployment]:

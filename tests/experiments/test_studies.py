@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from easerve.experiments.setup import load_setup, paper_anchored_efficiency
+from easerve.experiments.setup import load_setup
 from easerve.experiments.studies import Scale, extend_rates, goodput_sweep, peak_goodput, refine_rates
 
 
@@ -33,7 +33,7 @@ def test_refine_rates_checks_its_input():
 
 
 def test_sweep_refines_each_curve_by_its_own_peak_and_the_peak_can_move_there():
-    audio = load_setup("audio", efficiency=paper_anchored_efficiency())
+    audio = load_setup("audio", anchored=True)
     asked: list[tuple[str, float]] = []
 
     def deployment_for(modality: str, system: str, rate: float):

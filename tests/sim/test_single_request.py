@@ -9,6 +9,7 @@ import pytest
 from easerve_core import Cluster, Deployment, Modality, Request, StageGroup
 from easerve_core.plan import compose
 from sim import simulate
+from sim.options import Scheduling, SimOptions
 from tests.sim.conftest import AffineProfile
 
 PROFILE = AffineProfile(encode_base_s=0.012, encode_per_token_s=3e-6, prefill_base_s=0.02,
@@ -62,12 +63,20 @@ def test_tpot_equals_the_decode_step() -> None:
     assert rec["encode_worker"] == 0 and rec["prefill_worker"] == 0 and rec["decode_worker"] == 0
 
 
-def test_aggregated_single_request() -> None:
+@pytest.mark.parametrize("chunked", [True, False])
+def test_aggregated_single_request(chunked: bool) -> None:
+    """Chunked (the default): the 3,228-token prefill runs as a 2,048-token chunk, which encodes
+    the image first (an item larger than the encoder budget runs alone), then the 1,180 left.
+    Prefill-first: one encode and one prefill."""
     dep = Deployment(encode=StageGroup(num_workers=0), prefill=StageGroup(num_workers=0),
                      decode=StageGroup(num_workers=4, tp=2), architecture="aggregated")
-    rec = simulate(compose(dep, [REQUEST], cluster=CLUSTER, profile=PROFILE), PROFILE).records.iloc[0]
-    ttft = PROFILE.encode_s([2928]) + PROFILE.prefill_s([REQUEST.input_tokens])
-    assert rec["first_token_s"] - rec["arrival_s"] == pytest.approx(ttft, abs=1e-6)
+    options = SimOptions(scheduler=Scheduling(chunked_prefill=chunked))
+    rec = simulate(compose(dep, [REQUEST], cluster=CLUSTER, profile=PROFILE), PROFILE,
+                   options=options).records.iloc[0]
+    seq = REQUEST.input_tokens
+    chunks = [2048, seq - 2048] if chunked else [seq]
+    ttft = PROFILE.encode_s([2928]) + sum(PROFILE.prefill_s([c]) for c in chunks)
+    assert rec["first_token_s"] - rec["arrival_s"] == pytest.approx(ttft, abs=1e-9)
     tpot = (rec["finish_s"] - rec["first_token_s"]) / (REQUEST.output_tokens - 1)
     assert tpot == pytest.approx(_expected_tpot(REQUEST.input_tokens, REQUEST.output_tokens, 0.0),
                                  abs=1e-6)

@@ -1,0 +1,376 @@
+"""vLLM-style step scheduling: chunked prefill, an encoder budget, and KV preemption by recompute.
+
+A :class:`ChunkedEngine` is a :class:`~sim.decode.DecodeWorker` whose steps
+are scheduled the way vLLM's V1 scheduler schedules them (docs/simulator.md,
+"Engine mechanics", gives the sources):
+
+* **One token budget per step** (``[sim.scheduler] step_token_budget``,
+  vLLM's ``max_num_batched_tokens``). Running sequences are scheduled first:
+  every decode takes one token of it, then the prefill in progress its next
+  chunk, then waiting requests in arrival order (first come, first served:
+  the first that cannot be scheduled stops the rest) while the budget,
+  ``max_num_decode_seqs`` and free KV allow. A request's prefill that does
+  not fit is cut into chunks over several steps; decodes and chunks share
+  each step, so a long prefill no longer stalls the running decodes.
+* **An encoder budget per step** (``encoder_budget_tokens``, vLLM's
+  ``max_num_encoder_input_tokens``; default the step budget). A request's
+  multimodal items come first in its prompt; a chunk that reaches an item
+  not yet encoded encodes it in the same step (the encoder runs before the
+  LM forward, so the step lasts both), if the item fits the step's encoder
+  budget; otherwise the chunk stops just before the item. An item larger
+  than the whole budget runs alone (vLLM raises the budget to the largest
+  item).
+* **Paged KV that grows, with preemption by recompute.** A sequence holds
+  KV for the tokens it has, not its whole future: a waiting request is
+  admitted when its chunk's tokens fit, and each decode step needs one more
+  token per sequence. When the running decodes' next step does not fit, the
+  newest admitted sequence is preempted: its KV (and its encoder outputs)
+  are freed and it goes back to the head of the queue, to prefill its input
+  and every token made so far again; its TTFT stands, its later tokens wait.
+  Token granularity (vLLM allocates blocks of 16 tokens).
+
+Without prefill work the engine is a Decode worker: its decode steps run in
+closed-form segments (:mod:`sim.stepsum`), cut when a request arrives or
+when the KV would run out. A step with prefill chunks is one event. Its
+forward pass costs ``mixed_step_s(chunks, decodes, context)`` when the
+profile has it (the analytic roofline: one weight read for the whole
+step), else a prefill of the chunks plus a decode step.
+
+It serves two roles: the aggregated (vLLM-like) instance
+(:meth:`ChunkedEngine.offer`: a new request to encode, prefill and decode)
+and, with ``[sim.scheduler] decode_kv = "grow"``, a disaggregated Decode
+worker whose KV arrives from Prefill (:meth:`~sim.decode.DecodeWorker.deliver`)
+and which recomputes a preempted sequence itself. A chunk's attention over
+the tokens before it is priced as a sequence of the chunk's length (the
+profile protocol prices whole sequences).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from easerve_core import StageProfile
+from sim.clock import SimEnvironment
+from sim.decode import DecodeWorker
+from sim.host import HostCPU
+from sim.job import Job
+from sim.pipeline import Pipeline
+from sim.recorder import Recorder
+from sim.stalls import Stall
+from sim.stepsum import StepClock
+from sim.warmup import Warmup
+
+
+def mixed_step_s(profile: StageProfile, chunks: Sequence[int], batch_size: int, context_tokens: int) -> float:
+    """One forward pass of prefill ``chunks`` beside ``batch_size`` decodes of summed ``context_tokens``."""
+    fn = getattr(profile, "mixed_step_s", None)
+    if fn is not None:
+        return float(fn(chunks, batch_size, context_tokens))
+    seconds = profile.prefill_s(list(chunks), 1.0) if chunks else 0.0
+    if batch_size:
+        seconds += profile.decode_step_s(batch_size, context_tokens)
+    return seconds
+
+
+class _Chunk:
+    """One request's share of the step being run."""
+
+    __slots__ = ("items", "job", "tokens")
+
+    def __init__(self, job: Job, tokens: int, items: list[int]) -> None:
+        self.job, self.tokens, self.items = job, tokens, items
+
+
+class ChunkedEngine(DecodeWorker):
+    """An engine scheduled step by step as vLLM's is (see the module docstring)."""
+
+    stage = "aggregated"
+
+    def __init__(self, env: SimEnvironment, index: int, gpus: tuple[int, ...], recorder: Recorder,
+                 *, pipe: Pipeline, clock: StepClock, kv_capacity_tokens: int | None,
+                 max_num_seqs: int, profile: StageProfile, encode_profile: StageProfile | None,
+                 step_token_budget: int, encoder_budget_tokens: int | None = None,
+                 stage: str = "aggregated", host: HostCPU | None = None, join_s: float = 0.0,
+                 leave_s: float = 0.0, join_more_s: float = 0.0, stall: Stall | None = None,
+                 warmup: Warmup | None = None, encode_warmup: Warmup | None = None,
+                 prefill_warmup: Warmup | None = None) -> None:
+        self.stage = stage
+        self.profile = profile
+        self.encode_profile = encode_profile
+        self.token_budget = step_token_budget
+        self.encoder_budget = step_token_budget if encoder_budget_tokens is None else encoder_budget_tokens
+        self.queue: deque[Job] = deque()  # waiting for a (re)prefill: new, or preempted at its head
+        self.partial: list[Job] = []  # admitted, prefill in progress, in admission order
+        self.kv_partial = 0  # KV tokens the prefills in progress hold
+        self.preemptions = 0
+        self._order = 0  # admissions so far: the newest is preempted first
+        self._step: list[_Chunk] | None = None
+        self._step_n = 0
+        self._step_start = 0.0
+        self._step_end = math.inf
+        self.encode_warmup = encode_warmup
+        self.prefill_warmup = prefill_warmup
+        super().__init__(env, index, gpus, recorder, pipe=pipe, clock=clock,
+                         kv_capacity_tokens=kv_capacity_tokens, max_num_seqs=max_num_seqs,
+                         host=host, join_s=join_s, leave_s=leave_s, join_more_s=join_more_s,
+                         stall=stall, warmup=warmup)
+
+    # -- intake ------------------------------------------------------------------------
+    @property
+    def load(self) -> int:
+        return len(self.queue) + len(self.partial) + len(self._leaves)
+
+    def offer(self, job: Job, now: float) -> None:
+        """A new request from the front dispatcher: to encode, prefill and decode here."""
+        job.encode_worker = job.prefill_worker = job.decode_worker = self.index
+        job.route = "local"
+        self.load_tokens += job.kv_tokens
+        job.sched = [0, job.input_tokens, 0, 0]
+        self.queue.append(job)
+        self.rec.log(now, "arrive", self.index, (job,))
+        self.rec.queue(self._queue_slot, now, len(self.queue))
+        if self._step is None:
+            self._cut(now)
+
+    def deliver(self, job: Job, now: float) -> None:
+        job.sched = [job.input_tokens, job.input_tokens, len(job.items), 1]
+        super().deliver(job, now)
+
+    def drained(self) -> bool:
+        return super().drained() and not self.queue and not self.partial
+
+    # -- KV --------------------------------------------------------------------------------
+    def _free_kv(self) -> float:
+        return self.capacity - self.ctx - self.kv_partial
+
+    def _fits(self, job: Job) -> bool:
+        """A delivered request (its KV made by Prefill) may join: a seat and its tokens' KV."""
+        return (not self.queue and self._seats() < self.max_num_seqs
+                and job.input_tokens + 1 + len(self._leaves) + 1 <= self._free_kv())
+
+    def _seats(self) -> int:
+        return len(self._leaves) + len(self.partial)
+
+    def _join(self, job: Job, now: float) -> None:
+        made = job.sched[3]
+        job.admitted = self._order
+        self._order += 1
+        self.reserved_tokens += job.kv_tokens
+        self.ctx += job.input_tokens + made
+        heapq.heappush(self._leaves, (self.steps + job.req.output_tokens - made, self._joins, job))
+        self._pending_s += self.join_s
+        self._joins += 1
+        self.rec.log(now, "decode_join", self.index, (job,))
+
+    def _preempt_newest(self, now: float) -> bool:
+        """Free the newest admitted sequence's KV and queue it for recompute; False: none to free."""
+        newest, where = -1, None
+        for i, (_, _, job) in enumerate(self._leaves):
+            order = job.admitted
+            if order > newest:
+                newest, where = order, ("run", i)
+        for i, job in enumerate(self.partial):
+            order = job.admitted
+            if order > newest:
+                newest, where = order, ("partial", i)
+        if where is None:
+            return False
+        kind, i = where
+        if kind == "run":
+            leave, _, job = self._leaves[i]
+            self._leaves[i] = self._leaves[-1]
+            self._leaves.pop()
+            heapq.heapify(self._leaves)
+            state = job.sched
+            state[3] = job.req.output_tokens - (leave - self.steps)  # tokens made so far
+            self.ctx -= job.input_tokens + state[3]
+            self.reserved_tokens -= job.kv_tokens
+        else:
+            job = self.partial.pop(i)
+            state = job.sched
+            self.kv_partial -= state[0]
+        # its KV and encoder outputs are gone: prefill everything again (a Decode worker
+        # has no encoder and recomputes from the LM tokens alone)
+        state[0], state[1] = 0, job.input_tokens + state[3]
+        state[2] = 0 if self.encode_profile is not None else len(job.items)
+        self.queue.appendleft(job)
+        self.preemptions += 1
+        self.rec.log(now, "preempt", self.index, (job,))
+        return True
+
+    # -- the loop ----------------------------------------------------------------------------
+    def _on_host(self, now: float, factor: float) -> None:
+        if self._step is not None:
+            self._progress.rate(now, factor)
+            self._step_end = self._progress.end_s
+            self.notify()
+        else:
+            super()._on_host(now, factor)
+
+    def step(self, now: float) -> None:
+        if self._step is not None and self._step_end <= now:
+            self._finish_step(self._step_end)
+        super().step(now)
+
+    def next_due(self) -> float:
+        return min(self._seg_end, self._step_end)
+
+    def _busy_elsewhere(self, now: float) -> bool:
+        if self._step is None and (self.queue or self.partial):
+            self._start_step(now)
+        return self._step is not None
+
+    def _phase_busy(self) -> bool:
+        return self._step is not None
+
+    def _plan(self, now: float) -> None:
+        """A decode-only segment, preempting first when not one step of it fits the KV."""
+        while self._leaves and self._free_kv() < len(self._leaves):
+            self._preempt_newest(now)
+        if self._leaves:
+            super()._plan(now)
+        elif self.queue:
+            self.notify()
+
+    def _cap_steps(self, k: int) -> int:
+        if self.capacity == math.inf:
+            return k
+        return max(1, min(k, int(self._free_kv()) // len(self._leaves)))
+
+    def _cut(self, now: float) -> None:
+        if self._seg_end == math.inf:
+            self.notify()
+            return
+        super()._cut(now)
+
+    # -- one scheduled step ----------------------------------------------------------------
+    def _schedule(self, now: float) -> list[_Chunk]:
+        """This step's prefill chunks, by the rules of the module docstring."""
+        n = len(self._leaves)
+        while n and self._free_kv() < n:  # the decodes' next tokens come first
+            self._preempt_newest(now)
+            n = len(self._leaves)
+        budget = self.token_budget - n
+        enc_budget = self.encoder_budget
+        free = self._free_kv() - n
+        chunks: list[_Chunk] = []
+        seats = self._seats()
+        for job in [*self.partial, *self.queue]:
+            if budget <= 0 or free <= 0:
+                break
+            state = job.sched
+            new = state[0] == 0
+            if new and seats >= self.max_num_seqs:
+                break
+            tokens = min(state[1] - state[0], budget)
+            tokens, items, enc_budget = self._encoder_cut(job, state, tokens, enc_budget)
+            if tokens <= 0 or tokens > free:  # a chunk's KV is allocated whole, or it waits
+                break
+            chunks.append(_Chunk(job, tokens, items))
+            budget -= tokens
+            free -= tokens
+            if new:
+                seats += 1
+        return chunks
+
+    def _encoder_cut(self, job: Job, state: list[int], tokens: int,
+                     enc_budget: int) -> tuple[int, list[int], int]:
+        """The chunk's length after the encoder budget, the items it encodes, the budget left."""
+        items: list[int] = []
+        start = sum(job.items[:state[2]])
+        for size in job.items[state[2]:]:
+            if start >= state[0] + tokens:
+                break
+            if size > enc_budget and not (size > self.encoder_budget and enc_budget == self.encoder_budget):
+                return max(0, start - state[0]), items, enc_budget
+            enc_budget = max(0, enc_budget - size)
+            items.append(size)
+            start += size
+        return tokens, items, enc_budget
+
+    def _start_step(self, now: float) -> None:
+        chunks = self._schedule(now)
+        if not chunks:
+            return
+        n = len(self._leaves)
+        items = [size for c in chunks for size in c.items]
+        encode_s = 0.0
+        if items:
+            assert self.encode_profile is not None, "a Decode worker has no encoder"
+            encode_s = self.encode_profile.encode_s(items, 1.0)
+            if self.encode_warmup is not None and self.encode_warmup.pending():
+                encode_s += self.encode_warmup.next_batch_s()
+        forward_s = mixed_step_s(self.profile, [c.tokens for c in chunks], n, self.ctx)
+        if self.prefill_warmup is not None and self.prefill_warmup.pending():
+            forward_s += self.prefill_warmup.next_batch_s()
+        forward_s += self._pending_s
+        self._pending_s = 0.0
+        for c in chunks:
+            job, state = c.job, c.job.sched
+            if state[0] == 0:  # admitted now
+                self.queue.remove(job)
+                self.partial.append(job)
+                job.admitted = self._order
+                self._order += 1
+            state[0] += c.tokens
+            state[2] += len(c.items)
+            self.kv_partial += c.tokens
+            if c.items and math.isnan(job.encode_start_s):
+                job.encode_start_s = now
+                job.encode_batch_size = len(items)
+            if math.isnan(job.prefill_start_s):
+                job.prefill_start_s = now + encode_s
+            if state[2] == len(job.items) and math.isnan(job.encode_end_s):
+                job.encode_end_s = now + encode_s
+        if items:
+            self.rec.batch("encode", self.index, now, now + encode_s, len(items), sum(items), 1.0)
+        self._step, self._step_n, self._step_start = chunks, n, now
+        self._step_encode_s = encode_s
+        self.rec.log(now, "step_start", self.index, [c.job for c in chunks])
+        self.rec.queue(self._queue_slot, now, len(self.queue))
+        if self.host is None:
+            self._step_end = now + encode_s + forward_s
+            return
+        self.host.set_busy(self._host_slot, now, 1)
+        self._progress.begin(now, encode_s + forward_s, self.host.factor)
+        self._step_end = self._progress.end_s
+
+    def _finish_step(self, now: float) -> None:
+        chunks, n = self._step, self._step_n
+        assert chunks is not None
+        self._step, self._step_end = None, math.inf
+        if self.host is not None:
+            self._progress.stop()
+        tokens = sum(c.tokens for c in chunks)
+        self.rec.batch("prefill", self.index, self._step_start + self._step_encode_s, now, len(chunks),
+                       tokens, 1.0)
+        if n:  # the running decodes made one token each
+            self._seg_start, self._seg_k, self._seg_end = self._step_start, 1, now
+            self._finish_segment(now)
+        done: list[Job] = []
+        for c in chunks:
+            state = c.job.sched
+            if state[0] == state[1]:
+                done.append(c.job)
+        for job in done:
+            state = job.sched
+            self.partial.remove(job)
+            self.kv_partial -= state[0]
+            state[3] += 1
+            if math.isnan(job.first_token_s):
+                job.first_token_s = now
+            if state[3] >= job.req.output_tokens:
+                self.load_tokens -= job.kv_tokens
+                self.pipe.finish(job, now)
+            else:
+                self._join(job, now)
+        self.rec.log(now, "step_end", self.index, [c.job for c in chunks])
+
+    def snapshot(self) -> dict[str, Any]:
+        """Counters for tests and reports."""
+        return {"preemptions": self.preemptions, "queued": len(self.queue), "partial": len(self.partial),
+                "running": len(self._leaves)}
