@@ -4,7 +4,10 @@ HAS screens allocations with these numbers (DESIGN.md §4.5) and ``easerve
 profile show`` prints them. Everything is generic over the
 :class:`~easerve_core.profile.StageProfile` protocol:
 
-- Encode at batch B: ``B / encode_s(B copies of the request's items)``.
+- Encode at batch B: ``B / encode_s(B copies of the request's items)``, and
+  no more than the worker's host preprocessing carries: ``threads /
+  host_preprocess_s(items)`` (one thread by default, the simulator's
+  ``[sim] num_preprocess_threads``; no limit for a profile without host work).
 - Prefill: ``n / prefill_s(n sequences of prompt + multimodal tokens)``.
 - Decode at batch b in steady state: each step advances b sequences by one
   token, a request needs ``output_tokens - 1`` steps after the first token
@@ -19,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from easerve_core import checks
-from easerve_core.profile import StageProfile
+from easerve_core.profile import StageProfile, host_preprocess_s
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,13 +59,18 @@ class RequestShape:
 
 
 def encode_rps(profile: StageProfile, shape: RequestShape, *, batch_size: int,
-               sm_share: float = 1.0) -> float:
-    """Requests/s an encode worker sustains dispatching full batches of ``batch_size``."""
+               sm_share: float = 1.0, preprocess_threads: int = 1) -> float:
+    """Requests/s an encode worker sustains dispatching full batches of ``batch_size``,
+    within what its ``preprocess_threads`` host threads preprocess."""
     batch_size = checks.integer("batch_size", batch_size, minimum=1)
     if not shape.mm_tokens_per_item:
         return math.inf
     items = list(shape.mm_tokens_per_item) * batch_size
-    return batch_size / profile.encode_s(items, sm_share)
+    rps = batch_size / profile.encode_s(items, sm_share)
+    host_s = host_preprocess_s(profile, shape.mm_tokens_per_item)
+    if host_s > 0:
+        rps = min(rps, checks.integer("preprocess_threads", preprocess_threads, minimum=1) / host_s)
+    return rps
 
 
 def prefill_rps(profile: StageProfile, shape: RequestShape, *, batch_size: int = 1,

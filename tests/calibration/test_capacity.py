@@ -61,6 +61,22 @@ def test_stage_capacity_names_the_bottleneck():
     assert capacity.pool_rps(cap.decode_rps, 3) == pytest.approx(3 * cap.decode_rps)
 
 
+class HostStub(Stub):
+    """The stub with 50 ms of host preprocessing per item (100 ms per request of SHAPE)."""
+
+    def host_preprocess_s(self, mm_tokens_per_item: Sequence[int]) -> float:
+        return 0.050 * len(mm_tokens_per_item)
+
+
+def test_host_preprocessing_caps_an_encode_worker_whatever_its_batch():
+    # GPU-side 1 / 0.012 = 83 req/s at B = 1 and 308 at B = 8; one host thread carries 10
+    assert capacity.encode_rps(HostStub(), SHAPE, batch_size=1) == pytest.approx(10.0)
+    assert capacity.encode_rps(HostStub(), SHAPE, batch_size=8) == pytest.approx(10.0)
+    assert capacity.encode_rps(HostStub(), SHAPE, batch_size=8, preprocess_threads=4) == pytest.approx(40.0)
+    gpu_bound = capacity.encode_rps(HostStub(), SHAPE, batch_size=1, preprocess_threads=16)
+    assert gpu_bound == pytest.approx(1 / 0.012)
+
+
 def test_text_only_requests_never_wait_for_encode():
     text = RequestShape(prompt_tokens=10, output_tokens=1)
     assert capacity.encode_rps(Stub(), text, batch_size=4) == math.inf
