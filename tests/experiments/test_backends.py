@@ -69,7 +69,7 @@ def test_seeds_belong_to_points_not_workers(audio: Setup, serial_sweep: tuple[st
 
 
 def _convergence(setup: Setup, backend: Backend) -> tuple[str, float]:
-    frame, best = convergence(setup, rate_hz=1.5, trials=3, seeds=(0, 1), num_requests=30, backend=backend)
+    frame, best = convergence(setup, rate_hz=1.0, trials=3, seeds=(0, 1), num_requests=30, backend=backend)
     return frame.to_csv(index=False), best
 
 
