@@ -92,6 +92,8 @@ class WorkerKit:
         return PrefillWorker(self.env, index, gpus, self.recorder, pipe=self.pipe,
                              profile=profile_for_tp(self.profile, d.prefill.tp),
                              prefill_max_batch_tokens=self.options.prefill_max_batch_tokens,
+                             chunk_tokens=(self.options.scheduler.step_token_budget
+                                           if self.options.scheduler.prefill_chunked else None),
                              host=self.host, stall=stall,
                              warmup=make_warmup(self.options.host, "prefill") if fresh else None)
 

@@ -74,17 +74,23 @@ class Scheduling:
         decode_kv: how a disaggregated Decode worker holds KV: ``reserve`` (the
             whole sequence at admission, never preempted; the live executor's) or
             ``grow`` (paged, preempting the newest sequence by recompute when full).
+        prefill_chunked: remote Prefill workers run batches of exactly
+            ``step_token_budget`` tokens, a request cut at the edge finishing in the
+            next (vLLM's chunked prefill on a prefill-only engine); False: token-budget
+            batches of whole requests (``prefill_max_batch_tokens``).
     """
 
     chunked_prefill: bool = True
     step_token_budget: int = 2048
     encoder_budget_tokens: int = 0
     decode_kv: str = "reserve"
+    prefill_chunked: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.chunked_prefill, bool):
-            raise ValueError("sim.scheduler.chunked_prefill must be true or false, "
-                             f"got {self.chunked_prefill!r}")
+        for name in ("chunked_prefill", "prefill_chunked"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"sim.scheduler.{name} must be true or false, "
+                                 f"got {getattr(self, name)!r}")
         checks.integer("sim.scheduler.step_token_budget", self.step_token_budget, minimum=1)
         checks.integer("sim.scheduler.encoder_budget_tokens", self.encoder_budget_tokens, minimum=0)
         checks.one_of("sim.scheduler.decode_kv", self.decode_kv, KV_ADMISSIONS)

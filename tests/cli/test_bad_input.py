@@ -217,6 +217,8 @@ CASES = [
     Case("sim-scheduler-kv", sim(("sim.scheduler", {"decode_kv": "swap"})), "sim.scheduler.decode_kv"),
     Case("sim-scheduler-flag", sim(("sim.scheduler", {"chunked_prefill": "yes"})),
          "sim.scheduler.chunked_prefill must be true or false"),
+    Case("sim-scheduler-prefill-flag", sim(("sim.scheduler", {"prefill_chunked": 1})),
+         "sim.scheduler.prefill_chunked must be true or false, got 1"),
     Case("sim-scheduler-key", sim(("sim.scheduler", {"max_num_batched_tokens": 8})),
          "unknown sim.scheduler field(s): max_num_batched_tokens"),
     Case("sim-out-is-file", with_file(raw("out", "x"), sim()), "--out out: exists and is not a folder"),

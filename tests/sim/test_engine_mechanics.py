@@ -138,3 +138,28 @@ def test_a_growing_decode_worker_recomputes_without_its_encoder() -> None:
         assert frame["finish_s"].notna().all()
         finish[mode] = float(frame["finish_s"].max())
     assert finish["grow"] <= finish["reserve"]
+
+
+def test_a_chunked_prefill_worker_fills_each_batch_to_the_budget() -> None:
+    """Remote Prefill with ``prefill_chunked``: A (3,000 input tokens) reaches Prefill at t, B
+    (1,000) 5 ms later (one encode each, request at a time).
+
+    Budget 2,048: batch 1 is 2,048 of A (0.04048 s); batch 2 the 952 left of A beside B's 1,000
+    (0.03952 s); both go to Decode at t + 0.08. Whole requests: A alone ends at t + 0.05, then
+    B alone at t + 0.08."""
+    profile = AffineProfile(encode_base_s=0.005, prefill_base_s=0.020, prefill_per_token_s=1e-5,
+                            decode_base_s=0.005, kv_bytes_per_token=1, embed_bytes_per_token=1)
+    dep = Deployment(encode=StageGroup(num_workers=1), prefill=StageGroup(num_workers=1),
+                     decode=StageGroup(num_workers=1), max_encode_batch=1, batching="fixed",
+                     batch_timeout_s=0.0, remote_fraction=1.0, sm_sharing="none")
+    reqs = [_req(0, 0.0, prompt=100, item=2900, out=2), _req(1, 0.0, prompt=100, item=900, out=2)]
+    cluster = Cluster(gpu="test-gpu", num_gpus=3, link_bytes_per_s=1e12, link_latency_s=0.0, num_links=4)
+    first = {}
+    for chunked in (True, False):
+        plan = compose(dep, reqs, cluster=cluster, profile=profile)
+        options = SimOptions(scheduler=Scheduling(prefill_chunked=chunked))
+        frame = simulate(plan, profile, options=options).records.set_index("request_id")
+        t = float(frame.loc[0, "prefill_start_s"])
+        first[chunked] = (frame.loc[0, "first_token_s"] - t, frame.loc[1, "first_token_s"] - t)
+    assert first[True] == pytest.approx((0.08, 0.08), abs=1e-9)
+    assert first[False] == pytest.approx((0.05, 0.08), abs=1e-9)
