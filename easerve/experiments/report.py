@@ -149,7 +149,7 @@ def headline(t: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _by_slo_table(by_slo: pd.DataFrame) -> pd.DataFrame:
+def by_slo_table(by_slo: pd.DataFrame) -> pd.DataFrame:
     """Every system's tuned peak goodput under each SLO, one column per SLO."""
     tuned = reading(by_slo, "tuned")
     wide = tuned.pivot_table(index=["modality", "system"], columns="slo", values="goodput_rps",
@@ -254,7 +254,7 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping[st
         "are chosen at the moderate tier; the other SLOs read the same sweep. The paper's "
         "column divides its EAServe bar by the better of its Dynamo and vLLM bars.",
         md_table(headline(t)),
-        *(["### Peak goodput under each SLO (tuned)", md_table(_by_slo_table(t["peak_goodput_by_slo"]))]
+        *(["### Peak goodput under each SLO (tuned)", md_table(by_slo_table(t["peak_goodput_by_slo"]))]
           if "peak_goodput_by_slo" in t else []),
         "## Goodput at the moderate tier vs the paper",
         "Peak goodput over the swept arrival rates (median over seeds). A curve whose best point "
