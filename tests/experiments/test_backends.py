@@ -18,8 +18,9 @@ import pytest
 
 from easerve.experiments import studies
 from easerve.experiments.choose import convergence
+from easerve.experiments.headline import Chooser
 from easerve.experiments.points import Point, summarise
-from easerve.experiments.reproduce import Plan, _Chooser
+from easerve.experiments.reproduce import Plan
 from easerve.experiments.setup import Setup, load_setup
 from easerve_core.parallel import IN_PROCESS, Backend
 from tests.backends import PARALLEL_PARAMS, open_for
@@ -40,7 +41,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
 
 def _sweep(setup: Setup, backend: Backend) -> tuple[str, str]:
     setups = {"audio": setup}
-    chooser = _Chooser(setups, PLAN, backend)
+    chooser = Chooser(setups, PLAN, backend)
     sweep = studies.goodput_sweep(setups, chooser.deployment_for(), SCALE, systems=("easerve", "dynamo"),
                                   backend=backend, prepare=chooser.prepare)
     return sweep.to_csv(index=False), chooser.table(("easerve", "dynamo")).to_csv(index=False)
@@ -61,7 +62,7 @@ def test_seeds_belong_to_points_not_workers(audio: Setup, serial_sweep: tuple[st
     per_rate = sweep.groupby(["system", "rate_hz"])["seed"].apply(list)
     assert all(seeds == [0, 1] for seeds in per_rate)
     row = sweep[(sweep["system"] == "dynamo") & (sweep["rate_hz"] == 2.0) & (sweep["seed"] == 1)]
-    tuned = _Chooser({"audio": audio}, PLAN)("audio", 2.0, "dynamo").deployment  # made again, alone
+    tuned = Chooser({"audio": audio}, PLAN)("audio", 2.0, "dynamo").deployment  # made again, alone
     alone = summarise(Point.of(audio, tuned, rate_hz=2.0, num_requests=SCALE.num_requests, seed=1,
                                preset="dynamo"))
     assert row["goodput_moderate_rps"].item() == alone["goodput_moderate_rps"]

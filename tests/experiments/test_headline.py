@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from easerve.experiments.headline import PEAK_SLOS, peaks_by_slo
 from easerve.experiments.report import headline
-from easerve.experiments.reproduce import PEAK_SLOS, peaks_by_slo
 
 
 def _peaks(values: dict[tuple[str, str, str], float]) -> pd.DataFrame:
