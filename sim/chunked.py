@@ -112,6 +112,12 @@ class ChunkedEngine(DecodeWorker):
         self._step_n = 0
         self._step_start = 0.0
         self._step_end = math.inf
+        self._step_encode_s = self._step_forward_s = 0.0
+        self._step_items = (0, 0)  # (items, their tokens) the step encodes
+        self._encoding = False  # with a host model: the step's encode is still draining
+        self._split_s = 0.0  # with a host model: when the running step's encode ended
+        self._stamp_prefill: list[Job] = []  # whose prefill starts, and whose encode ends, in
+        self._stamp_encode: list[Job] = []  # the running step: stamped when it ends
         self.encode_warmup = encode_warmup
         self.prefill_warmup = prefill_warmup
         super().__init__(env, index, gpus, recorder, pipe=pipe, clock=clock,
@@ -213,7 +219,14 @@ class ChunkedEngine(DecodeWorker):
 
     def step(self, now: float) -> None:
         if self._step is not None and self._step_end <= now:
-            self._finish_step(self._step_end)
+            if self._encoding:  # with a host model: the encode is done, the forward starts
+                self._encoding = False
+                self._split_s = self._step_end
+                assert self.host is not None
+                self._progress.begin(self._step_end, self._step_forward_s, self.host.factor)
+                self._step_end = self._progress.end_s
+            else:
+                self._finish_step(self._step_end)
         super().step(now)
 
     def next_due(self) -> float:
@@ -323,20 +336,25 @@ class ChunkedEngine(DecodeWorker):
                 job.encode_start_s = now
                 job.encode_batch_size = len(items)
             if math.isnan(job.prefill_start_s):
-                job.prefill_start_s = now + encode_s
+                self._stamp_prefill.append(job)
             if state[2] == len(job.items) and math.isnan(job.encode_end_s):
-                job.encode_end_s = now + encode_s
+                self._stamp_encode.append(job)
         if items:
-            self.rec.batch("encode", self.index, now, now + encode_s, len(items), sum(items), 1.0)
+            self._step_items = (len(items), sum(items))
+        else:
+            self._step_items = (0, 0)
         self._step, self._step_n, self._step_start = chunks, n, now
-        self._step_encode_s = encode_s
+        self._step_encode_s, self._step_forward_s = encode_s, forward_s
         self.rec.log(now, "step_start", self.index, [c.job for c in chunks])
         self.rec.queue(self._queue_slot, now, len(self.queue))
         if self.host is None:
             self._step_end = now + encode_s + forward_s
             return
+        # with a host model the encode and the forward drain one after the other, so the
+        # encode's end is known exactly however the host's factor moves
         self.host.set_busy(self._host_slot, now, 1)
-        self._progress.begin(now, encode_s + forward_s, self.host.factor)
+        self._encoding = encode_s > 0
+        self._progress.begin(now, encode_s if self._encoding else forward_s, self.host.factor)
         self._step_end = self._progress.end_s
 
     def _finish_step(self, now: float) -> None:
@@ -345,9 +363,17 @@ class ChunkedEngine(DecodeWorker):
         self._step, self._step_end = None, math.inf
         if self.host is not None:
             self._progress.stop()
+        split = self._encode_done_s()
+        if self._step_items[0]:
+            self.rec.batch("encode", self.index, self._step_start, split, *self._step_items, 1.0)
+        for job in self._stamp_prefill:
+            job.prefill_start_s = split
+        for job in self._stamp_encode:
+            job.encode_end_s = split
+        self._stamp_prefill.clear()
+        self._stamp_encode.clear()
         tokens = sum(c.tokens for c in chunks)
-        self.rec.batch("prefill", self.index, self._step_start + self._step_encode_s, now, len(chunks),
-                       tokens, 1.0)
+        self.rec.batch("prefill", self.index, split, now, len(chunks), tokens, 1.0)
         if n:  # the running decodes made one token each
             self._seg_start, self._seg_k, self._seg_end = self._step_start, 1, now
             self._finish_segment(now)
@@ -369,6 +395,12 @@ class ChunkedEngine(DecodeWorker):
             else:
                 self._join(job, now)
         self.rec.log(now, "step_end", self.index, [c.job for c in chunks])
+
+    def _encode_done_s(self) -> float:
+        """When the running step finished encoding (with a host model: as it drained)."""
+        if self.host is None or not self._step_encode_s:
+            return self._step_start + self._step_encode_s
+        return self._split_s
 
     def snapshot(self) -> dict[str, Any]:
         """Counters for tests and reports."""
