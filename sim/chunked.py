@@ -31,10 +31,13 @@ are scheduled the way vLLM's V1 scheduler schedules them (docs/simulator.md,
 
 Without prefill work the engine is a Decode worker: its decode steps run in
 closed-form segments (:mod:`sim.stepsum`), cut when a request arrives or
-when the KV would run out. A step with prefill chunks is one event. Its
-forward pass costs ``mixed_step_s(chunks, decodes, context)`` when the
-profile has it (the analytic roofline: one weight read for the whole
-step), else a prefill of the chunks plus a decode step.
+when the KV would run out. A step with prefill chunks is one event. Which
+chunks a step runs, and what its forward pass costs, are the pure rules of
+:mod:`sim.step_rules`; this module keeps the engine's state and events. It
+stays one class past the ~300-line guide because admission, paged KV,
+preemption and the step loop all move the same counters (the running
+context, the KV the prefills in progress hold, the leave heap) and are only
+correct together.
 
 It serves two roles: the aggregated (vLLM-like) instance
 (:meth:`ChunkedEngine.offer`: a new request to encode, prefill and decode)
@@ -50,8 +53,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Sequence
-from typing import Any
+from itertools import chain
 
 from easerve_core import StageProfile
 from sim.clock import SimEnvironment
@@ -61,28 +63,9 @@ from sim.job import Job
 from sim.pipeline import Pipeline
 from sim.recorder import Recorder
 from sim.stalls import Stall
+from sim.step_rules import Chunk, mixed_step_s, plan_chunks
 from sim.stepsum import StepClock
 from sim.warmup import Warmup
-
-
-def mixed_step_s(profile: StageProfile, chunks: Sequence[int], batch_size: int, context_tokens: int) -> float:
-    """One forward pass of prefill ``chunks`` beside ``batch_size`` decodes of summed ``context_tokens``."""
-    fn = getattr(profile, "mixed_step_s", None)
-    if fn is not None:
-        return float(fn(chunks, batch_size, context_tokens))
-    seconds = profile.prefill_s(list(chunks), 1.0) if chunks else 0.0
-    if batch_size:
-        seconds += profile.decode_step_s(batch_size, context_tokens)
-    return seconds
-
-
-class _Chunk:
-    """One request's share of the step being run."""
-
-    __slots__ = ("items", "job", "tokens")
-
-    def __init__(self, job: Job, tokens: int, items: list[int]) -> None:
-        self.job, self.tokens, self.items = job, tokens, items
 
 
 class ChunkedEngine(DecodeWorker):
@@ -106,9 +89,8 @@ class ChunkedEngine(DecodeWorker):
         self.queue: deque[Job] = deque()  # waiting for a (re)prefill: new, or preempted at its head
         self.partial: list[Job] = []  # admitted, prefill in progress, in admission order
         self.kv_partial = 0  # KV tokens the prefills in progress hold
-        self.preemptions = 0
         self._order = 0  # admissions so far: the newest is preempted first
-        self._step: list[_Chunk] | None = None
+        self._step: list[Chunk] | None = None
         self._step_n = 0
         self._step_start = 0.0
         self._step_end = math.inf
@@ -204,7 +186,6 @@ class ChunkedEngine(DecodeWorker):
         state[0], state[1] = 0, job.input_tokens + state[3]
         state[2] = 0 if self.encode_profile is not None else len(job.items)
         self.queue.appendleft(job)
-        self.preemptions += 1
         self.rec.log(now, "preempt", self.index, (job,))
         return True
 
@@ -261,49 +242,15 @@ class ChunkedEngine(DecodeWorker):
         super()._cut(now)
 
     # -- one scheduled step ----------------------------------------------------------------
-    def _schedule(self, now: float) -> list[_Chunk]:
-        """This step's prefill chunks, by the rules of the module docstring."""
+    def _schedule(self, now: float) -> list[Chunk]:
+        """This step's prefill chunks (sim.step_rules), once the decodes' next tokens fit."""
         n = len(self._leaves)
         while n and self._free_kv() < n:  # the decodes' next tokens come first
             self._preempt_newest(now)
             n = len(self._leaves)
-        budget = self.token_budget - n
-        enc_budget = self.encoder_budget
-        free = self._free_kv() - n
-        chunks: list[_Chunk] = []
-        seats = self._seats()
-        for job in [*self.partial, *self.queue]:
-            if budget <= 0 or free <= 0:
-                break
-            state = job.sched
-            new = state[0] == 0
-            if new and seats >= self.max_num_seqs:
-                break
-            tokens = min(state[1] - state[0], budget)
-            tokens, items, enc_budget = self._encoder_cut(job, state, tokens, enc_budget)
-            if tokens <= 0 or tokens > free:  # a chunk's KV is allocated whole, or it waits
-                break
-            chunks.append(_Chunk(job, tokens, items))
-            budget -= tokens
-            free -= tokens
-            if new:
-                seats += 1
-        return chunks
-
-    def _encoder_cut(self, job: Job, state: list[int], tokens: int,
-                     enc_budget: int) -> tuple[int, list[int], int]:
-        """The chunk's length after the encoder budget, the items it encodes, the budget left."""
-        items: list[int] = []
-        start = sum(job.items[:state[2]])
-        for size in job.items[state[2]:]:
-            if start >= state[0] + tokens:
-                break
-            if size > enc_budget and not (size > self.encoder_budget and enc_budget == self.encoder_budget):
-                return max(0, start - state[0]), items, enc_budget
-            enc_budget = max(0, enc_budget - size)
-            items.append(size)
-            start += size
-        return tokens, items, enc_budget
+        return plan_chunks(chain(self.partial, self.queue), token_budget=self.token_budget - n,
+                           encoder_budget=self.encoder_budget, free_kv=self._free_kv() - n,
+                           seats=self._seats(), max_seqs=self.max_num_seqs)
 
     def _start_step(self, now: float) -> None:
         chunks = self._schedule(now)
@@ -401,8 +348,3 @@ class ChunkedEngine(DecodeWorker):
         if self.host is None or not self._step_encode_s:
             return self._step_start + self._step_encode_s
         return self._split_s
-
-    def snapshot(self) -> dict[str, Any]:
-        """Counters for tests and reports."""
-        return {"preemptions": self.preemptions, "queued": len(self.queue), "partial": len(self.partial),
-                "running": len(self._leaves)}
