@@ -14,12 +14,14 @@ the higher one; above the top band, the top one).
 Rules, in the order they apply at each check (every ``check_every_s``):
 
 1. the arrival rate is the count of arrivals in the last ``window_s`` over
-   ``window_s`` (no estimate before ``min_arrivals`` arrivals were seen);
-2. the *target* band is the table's band for that rate; the controller moves
-   up only when the rate exceeds the current band's planned rate by
-   ``hysteresis_frac``, and down only when it is below the target band's
-   planned rate by ``hysteresis_frac`` (so noise around a band edge moves
-   nothing);
+   ``window_s`` (over the time since the start while that is shorter; no
+   estimate before ``min_arrivals`` arrivals were seen);
+2. hysteresis: the controller moves up only when the rate exceeds the
+   current band's planned rate by ``hysteresis_frac`` (to the table's band
+   for that rate), and down only to a band that covers the rate with that
+   margin to spare (the table's band for ``rate * (1 + hysteresis_frac)``),
+   so noise around a band edge moves nothing, and a move down needs the rate
+   to fall a margin below where it moved up;
 3. SLO escalation: when at least ``min_finished`` requests finished in the
    window, fewer than ``attainment_floor`` of them met the SLO and the queue
    grew over the window, the target is one band above the current (an
@@ -178,7 +180,7 @@ class Controller:
         self._met = 0  # of the window's finished requests, those that met the SLO
         self._queue: deque[tuple[float, int]] = deque()
         self._seen = 0
-        self._last_change_s = checks.non_negative("start_s", start_s)
+        self._start_s = self._last_change_s = checks.non_negative("start_s", start_s)
         self._next_check_s = start_s + self.settings.check_every_s
         self._pending: tuple[int, float] | None = None  # (target band, since when)
 
@@ -206,7 +208,8 @@ class Controller:
         self._forget(now)
         if self._seen < self.settings.min_arrivals:
             return math.nan
-        return len(self._arrivals) / self.settings.window_s
+        span = min(self.settings.window_s, now - self._start_s)
+        return len(self._arrivals) / span if span > 0 else math.nan
 
     def poll(self, now: float) -> Decision | None:
         """The decision due at ``now``, if any (checks run every ``check_every_s``)."""
@@ -235,13 +238,10 @@ class Controller:
         if math.isnan(rate):
             return self.band
         h = self.settings.hysteresis_frac
-        bands = self.table.bands
-        target = self.table.band_for(rate)
-        if target > self.band and rate <= bands[self.band].rate_hz * (1 + h):
-            return self.band
-        if target < self.band and rate >= bands[target].rate_hz * (1 - h):
-            return self.band
-        return target
+        up = self.table.band_for(rate)
+        if up > self.band:
+            return up if rate > self.table.bands[self.band].rate_hz * (1 + h) else self.band
+        return min(self.band, self.table.band_for(rate * (1 + h)))
 
     def _target(self, now: float, rate: float) -> int:
         target = self._rate_target(rate)

@@ -56,6 +56,27 @@ def test_a_step_in_rate_makes_exactly_one_replan_once_it_settles():
     assert d.deployment.max_encode_batch == 8
 
 
+def test_a_fall_in_rate_moves_down_to_the_band_that_covers_it_with_the_margin():
+    # 3 req/s, then 1 req/s from t = 600.5: from the 3 req/s band down to the 2 req/s band, the
+    # lowest whose planned rate covers 1 req/s * 1.15; the 1 req/s band would need under 0.87 req/s
+    arrivals = np.concatenate([_steady(3.0, 0.0, 600.0), _steady(1.0, 600.5, 1500.0)])
+    decisions = _drive(Controller(TABLE, SETTINGS, start_band=2), arrivals, 1500.0)
+    assert [(d.from_band, d.band, d.reason) for d in decisions] == [(2, 1, "rate")]
+    # the window's estimate is 2 / 1.15 = 1.739 req/s or less from the check of t = 640 on
+    # (59 arrivals at 3 req/s in (580, 600], 40 at 1 req/s up to 639.5: 99 / 60 = 1.65; at 635,
+    # 74 + 35 = 109, 1.82 req/s); it holds for settle_s = 60 s: the decision is at t = 700
+    assert decisions[0].at_s == pytest.approx(700.0)
+    slow = np.concatenate([_steady(3.0, 0.0, 600.0), _steady(0.8, 600.5, 1500.0)])
+    assert [d.band for d in _drive(Controller(TABLE, SETTINGS, start_band=2), slow, 1500.0)] == [0]
+
+
+def test_the_rate_before_a_full_window_is_over_the_time_since_the_start():
+    c = Controller(TABLE, SETTINGS)
+    for t in _steady(2.0, 0.25, 30.0):
+        c.arrive(float(t))
+    assert c.rate_hz(30.0) == pytest.approx(60 / 30.0)  # not 60 / window_s
+
+
 def test_noise_inside_the_hysteresis_band_triggers_nothing():
     rng = np.random.default_rng(7)
     gaps = rng.uniform(0.45, 0.55, size=4000)  # about 2 req/s, +-10%: inside 2.0 * (1 +- 0.15)
