@@ -71,6 +71,9 @@ class EncodeWorker(Worker):
                  prefill_warmup: Warmup | None = None,
                  preprocess: HostPreprocess | None = None) -> None:
         self.pipe = pipe
+        #: route a remote request here while no remote Prefill worker serves (set by the roster
+        #: of a run with a controller, on workers that hold the LM)
+        self.local_when_no_remote = False
         self.preprocess = preprocess
         self.batcher = batcher
         self.router = router
@@ -227,6 +230,8 @@ class EncodeWorker(Worker):
 
     def _route(self, job: Job, now: float) -> None:
         route = self.router.route()
+        if route is Route.REMOTE and self.local_when_no_remote and not self.pipe.prefill_workers:
+            route = Route.LOCAL  # a re-role rebuilds remote Prefill: prefill where the embeddings are
         job.route = route.value
         self.rec.log(now, _ROUTE_LOG[route], self.index, (job,))
         if route is Route.LOCAL:

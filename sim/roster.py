@@ -22,10 +22,12 @@ worker's GPUs contiguous) and compares it, slot by slot, with what runs
 * a slot still joining that the new layout no longer holds is cancelled (it
   never served; the GPUs are free at once).
 
-A request handed to a stage that has no serving worker (every worker of it
-drains, the new ones are not up) is parked, in order, and handed on when the
-stage's first new worker joins: arrivals by the front end, remote prefills
-and KV caches by the :class:`SteeredPipeline`. So no request is lost or
+While no remote Prefill worker serves, an encode worker that holds the LM
+prefills locally what its router sends remote (the route records say
+``local``). Any other request handed to a stage that has no serving worker
+(every worker of it drains, the new ones are not up) is parked, in order, and
+handed on when the stage's first new worker joins: arrivals by the front end,
+remote prefills and KV caches by the :class:`SteeredPipeline`. So no request is lost or
 served twice; KV is never moved (a request finishes where it is).
 """
 
@@ -164,6 +166,8 @@ class Roster:
         #: the timeline: one row per re-roled GPU group, one per retired worker
         self.reroles: list[dict[str, Any]] = []
         self.retired: list[dict[str, Any]] = []
+        for worker in encoders:
+            worker.local_when_no_remote = slot_of(worker).local_prefill
 
     @property
     def encoders(self) -> list[EncodeWorker]:
@@ -279,6 +283,7 @@ class Roster:
             position = [s for s in layout(d, self.kit.cluster) if s.stage == "encode"].index(slot)
             worker = kit.encode(d, index, slot.gpus, batcher=make_batcher(d),
                                 router=make_router(d, self.seed, position, self.generation), fresh=False)
+            worker.local_when_no_remote = slot.local_prefill
         elif slot.stage == "prefill":
             worker = kit.prefill(d, index, slot.gpus, fresh=False)
         else:

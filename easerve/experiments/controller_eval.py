@@ -4,7 +4,9 @@ The online-controller section of ``easerve reproduce``
 (:func:`easerve.experiments.reproduce._controller_shift`'s study) without the
 rest of the evaluation: HAS at 1, 2 and 3 req/s with the run's settings
 (full or ``--quick``: trials, requests and streams per trial, seed 0, as the
-reproduce chooser makes them), then the four systems on the rate shift
+reproduce chooser makes them), cross-checked (each band keeps the best of
+the table at its rate on fresh one-segment streams; the scores are printed),
+then the four systems on the rate shift
 (:mod:`easerve.experiments.shift_control`), printed as the systems table, the
 attainment per segment and the decisions. The numbers in docs/controller.md
 come from this command.
@@ -20,7 +22,7 @@ import pandas as pd
 from easerve.experiments.choose import choose
 from easerve.experiments.reproduce import FULL, QUICK, SHIFT_SHAPE
 from easerve.experiments.setup import load_setup
-from easerve.experiments.shift_control import controller_shift
+from easerve.experiments.shift_control import controller_shift, cross_checked_table
 from easerve_core.controller import Band, PlanTable
 
 
@@ -37,9 +39,14 @@ def main(argv: list[str] | None = None) -> int:
                                           num_requests=plan.has_requests,
                                           num_samples=plan.has_samples).deployment)
         for r in rates))
+    segment_s = timeline_s / 4
+    for band in table.bands:
+        print(f"HAS band {band.rate_hz:g} req/s: {band.deployment.label()}")
+    table, scores = cross_checked_table(image, table, segment_s=segment_s)
+    with pd.option_context("display.width", 250):
+        print(scores.pivot(index="deployment", columns="rate_hz", values="score").round(3).to_string())
     for band in table.bands:
         print(f"band {band.rate_hz:g} req/s: {band.deployment.label()}")
-    segment_s = timeline_s / 4
     out = controller_shift(image, table, mean_rate_hz=nominal, num_requests=int(nominal * timeline_s),
                            segment_s=segment_s, bin_s=segment_s / 6, shape=SHIFT_SHAPE)
     with pd.option_context("display.width", 250, "display.max_columns", 30):

@@ -28,13 +28,28 @@ def _controller_section(t: Mapping[str, pd.DataFrame]) -> list[str]:
         "## Online controller on the rate shift (LLaVA-34B, 1 and 3 req/s alternating)",
         "Static HAS at the mean and at the peak rate, an oracle that moves to each segment's HAS "
         "deployment at its first instant (paying drain and reconfiguration), and the online "
-        "controller on the same plan table (docs/controller.md).",
+        "controller on the same plan table (docs/controller.md): HAS at each band's rate, then "
+        "cross-checked (each band keeps the best of the table's deployments at its rate on fresh "
+        "streams one segment long; ties within 2% go to the one with more headroom).",
+        *_plan_table_lines(t),
         md_table(t["controller_shift"], ["system", "attainment_high", "attainment_low", "goodput_rps",
                                          "ttft_p99_s", "tpot_p99_s", "gpu_s_per_request",
                                          "busy_gpu_s_per_request", "decisions", "gpus_moved"]),
         md_table(phases),
         "![controller shift](controller_shift.png)",
     ]
+
+
+def _plan_table_lines(t: Mapping[str, pd.DataFrame]) -> list[str]:
+    """The cross-check's goodput of each candidate at each band's rate, and the choices."""
+    scores = t.get("controller_plan_table")
+    if scores is None or scores.empty:
+        return []
+    grid = scores.pivot(index="deployment", columns="rate_hz", values="score")
+    grid.columns = [f"goodput at {c:g} req/s" for c in grid.columns]
+    chosen = scores[scores["chosen"].astype(bool)].sort_values("band")
+    picks = "; ".join(f"{r:g} req/s: {d}" for r, d in zip(chosen["rate_hz"], chosen["deployment"], strict=True))
+    return [md_table(grid.reset_index()), f"Bands after the cross-check: {picks}."]
 
 
 def md_table(frame: pd.DataFrame, columns: Sequence[str] | None = None, digits: int = 3) -> str:

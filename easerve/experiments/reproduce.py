@@ -240,17 +240,19 @@ def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
 def _controller_shift(image: Setup, chooser: Chooser, plan: Plan, backend: Backend,
                       out: Path) -> dict[str, pd.DataFrame]:
     """The rate-shift study run by static, oracle and controller (docs/controller.md): the plan
-    table is HAS at each segment's rate and the mean, the choices the goodput sweep made."""
+    table is HAS at each segment's rate and the mean, the choices the goodput sweep made,
+    cross-checked on fresh one-segment streams (the scores: ``controller_plan_table``)."""
     nominal, segment_s = plan.nominal_rate_hz, plan.scale.timeline_s / 4
     rates = sorted({nominal * f for f in SHIFT_SHAPE} | {nominal})
     table = PlanTable(tuple(Band(rate_hz=r, deployment=chooser("image", r).deployment) for r in rates))
+    table, scores = shift_control.cross_checked_table(image, table, segment_s=segment_s)
     shift = shift_control.controller_shift(image, table, mean_rate_hz=nominal,
                                            num_requests=int(nominal * plan.scale.timeline_s),
                                            segment_s=segment_s, bin_s=segment_s / 6, shape=SHIFT_SHAPE,
                                            backend=backend)
     figures.controller_shift_plot(shift["bins"], shift["decisions"], out / "controller_shift.png")
     return {"controller_shift": shift["systems"], "controller_shift_phases": shift["phases"],
-            "controller_shift_decisions": shift["decisions"]}
+            "controller_shift_decisions": shift["decisions"], "controller_plan_table": scores}
 
 
 #: the rate-shift studies' multiples of the mean rate, one segment each (1 and 3 req/s at 2)

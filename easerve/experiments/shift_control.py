@@ -14,7 +14,9 @@ four systems on the same requests (docs/controller.md, "Evaluation"):
   mean-rate band, as the static system does.
 
 The plan table holds one HAS deployment per band (the caller's: the
-evaluation's chooser at each segment rate and the mean). Re-roles cost
+evaluation's chooser at each segment rate and the mean), cross-checked
+(:func:`cross_checked_table`: each band keeps the best of the table's
+deployments at its rate, on fresh streams one segment long). Re-roles cost
 :class:`calibration.reconfig.ReconfigurationCost` of the setup's model and GPU.
 Each system is one task on the backend.
 """
@@ -29,15 +31,34 @@ import numpy as np
 import pandas as pd
 
 from calibration.reconfig import ReconfigurationCost
-from easerve.experiments.setup import Arrivals, Setup, requests_for
+from easerve.experiments.setup import Arrivals, Setup, requests_for, run
 from easerve_core import Request
-from easerve_core.controller import Controller, ControllerSettings, PlanTable, ScriptedController
+from easerve_core.controller import Controller, ControllerSettings, PlanTable, ScriptedController, cross_check
 from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
 from easerve_core.plan import replan
 from easerve_core.slo import goodput_rps, meets_slo, tpot_s, ttft_s
 from sim import simulate
 
 SHIFT_SYSTEMS = ("static-mean", "static-peak", "oracle", "controller")
+#: the cross-check's request streams: fresh, neither HAS's (1000 on) nor the evaluation's (0 on)
+CROSS_CHECK_SEEDS = (2000, 2001)
+
+
+def cross_checked_table(setup: Setup, table: PlanTable, *, segment_s: float,
+                        seeds: Sequence[int] = CROSS_CHECK_SEEDS, tier: str = "moderate"
+                        ) -> tuple[PlanTable, pd.DataFrame]:
+    """:func:`easerve_core.controller.cross_check` on the simulator: a deployment's score at a
+    rate is its mean goodput (``tier``) over ``seeds``' streams of one segment at that rate.
+    Returns the table and the scores (one row per band and candidate)."""
+    slo = setup.slos[tier]
+
+    def score(deployment: Any, rate_hz: float) -> float:
+        n = max(20, round(rate_hz * segment_s))
+        return float(np.mean([run(setup, deployment, rate_hz=rate_hz, num_requests=n, seed=seed)
+                              .summary(slo).goodput_rps for seed in seeds]))
+
+    checked, rows = cross_check(table, score)
+    return checked, pd.DataFrame(rows)
 
 
 def controller_shift(setup: Setup, table: PlanTable, *, mean_rate_hz: float, num_requests: int,

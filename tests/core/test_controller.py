@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from easerve_core import Deployment, StageGroup
-from easerve_core.controller import Band, Controller, ControllerSettings, PlanTable
+from easerve_core.controller import Band, Controller, ControllerSettings, PlanTable, cross_check
 
 
 def _dep(b: int) -> Deployment:
@@ -118,3 +118,42 @@ def test_no_estimate_before_enough_arrivals_and_bad_settings():
         ControllerSettings(dwell_s=-1.0)
     with pytest.raises(ValueError, match="start_band"):
         Controller(TABLE, SETTINGS, start_band=3)
+
+
+def test_cross_check_gives_each_band_the_best_of_the_table_at_its_rate():
+    scores = {(2, 1.0): 0.8, (4, 1.0): 0.99, (8, 1.0): 1.0,  # 4 and 8 tie (within 2%) at 1 req/s:
+              (2, 2.0): 1.5, (4, 2.0): 1.9, (8, 2.0): 1.7,  # 4 wins on the next band's score
+              (2, 3.0): 1.0, (4, 3.0): 2.0, (8, 3.0): 2.0}  # at the top a tie keeps the band's own
+    seen = []
+
+    def score(d: Deployment, rate: float) -> float:
+        seen.append((d.max_encode_batch, rate, d.rate_hint_hz))
+        return scores[d.max_encode_batch, rate]
+
+    hinted = PlanTable(tuple(Band(rate_hz=b.rate_hz, deployment=b.deployment.with_(rate_hint_hz=b.rate_hz))
+                             for b in TABLE.bands))
+    table, rows = cross_check(hinted, score)
+    assert [b.deployment.max_encode_batch for b in table.bands] == [4, 4, 8]
+    assert [b.deployment.rate_hint_hz for b in table.bands] == [1.0, 2.0, 3.0]
+    assert len(seen) == 9 and all(hint == rate for _, rate, hint in seen)  # judged as it would serve
+    assert sum(r["chosen"] for r in rows) == 3 and len(rows) == 9
+    # with no tie allowed, band 0 takes the strictly best
+    assert [b.deployment.max_encode_batch for b in cross_check(hinted, score, tie_frac=0.0)[0].bands] == [8, 4, 8]
+    # a table of one deployment twice judges it once per band
+    twice = PlanTable((Band(rate_hz=1.0, deployment=_dep(4)), Band(rate_hz=2.0, deployment=_dep(4))))
+    assert len(cross_check(twice, lambda d, r: 1.0)[1]) == 2
+
+
+def test_cross_check_ties_keep_the_allocation_of_the_band_above():
+    # X and Z share an allocation, Y has another; settled top down: 3 req/s takes Z outright; at
+    # 2 and 1 req/s all three tie, and the allocation of the band above (Z's) beats Y's headroom
+    x, z = _dep(2), _dep(8)
+    y = Deployment(encode=StageGroup(num_workers=2), prefill=StageGroup(num_workers=1),
+                   decode=StageGroup(num_workers=1), max_encode_batch=4)
+    scores = {(2, 3.0): 1.0, (4, 3.0): 1.0, (8, 3.0): 3.0,
+              (2, 2.0): 1.93, (4, 2.0): 1.95, (8, 2.0): 1.92,
+              (2, 1.0): 1.0, (4, 1.0): 1.0, (8, 1.0): 0.99}
+    table = PlanTable((Band(rate_hz=1.0, deployment=y), Band(rate_hz=2.0, deployment=x),
+                       Band(rate_hz=3.0, deployment=z)))
+    checked, _ = cross_check(table, lambda d, r: scores[d.max_encode_batch, r])
+    assert [b.deployment.max_encode_batch for b in checked.bands] == [2, 8, 8]

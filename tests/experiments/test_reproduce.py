@@ -15,7 +15,7 @@ from easerve.experiments.studies import _binned_step, refine_rates
 TABLES = ("goodput_sweep", "peak_goodput", "vllm_free_encoder", "fixed_batch", "burstiness",
           "rate_shift", "rate_shift_bins", "sm_ablation", "encoder_utilization",
           "has_convergence", "has_grid_best", "has_choices", "baseline_choices", "video_clip_length",
-          "video_clip_length_sweep", "controller_shift", "controller_shift_phases")
+          "video_clip_length_sweep", "controller_shift", "controller_shift_phases", "controller_plan_table")
 FIGURES = ("goodput_curves", "burstiness", "rate_shift", "encoder_utilization", "has_convergence",
            "video_clip_length", "controller_shift")
 

@@ -106,6 +106,24 @@ def test_requests_wait_for_a_stage_that_has_no_serving_worker():
     assert r0["decode_worker"] == 1  # a new worker of its stage
 
 
+def test_encoders_that_hold_the_lm_prefill_locally_while_remote_prefill_is_rebuilt():
+    # E2 (both hold the LM, all local) -> E1 P1 (all remote) at t = 1: GPU 1 leaves Encode for
+    # Prefill and serves from 1 + 5 s; meanwhile E0's router says remote and nothing serves there
+    local = Deployment(encode=StageGroup(num_workers=2), prefill=StageGroup(num_workers=0),
+                       decode=StageGroup(num_workers=1), max_encode_batch=1, remote_fraction=0.0,
+                       sm_sharing=SMSharing.DYNAMIC)
+    remote = local.with_(encode=StageGroup(num_workers=1), prefill=StageGroup(num_workers=1),
+                         remote_fraction=1.0)
+    reqs = [_req(0, 2.0), _req(1, 10.0)]
+    result = _run(local, reqs, _scripted((1.0, 1), bands=(local, remote)), reconfiguration_s=RECONFIG_S)
+    (move,) = timeline(result.meta["controller"])["reroles"].to_dict("records")
+    assert (move["gpu"], move["from"], move["to"], move["ready_s"]) == (1, "encode+prefill", "prefill", 6.0)
+    rec = result.records.set_index("request_id")
+    assert rec.loc[0, "route"] == "local" and rec.loc[0, "prefill_worker"] == 0
+    assert rec.loc[0, "first_token_s"] < 6.0  # it did not wait for the new Prefill worker
+    assert rec.loc[1, "route"] == "remote" and rec.loc[1, "prefill_worker"] == 0  # the first Prefill worker
+
+
 def test_an_idle_controller_changes_no_record():
     rng = np.random.default_rng(3)
     times = np.cumsum(rng.exponential(0.2, 400))
