@@ -48,7 +48,8 @@ def _plan_table_lines(t: Mapping[str, pd.DataFrame]) -> list[str]:
     grid = scores.pivot(index="deployment", columns="rate_hz", values="score")
     grid.columns = [f"goodput at {c:g} req/s" for c in grid.columns]
     chosen = scores[scores["chosen"].astype(bool)].sort_values("band")
-    picks = "; ".join(f"{r:g} req/s: {d}" for r, d in zip(chosen["rate_hz"], chosen["deployment"], strict=True))
+    picks = "; ".join(f"{r:g} req/s: {d}"
+                      for r, d in zip(chosen["rate_hz"], chosen["deployment"], strict=True))
     return [md_table(grid.reset_index()), f"Bands after the cross-check: {picks}."]
 
 
