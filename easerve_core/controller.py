@@ -133,7 +133,8 @@ def cross_check(table: PlanTable, score: Callable[[Deployment, float], float], *
         tied = [k for k in range(len(distinct)) if scores[i][k] >= top - tie_frac * abs(top)]
         above = picks.get(i + 1)
 
-        def preference(k: int, i: int = i, own: Deployment = own, above: int | None = above) -> tuple[Any, ...]:
+        def preference(k: int, i: int = i, own: Deployment = own,
+                       above: int | None = above) -> tuple[Any, ...]:
             if above is None:
                 return (False, 0.0, distinct[k] == own, -k)
             return (_allocation(distinct[k]) == _allocation(distinct[above]), scores[i + 1][k],

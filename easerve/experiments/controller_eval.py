@@ -22,24 +22,34 @@ import pandas as pd
 from easerve.experiments.choose import choose
 from easerve.experiments.reproduce import FULL, QUICK, SHIFT_SHAPE
 from easerve.experiments.setup import load_setup
-from easerve.experiments.shift_control import controller_shift, cross_checked_table
+from easerve.experiments.shift_control import controller_shift, cross_checked_table, throughput_ceiling
 from easerve_core.controller import Band, PlanTable
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the quick run's sizes")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="only the throughput ceiling: HAS's grid at 4 req/s (docs/controller.md)")
+    parser.add_argument("--phase-streams", action="store_true",
+                        help="search each band on streams one segment long (rate x segment), "
+                             "not on the run's HAS streams")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     image = load_setup("image", anchored=True)
+    if args.ceiling:
+        ceiling = throughput_ceiling(image, need_rps=2.77, rate_hz=4.0)
+        print(f"{len(ceiling)} deployments; the best ten:")
+        print(ceiling.head(10).round(3).to_string(index=False))
+        return 0
     nominal, timeline_s = plan.nominal_rate_hz, plan.scale.timeline_s
     rates = sorted({nominal * f for f in SHIFT_SHAPE} | {nominal})
-    table = PlanTable(tuple(
-        Band(rate_hz=r, deployment=choose(image, rate_hz=r, trials=plan.has_trials,
-                                          num_requests=plan.has_requests,
-                                          num_samples=plan.has_samples).deployment)
-        for r in rates))
     segment_s = timeline_s / 4
+    table = PlanTable(tuple(
+        Band(rate_hz=r, deployment=choose(
+            image, rate_hz=r, trials=plan.has_trials, num_samples=plan.has_samples,
+            num_requests=round(r * segment_s) if args.phase_streams else plan.has_requests).deployment)
+        for r in rates))
     for band in table.bands:
         print(f"HAS band {band.rate_hz:g} req/s: {band.deployment.label()}")
     table, scores = cross_checked_table(image, table, segment_s=segment_s)

@@ -30,7 +30,8 @@ def _controller_section(t: Mapping[str, pd.DataFrame]) -> list[str]:
         "deployment at its first instant (paying drain and reconfiguration), and the online "
         "controller on the same plan table (docs/controller.md): HAS at each band's rate, then "
         "cross-checked (each band keeps the best of the table's deployments at its rate on fresh "
-        "streams one segment long; ties within 2% go to the one with more headroom).",
+        "streams one segment long; a tie within 2% keeps the band above's allocation, then goes to "
+        "the one with more headroom).",
         *_plan_table_lines(t),
         md_table(t["controller_shift"], ["system", "attainment_high", "attainment_low", "goodput_rps",
                                          "ttft_p99_s", "tpot_p99_s", "gpu_s_per_request",

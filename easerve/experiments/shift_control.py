@@ -34,6 +34,8 @@ from calibration.reconfig import ReconfigurationCost
 from easerve.experiments.setup import Arrivals, Setup, requests_for, run
 from easerve_core import Request
 from easerve_core.controller import Controller, ControllerSettings, PlanTable, ScriptedController, cross_check
+from easerve_core.has import SearchSpace
+from easerve_core.has.screen import screen
 from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
 from easerve_core.plan import replan
 from easerve_core.slo import goodput_rps, meets_slo, tpot_s, ttft_s
@@ -176,3 +178,29 @@ def _busy_gpu_s(util: pd.DataFrame, end_s: float) -> float:
         span = np.diff(np.append(t, max(end_s, t[-1])))
         total += float((g["busy_frac"].to_numpy(dtype=float) * span).sum())
     return total
+
+
+def throughput_ceiling(setup: Setup, *, need_rps: float, rate_hz: float, num_requests: int = 2000,
+                       seed: int = 5) -> pd.DataFrame:
+    """How many requests/s the best deployments finish when offered more than they carry.
+
+    Every point of HAS's grid (B and s) on every allocation whose screened
+    capacity carries ``need_rps`` (the screen is optimistic: it prices the
+    typical request and no queueing) is run at ``rate_hz`` (above what any of
+    them carries); its throughput is the requests finished between the 20th
+    percentile of arrivals and the last arrival, over that span (the queue is
+    full by then, so the workers never idle). Sorted, highest first.
+    """
+    report = screen(setup.profile, setup.plan.cluster, setup.mix, rate_hz=need_rps,
+                    slo=setup.slos["moderate"])
+    space = SearchSpace(allocations=report.survivor_allocations, base=setup.deployment)
+    rows = []
+    for label, batch, s in space.grid():
+        deployment = space.deployment(label, batch, s)
+        rec = run(setup, deployment, rate_hz=rate_hz, num_requests=num_requests, seed=seed).records
+        arrivals, finishes = rec["arrival_s"].to_numpy(), rec["finish_s"].to_numpy()
+        lo, hi = float(np.percentile(arrivals, 20)), float(arrivals.max())
+        done = int(((finishes > lo) & (finishes <= hi)).sum())
+        rows.append({"deployment": deployment.label(), "throughput_rps": done / (hi - lo)})
+    return pd.DataFrame(rows).sort_values("throughput_rps", ascending=False, kind="stable",
+                                          ignore_index=True)
