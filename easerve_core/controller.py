@@ -36,6 +36,10 @@ Rules, in the order they apply at each check (every ``check_every_s``):
 The decision names the deployment; the engine applies its fast knobs (B, s,
 the gap factor, the SM-share table) at once and re-roles GPUs for a new
 allocation, paying the reconfiguration cost (docs/controller.md).
+
+The plan table's cross-check lives in :mod:`easerve_core.plan_check`. This
+module stays one piece past ~300 lines: the settings, the table and the
+controller's rules are read together.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from easerve_core import checks
-from easerve_core.deployment import Deployment, SMSharing
+from easerve_core.deployment import Deployment
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,59 +104,6 @@ class PlanTable:
             if band.rate_hz >= rate_hz:
                 return i
         return len(self.bands) - 1
-
-
-def cross_check(table: PlanTable, score: Callable[[Deployment, float], float], *,
-                tie_frac: float = 0.02) -> tuple[PlanTable, list[dict[str, Any]]]:
-    """The table with every band holding the best, at its own rate, of the table's deployments.
-
-    HAS plans each band on its own search streams; a deployment planned for
-    one rate is often as good at a neighbour's, and a short search can leave a
-    band with the weaker of two. ``score(deployment, rate_hz)`` (higher is
-    better: the caller's goodput on fresh request streams) judges every
-    distinct deployment of the table (its rate hint set to the band's rate, as
-    it would serve there) at every band's rate. Candidates within ``tie_frac``
-    of a band's best score are tied (at a light load every deployment's
-    goodput is the offered rate). Bands are settled from the top down, and a
-    tie goes to the candidate with the allocation of the band above's choice
-    (moving between the two then re-roles no GPU), then to the one that scores
-    best at the band above's rate (headroom for a controller that reacts
-    late), then to the band's own, then to the lower band's. Returns the new
-    table and one row per band and candidate.
-    """
-    checks.fraction("tie_frac", tie_frac)
-    distinct = list(dict.fromkeys(b.deployment.with_(rate_hint_hz=None) for b in table.bands))
-    bands = table.bands
-    hinted = [[d if b.deployment.rate_hint_hz is None else d.with_(rate_hint_hz=b.rate_hz) for d in distinct]
-              for b in bands]
-    scores = [[float(score(d, b.rate_hz)) for d in row] for b, row in zip(bands, hinted, strict=True)]
-    picks: dict[int, int] = {}
-    for i in reversed(range(len(bands))):
-        own = bands[i].deployment.with_(rate_hint_hz=None)
-        top = max(scores[i])
-        tied = [k for k in range(len(distinct)) if scores[i][k] >= top - tie_frac * abs(top)]
-        above = picks.get(i + 1)
-
-        def preference(k: int, i: int = i, own: Deployment = own,
-                       above: int | None = above) -> tuple[Any, ...]:
-            if above is None:
-                return (False, 0.0, distinct[k] == own, -k)
-            return (_allocation(distinct[k]) == _allocation(distinct[above]), scores[i + 1][k],
-                    distinct[k] == own, -k)
-
-        picks[i] = max(tied, key=preference)
-    rows = [{"band": i, "rate_hz": b.rate_hz, "candidate": k, "deployment": hinted[i][k].label(),
-             "score": scores[i][k], "own": distinct[k] == b.deployment.with_(rate_hint_hz=None),
-             "chosen": k == picks[i]}
-            for i, b in enumerate(bands) for k in range(len(distinct))]
-    chosen = tuple(Band(rate_hz=b.rate_hz, deployment=hinted[i][picks[i]]) for i, b in enumerate(bands))
-    return PlanTable(chosen), rows
-
-
-def _allocation(d: Deployment) -> tuple[Any, ...]:
-    """What a move between two deployments re-roles GPUs for: the workers, where, and whether
-    the encode GPUs hold the LM (sim.roster's slots)."""
-    return (d.encode, d.prefill, d.decode, d.placement, d.sm_sharing is SMSharing.NONE)
 
 
 def _count(name: str, value: Any) -> int:

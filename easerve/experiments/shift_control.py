@@ -33,11 +33,12 @@ import pandas as pd
 from calibration.reconfig import ReconfigurationCost
 from easerve.experiments.setup import Arrivals, Setup, requests_for, run
 from easerve_core import Request
-from easerve_core.controller import Controller, ControllerSettings, PlanTable, ScriptedController, cross_check
+from easerve_core.controller import Controller, ControllerSettings, PlanTable, ScriptedController
 from easerve_core.has import SearchSpace
 from easerve_core.has.screen import screen
 from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
 from easerve_core.plan import replan
+from easerve_core.plan_check import cross_check
 from easerve_core.slo import goodput_rps, meets_slo, tpot_s, ttft_s
 from sim import simulate
 
@@ -49,7 +50,7 @@ CROSS_CHECK_SEEDS = (2000, 2001)
 def cross_checked_table(setup: Setup, table: PlanTable, *, segment_s: float,
                         seeds: Sequence[int] = CROSS_CHECK_SEEDS, tier: str = "moderate"
                         ) -> tuple[PlanTable, pd.DataFrame]:
-    """:func:`easerve_core.controller.cross_check` on the simulator: a deployment's score at a
+    """:func:`easerve_core.plan_check.cross_check` on the simulator: a deployment's score at a
     rate is its mean goodput (``tier``) over ``seeds``' streams of one segment at that rate.
     Returns the table and the scores (one row per band and candidate)."""
     slo = setup.slos[tier]
