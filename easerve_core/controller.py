@@ -30,7 +30,9 @@ Rules, in the order they apply at each check (every ``check_every_s``):
    for ``settle_s`` before it is acted on (a step in rate raises the windowed
    estimate gradually; the controller waits for it to settle instead of
    re-planning at every band it passes);
-5. and at least ``dwell_s`` must have passed since the last decision (or
+5. a target band that holds the current band's deployment is followed
+   without a decision (nothing changes on the servers, so no dwell applies);
+6. and at least ``dwell_s`` must have passed since the last decision (or
    since the start): the controller never oscillates faster than that.
 
 The decision names the deployment; the engine applies its fast knobs (B, s,
@@ -130,7 +132,7 @@ class ControllerSettings:
     hysteresis_frac: float = 0.15
     #: how long a new target must hold at every check before it is acted on (rule 4)
     settle_s: float = 60.0
-    #: the least time between two decisions, and from the start to the first (rule 5)
+    #: the least time between two decisions, and from the start to the first (rule 6)
     dwell_s: float = 120.0
     #: no rate estimate before this many arrivals
     min_arrivals: int = 20
@@ -229,7 +231,12 @@ class Controller:
         if self._pending is None or self._pending[0] != target:
             self._pending = (target, now)
         s = self.settings
-        if now - self._pending[1] < s.settle_s or now - self._last_change_s < s.dwell_s:
+        if now - self._pending[1] < s.settle_s:
+            return None
+        if self.table.bands[target].deployment == self.table.bands[self.band].deployment:
+            self.band, self._pending = target, None  # rule 5: nothing to change on the servers
+            return None
+        if now - self._last_change_s < s.dwell_s:
             return None
         reason = "rate" if target == self._rate_target(rate) else "slo"
         decision = Decision(at_s=now, from_band=self.band, band=target, rate_hz=rate, reason=reason,
@@ -274,7 +281,8 @@ class ScriptedController:
     """An oracle: moves to each scripted band at its scripted time, whatever it observes.
 
     ``schedule`` holds ``(at_s, band)`` pairs in increasing time; at each it
-    decides (reason ``script``) unless the band is the current one. The
+    decides (reason ``script``) unless the band holds the current band's
+    deployment (the current band itself included). The
     evaluation's oracle knows each phase of a traffic shape in advance and
     moves at the phase's first instant (it still pays the re-role in the
     phase). Same interface as :class:`Controller`, so an engine runs either.
@@ -314,9 +322,10 @@ class ScriptedController:
         while self._next < len(self._schedule) and self._schedule[self._next][0] <= now:
             band = self._schedule[self._next][1]
             self._next += 1
-        if band == self.band:
-            return None
         chosen = self.table.bands[band]
+        if chosen.deployment == self.table.bands[self.band].deployment:
+            self.band = band  # nothing to change on the servers (a band of the same deployment too)
+            return None
         decision = Decision(at_s=now, from_band=self.band, band=band, rate_hz=chosen.rate_hz,
                             reason="script", deployment=chosen.deployment)
         self.band = band

@@ -7,6 +7,7 @@ caller injects the score (the simulator's goodput on fresh request streams).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from easerve_core import checks
@@ -20,45 +21,55 @@ def cross_check(table: PlanTable, score: Callable[[Deployment, float], float], *
 
     HAS plans each band on its own search streams; a deployment planned for
     one rate is often as good at a neighbour's, and a short search can leave a
-    band with the weaker of two. ``score(deployment, rate_hz)`` (higher is
-    better: the caller's goodput on fresh request streams) judges every
-    distinct deployment of the table (its rate hint set to the band's rate, as
-    it would serve there) at every band's rate. Candidates within ``tie_frac``
-    of a band's best score are tied (at a light load every deployment's
-    goodput is the offered rate). Bands are settled from the top down, and a
-    tie goes to the candidate with the allocation of the band above's choice
-    (moving between the two then re-roles no GPU), then to the one that scores
-    best at the band above's rate (headroom for a controller that reacts
-    late), then to the band's own, then to the lower band's. Returns the new
-    table and one row per band and candidate.
+    band with the weaker of two. The candidates are the table's distinct
+    deployments, each told (its batcher's rate hint) every rate of the
+    table's bands: the hint is a knob like B (it sets the adaptive batcher's
+    gap threshold), and the rate a deployment serves best told need not be
+    the rate it serves. A deployment without a hint (a fixed batcher) is one
+    candidate. ``score(deployment, rate_hz)`` (higher is better: the caller's
+    goodput on fresh request streams, the deployment's hint kept) judges
+    every candidate at every band's rate.
+
+    Candidates within ``tie_frac`` of a band's best score are tied (at a
+    light load every deployment's goodput is the offered rate). Bands are
+    settled from the top down, and a tie goes, in order, to the band above's
+    choice itself (a move between the two bands then changes nothing), to a
+    candidate with its allocation (the move re-roles no GPU), to the one that
+    scores best at the band above's rate (headroom for a controller that
+    reacts late), to the band's own deployment, to the one told the rate
+    nearest the band's, and to the earlier candidate. Returns the new table
+    and one row per band and candidate.
     """
     checks.fraction("tie_frac", tie_frac)
-    distinct = list(dict.fromkeys(b.deployment.with_(rate_hint_hz=None) for b in table.bands))
     bands = table.bands
-    hinted = [[d if b.deployment.rate_hint_hz is None else d.with_(rate_hint_hz=b.rate_hz) for d in distinct]
-              for b in bands]
-    scores = [[float(score(d, b.rate_hz)) for d in row] for b, row in zip(bands, hinted, strict=True)]
+    rates = [b.rate_hz for b in bands]
+    candidates = list(dict.fromkeys(
+        told for b in bands for told in ([b.deployment] if b.deployment.rate_hint_hz is None
+                                         else [b.deployment.with_(rate_hint_hz=r) for r in rates])))
+    scores = [[float(score(d, b.rate_hz)) for d in candidates] for b in bands]
     picks: dict[int, int] = {}
     for i in reversed(range(len(bands))):
-        own = bands[i].deployment.with_(rate_hint_hz=None)
         top = max(scores[i])
-        tied = [k for k in range(len(distinct)) if scores[i][k] >= top - tie_frac * abs(top)]
-        above = picks.get(i + 1)
-
-        def preference(k: int, i: int = i, own: Deployment = own,
-                       above: int | None = above) -> tuple[Any, ...]:
-            if above is None:
-                return (False, 0.0, distinct[k] == own, -k)
-            return (_allocation(distinct[k]) == _allocation(distinct[above]), scores[i + 1][k],
-                    distinct[k] == own, -k)
-
-        picks[i] = max(tied, key=preference)
-    rows = [{"band": i, "rate_hz": b.rate_hz, "candidate": k, "deployment": hinted[i][k].label(),
-             "score": scores[i][k], "own": distinct[k] == b.deployment.with_(rate_hint_hz=None),
+        tied = [k for k in range(len(candidates)) if scores[i][k] >= top - tie_frac * abs(top)]
+        picks[i] = max(tied, key=partial(_preference, candidates, scores, picks.get(i + 1), i,
+                                         bands[i]))
+    rows = [{"band": i, "rate_hz": b.rate_hz, "candidate": k, "deployment": d.label(),
+             "told_hz": d.rate_hint_hz, "score": scores[i][k], "own": d == b.deployment,
              "chosen": k == picks[i]}
-            for i, b in enumerate(bands) for k in range(len(distinct))]
-    chosen = tuple(Band(rate_hz=b.rate_hz, deployment=hinted[i][picks[i]]) for i, b in enumerate(bands))
+            for i, b in enumerate(bands) for k, d in enumerate(candidates)]
+    chosen = tuple(Band(rate_hz=b.rate_hz, deployment=candidates[picks[i]]) for i, b in enumerate(bands))
     return PlanTable(chosen), rows
+
+
+def _preference(candidates: list[Deployment], scores: list[list[float]], above: int | None, i: int,
+                band: Band, k: int) -> tuple[Any, ...]:
+    """Candidate ``k``'s rank among band ``i``'s tied ones (greater wins; see :func:`cross_check`)."""
+    d = candidates[k]
+    nearness = 0.0 if d.rate_hint_hz is None else -abs(d.rate_hint_hz - band.rate_hz)
+    if above is None:
+        return (False, False, 0.0, d == band.deployment, nearness, -k)
+    return (k == above, _allocation(d) == _allocation(candidates[above]), scores[i + 1][k],
+            d == band.deployment, nearness, -k)
 
 
 def _allocation(d: Deployment) -> tuple[Any, ...]:

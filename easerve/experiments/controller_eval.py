@@ -3,9 +3,11 @@
 The online-controller section of ``easerve reproduce``
 (:func:`easerve.experiments.reproduce._controller_shift`'s study) without the
 rest of the evaluation: HAS at 1, 2 and 3 req/s with the run's settings
-(full or ``--quick``: trials, requests and streams per trial, seed 0, as the
-reproduce chooser makes them), cross-checked (each band keeps the best of
-the table at its rate on fresh one-segment streams; the scores are printed),
+(full or ``--quick``: trials and streams per trial, seed 0), each band
+searched on streams one segment long (``--sweep-streams``: on the goodput
+sweep's, the run's requests per trial), cross-checked (each band keeps the
+best of the table's deployments, each told each band's rate, at its rate on
+fresh one-segment streams; the scores are printed),
 then the four systems on the rate shift
 (:mod:`easerve.experiments.shift_control`), printed as the systems table, the
 attainment per segment and the decisions. The numbers in docs/controller.md
@@ -22,7 +24,12 @@ import pandas as pd
 from easerve.experiments.choose import choose
 from easerve.experiments.reproduce import FULL, QUICK, SHIFT_SHAPE
 from easerve.experiments.setup import load_setup
-from easerve.experiments.shift_control import controller_shift, cross_checked_table, throughput_ceiling
+from easerve.experiments.shift_control import (
+    controller_shift,
+    cross_checked_table,
+    phase_plan_table,
+    throughput_ceiling,
+)
 from easerve_core.controller import Band, PlanTable
 
 
@@ -31,9 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the quick run's sizes")
     parser.add_argument("--ceiling", action="store_true",
                         help="only the throughput ceiling: HAS's grid at 4 req/s (docs/controller.md)")
-    parser.add_argument("--phase-streams", action="store_true",
-                        help="search each band on streams one segment long (rate x segment), "
-                             "not on the run's HAS streams")
+    parser.add_argument("--sweep-streams", action="store_true",
+                        help="search each band on the goodput sweep's HAS streams (the run's "
+                             "requests per trial), not on streams one segment long")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     image = load_setup("image", anchored=True)
@@ -45,20 +52,27 @@ def main(argv: list[str] | None = None) -> int:
     nominal, timeline_s = plan.nominal_rate_hz, plan.scale.timeline_s
     rates = sorted({nominal * f for f in SHIFT_SHAPE} | {nominal})
     segment_s = timeline_s / 4
-    table = PlanTable(tuple(
-        Band(rate_hz=r, deployment=choose(
-            image, rate_hz=r, trials=plan.has_trials, num_samples=plan.has_samples,
-            num_requests=round(r * segment_s) if args.phase_streams else plan.has_requests).deployment)
-        for r in rates))
+    if args.sweep_streams:
+        table = PlanTable(tuple(
+            Band(rate_hz=r, deployment=choose(image, rate_hz=r, trials=plan.has_trials,
+                                              num_samples=plan.has_samples,
+                                              num_requests=plan.has_requests).deployment)
+            for r in rates))
+    else:
+        table = phase_plan_table(image, rates, segment_s=segment_s, trials=plan.has_trials,
+                                 num_samples=plan.has_samples)
     for band in table.bands:
         print(f"HAS band {band.rate_hz:g} req/s: {band.deployment.label()}")
+    has_table = table
     table, scores = cross_checked_table(image, table, segment_s=segment_s)
     with pd.option_context("display.width", 250):
-        print(scores.pivot(index="deployment", columns="rate_hz", values="score").round(3).to_string())
+        pivot = scores.pivot(index=["deployment", "told_hz"], columns="rate_hz", values="score")
+        print(pivot.round(3).to_string())
     for band in table.bands:
-        print(f"band {band.rate_hz:g} req/s: {band.deployment.label()}")
+        print(f"band {band.rate_hz:g} req/s: {band.deployment.label()} told {band.deployment.rate_hint_hz}")
     out = controller_shift(image, table, mean_rate_hz=nominal, num_requests=int(nominal * timeline_s),
-                           segment_s=segment_s, bin_s=segment_s / 6, shape=SHIFT_SHAPE)
+                           segment_s=segment_s, bin_s=segment_s / 6, shape=SHIFT_SHAPE,
+                           has_table=has_table)
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(out["systems"].drop(columns=["start"]).round(3).to_string(index=False))
         print(out["phases"].pivot(index="system", columns="segment", values="attainment")

@@ -26,12 +26,14 @@ def _controller_section(t: Mapping[str, pd.DataFrame]) -> list[str]:
     phases = phases.reindex(t["controller_shift"]["system"]).reset_index()
     return [
         "## Online controller on the rate shift (LLaVA-34B, 1 and 3 req/s alternating)",
-        "Static HAS at the mean and at the peak rate, an oracle that moves to each segment's HAS "
-        "deployment at its first instant (paying drain and reconfiguration), and the online "
-        "controller on the same plan table (docs/controller.md): HAS at each band's rate, then "
-        "cross-checked (each band keeps the best of the table's deployments at its rate on fresh "
-        "streams one segment long; a tie within 2% keeps the band above's allocation, then goes to "
-        "the one with more headroom).",
+        "Static HAS at the mean and at the peak rate (HAS's own choices), an oracle that moves to "
+        "each segment's band at its first instant (paying drain and reconfiguration), and the "
+        "online controller on the same plan table (docs/controller.md): HAS at each band's rate, "
+        "searched on streams one segment long, then cross-checked (each band keeps the best of "
+        "the table's deployments, each told each band's rate, at its rate on fresh streams one "
+        "segment long; a tie within 2% keeps the band above's choice, then its allocation, then "
+        "goes to the one with more headroom). A move to a band that holds the current deployment "
+        "is no decision.",
         *_plan_table_lines(t),
         md_table(t["controller_shift"], ["system", "attainment_high", "attainment_low", "goodput_rps",
                                          "ttft_p99_s", "tpot_p99_s", "gpu_s_per_request",
@@ -46,12 +48,19 @@ def _plan_table_lines(t: Mapping[str, pd.DataFrame]) -> list[str]:
     scores = t.get("controller_plan_table")
     if scores is None or scores.empty:
         return []
-    grid = scores.pivot(index="deployment", columns="rate_hz", values="score")
+    scores = scores.assign(told=[_told(v) for v in scores["told_hz"]]) if "told_hz" in scores else \
+        scores.assign(told="—")
+    grid = scores.pivot(index=["deployment", "told"], columns="rate_hz", values="score")
     grid.columns = [f"goodput at {c:g} req/s" for c in grid.columns]
     chosen = scores[scores["chosen"].astype(bool)].sort_values("band")
-    picks = "; ".join(f"{r:g} req/s: {d}"
-                      for r, d in zip(chosen["rate_hz"], chosen["deployment"], strict=True))
+    picks = "; ".join(f"{r:g} req/s: {d} told {told}" for r, d, told in
+                      zip(chosen["rate_hz"], chosen["deployment"], chosen["told"], strict=True))
     return [md_table(grid.reset_index()), f"Bands after the cross-check: {picks}."]
+
+
+def _told(hint: Any) -> str:
+    """A candidate's rate hint as the report prints it (a fixed batcher has none)."""
+    return "—" if hint is None or hint != hint else f"{float(hint):g} req/s"
 
 
 def md_table(frame: pd.DataFrame, columns: Sequence[str] | None = None, digits: int = 3) -> str:

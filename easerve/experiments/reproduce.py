@@ -38,7 +38,6 @@ from easerve.experiments.choose import BASELINES, convergence
 from easerve.experiments.headline import PEAK_KEYS, Chooser, clip_length_whatif, headline_sweep, peaks_by_slo
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.setup import Setup, load_setup
-from easerve_core.controller import Band, PlanTable
 from easerve_core.has.space import GRID_BATCHES
 from easerve_core.parallel import Backend, BackendSettings, open_backend
 
@@ -214,7 +213,7 @@ def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
     figures.rate_shift_plot(bins, out / "rate_shift.png")
 
     log("online controller on the rate shift (LLaVA-34B)")
-    tables.update(_controller_shift(image, chooser, plan, backend, out))
+    tables.update(_controller_shift(image, plan, backend, out))
 
     log("SM-sharing ablation (audio)")
     # the paper's ablation fixes s = 0.55 on one deployment; ours is the example config's
@@ -237,16 +236,17 @@ def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
     return tables
 
 
-def _controller_shift(image: Setup, chooser: Chooser, plan: Plan, backend: Backend,
-                      out: Path) -> dict[str, pd.DataFrame]:
+def _controller_shift(image: Setup, plan: Plan, backend: Backend, out: Path) -> dict[str, pd.DataFrame]:
     """The rate-shift study run by static, oracle and controller (docs/controller.md): the plan
-    table is HAS at each segment's rate and the mean, the choices the goodput sweep made,
-    cross-checked on fresh one-segment streams (the scores: ``controller_plan_table``)."""
+    table is HAS at each segment's rate and the mean under the run's HAS budget, each band
+    searched on streams one segment long, cross-checked on fresh one-segment streams (the
+    scores: ``controller_plan_table``)."""
     nominal, segment_s = plan.nominal_rate_hz, plan.scale.timeline_s / 4
     rates = sorted({nominal * f for f in SHIFT_SHAPE} | {nominal})
-    table = PlanTable(tuple(Band(rate_hz=r, deployment=chooser("image", r).deployment) for r in rates))
-    table, scores = shift_control.cross_checked_table(image, table, segment_s=segment_s)
-    shift = shift_control.controller_shift(image, table, mean_rate_hz=nominal,
+    table = shift_control.phase_plan_table(image, rates, segment_s=segment_s, trials=plan.has_trials,
+                                           num_samples=plan.has_samples, backend=backend)
+    checked, scores = shift_control.cross_checked_table(image, table, segment_s=segment_s)
+    shift = shift_control.controller_shift(image, checked, has_table=table, mean_rate_hz=nominal,
                                            num_requests=int(nominal * plan.scale.timeline_s),
                                            segment_s=segment_s, bin_s=segment_s / 6, shape=SHIFT_SHAPE,
                                            backend=backend)

@@ -164,9 +164,11 @@ def requests_for(setup: Setup, rate_hz: float, num_requests: int, seed: int,
 
 
 def plan_of(setup: Setup, deployment: Deployment, *, rate_hz: float, num_requests: int, seed: int = 0,
-            preset: str = "easerve", arrivals: Arrivals = Arrivals()) -> RunPlan:
-    """The plan of ``deployment`` under ``preset`` at ``rate_hz``: EAServe's batcher is told the rate."""
-    if deployment.rate_hint_hz is not None or preset == "easerve":
+            preset: str = "easerve", arrivals: Arrivals = Arrivals(), keep_hint: bool = False) -> RunPlan:
+    """The plan of ``deployment`` under ``preset`` at ``rate_hz``: EAServe's batcher is told the
+    rate (``keep_hint``: the deployment's own rate hint, when it has one, is kept)."""
+    if not (keep_hint and deployment.rate_hint_hz is not None) and (
+            deployment.rate_hint_hz is not None or preset == "easerve"):
         deployment = deployment.with_(rate_hint_hz=rate_hz)
     requests = requests_for(setup, rate_hz, num_requests, seed, arrivals)
     return replan(setup.plan, setup.profile, deployment=deployment, preset=preset, requests=requests,
@@ -175,10 +177,10 @@ def plan_of(setup: Setup, deployment: Deployment, *, rate_hz: float, num_request
 
 def run(setup: Setup, deployment: Deployment, *, rate_hz: float, num_requests: int, seed: int = 0,
         preset: str = "easerve", arrivals: Arrivals = Arrivals(),
-        options: SimOptions | None = None) -> SimResult:
-    """Simulate ``deployment`` under ``preset`` at ``rate_hz``."""
+        options: SimOptions | None = None, keep_hint: bool = False) -> SimResult:
+    """Simulate ``deployment`` under ``preset`` at ``rate_hz`` (``keep_hint``: see :func:`plan_of`)."""
     plan = plan_of(setup, deployment, rate_hz=rate_hz, num_requests=num_requests, seed=seed,
-                   preset=preset, arrivals=arrivals)
+                   preset=preset, arrivals=arrivals, keep_hint=keep_hint)
     return simulate(plan, setup.profile_for(preset), options=options or SimOptions())
 
 

@@ -4,8 +4,8 @@ The rate-shift study (:func:`easerve.experiments.studies.rate_shift`: a rate
 stepping between ``shape`` multiples of the mean, one segment each) run by
 four systems on the same requests (docs/controller.md, "Evaluation"):
 
-* ``static-mean``: the HAS deployment for the mean rate, all run long;
-* ``static-peak``: the HAS deployment for the peak rate (over-provisioned);
+* ``static-mean``: HAS's deployment for the mean rate, all run long;
+* ``static-peak``: HAS's deployment for the peak rate (over-provisioned);
 * ``oracle``: knows each segment's rate in advance and moves to its band at
   the segment's first instant (:class:`~easerve_core.controller.ScriptedController`),
   paying the re-role (drain and reconfiguration) inside the segment;
@@ -13,10 +13,13 @@ four systems on the same requests (docs/controller.md, "Evaluation"):
   default settings unless given) on the same plan table, starting on the
   mean-rate band, as the static system does.
 
-The plan table holds one HAS deployment per band (the caller's: the
-evaluation's chooser at each segment rate and the mean), cross-checked
-(:func:`cross_checked_table`: each band keeps the best of the table's
-deployments at its rate, on fresh streams one segment long). Re-roles cost
+The plan table holds one HAS deployment per band (:func:`phase_plan_table`:
+HAS at each segment rate and the mean, searched on streams one segment
+long), cross-checked (:func:`cross_checked_table`: each band keeps the best
+of the table's deployments, each told each band's rate, at its rate on
+fresh streams one segment long). The static systems run HAS's own choices
+(the table before the cross-check), as a user without the controller's
+planner would deploy them. Re-roles cost
 :class:`calibration.reconfig.ReconfigurationCost` of the setup's model and GPU.
 Each system is one task on the backend.
 """
@@ -31,9 +34,10 @@ import numpy as np
 import pandas as pd
 
 from calibration.reconfig import ReconfigurationCost
+from easerve.experiments.choose import choose
 from easerve.experiments.setup import Arrivals, Setup, requests_for, run
 from easerve_core import Request
-from easerve_core.controller import Controller, ControllerSettings, PlanTable, ScriptedController
+from easerve_core.controller import Band, Controller, ControllerSettings, PlanTable, ScriptedController
 from easerve_core.has import SearchSpace
 from easerve_core.has.screen import screen
 from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
@@ -47,18 +51,32 @@ SHIFT_SYSTEMS = ("static-mean", "static-peak", "oracle", "controller")
 CROSS_CHECK_SEEDS = (2000, 2001)
 
 
+def phase_plan_table(setup: Setup, rates_hz: Sequence[float], *, segment_s: float, trials: int,
+                     num_samples: int = 1, seed: int = 0, backend: Backend = IN_PROCESS) -> PlanTable:
+    """HAS at each of ``rates_hz`` (:func:`~easerve.experiments.choose.choose`, ``trials`` TPE
+    trials), each band searched on ``num_samples`` streams one segment long (``rate x
+    segment_s`` requests): a band's deployment serves a phase, and an overloaded phase's queue
+    grows over all of it, which a shorter stream does not show. One study per task."""
+    tasks = [partial(choose, setup, rate_hz=r, trials=trials, seed=seed, num_samples=num_samples,
+                     num_requests=max(20, round(r * segment_s))) for r in rates_hz]
+    choices = run_tasks(backend, tasks)
+    return PlanTable(tuple(Band(rate_hz=r, deployment=c.deployment)
+                           for r, c in zip(rates_hz, choices, strict=True)))
+
+
 def cross_checked_table(setup: Setup, table: PlanTable, *, segment_s: float,
                         seeds: Sequence[int] = CROSS_CHECK_SEEDS, tier: str = "moderate"
                         ) -> tuple[PlanTable, pd.DataFrame]:
     """:func:`easerve_core.plan_check.cross_check` on the simulator: a deployment's score at a
-    rate is its mean goodput (``tier``) over ``seeds``' streams of one segment at that rate.
-    Returns the table and the scores (one row per band and candidate)."""
+    rate is its mean goodput (``tier``) over ``seeds``' streams of one segment at that rate, its
+    batcher told the rate hint it carries. Returns the table and the scores (one row per band
+    and candidate)."""
     slo = setup.slos[tier]
 
     def score(deployment: Any, rate_hz: float) -> float:
         n = max(20, round(rate_hz * segment_s))
-        return float(np.mean([run(setup, deployment, rate_hz=rate_hz, num_requests=n, seed=seed)
-                              .summary(slo).goodput_rps for seed in seeds]))
+        return float(np.mean([run(setup, deployment, rate_hz=rate_hz, num_requests=n, seed=seed,
+                                  keep_hint=True).summary(slo).goodput_rps for seed in seeds]))
 
     checked, rows = cross_check(table, score)
     return checked, pd.DataFrame(rows)
@@ -67,19 +85,30 @@ def cross_checked_table(setup: Setup, table: PlanTable, *, segment_s: float,
 def controller_shift(setup: Setup, table: PlanTable, *, mean_rate_hz: float, num_requests: int,
                      segment_s: float, bin_s: float, seed: int = 0,
                      shape: Sequence[float] = (0.5, 1.5, 0.5, 1.5),
-                     settings: ControllerSettings | None = None,
+                     settings: ControllerSettings | None = None, has_table: PlanTable | None = None,
                      backend: Backend = IN_PROCESS) -> dict[str, pd.DataFrame]:
     """The four systems on one stream: ``systems`` (one row each), ``phases`` (system x
     segment), ``bins`` (system x arrival-time bin) and ``decisions`` (the controller's and
-    the oracle's moves)."""
+    the oracle's moves). The oracle and the controller run ``table``; the static systems
+    ``has_table``'s bands when given (HAS's own choices, before the cross-check), else
+    ``table``'s."""
     schedule = tuple((segment_s, mean_rate_hz * f) for f in shape)
     requests = tuple(requests_for(setup, mean_rate_hz, num_requests, seed, Arrivals(schedule=schedule)))
-    tasks = [partial(_system, setup, table, name, requests, seed=seed, mean_rate_hz=mean_rate_hz,
+    tasks = [partial(_system, setup, (has_table or table) if name.startswith("static") else table, name,
+                     requests, seed=seed, mean_rate_hz=mean_rate_hz,
                      segment_s=segment_s, bin_s=bin_s, shape=tuple(shape), settings=settings)
              for name in SHIFT_SYSTEMS]
     outs = run_tasks(backend, tasks)
-    return {key: pd.DataFrame([row for out in outs for row in out[key]])
-            for key in ("systems", "phases", "bins", "decisions")}
+    frames = {key: pd.DataFrame([row for out in outs for row in out[key]])
+              for key in ("systems", "phases", "bins", "decisions")}
+    if frames["decisions"].empty:  # no system moved: the columns still say what a move holds
+        frames["decisions"] = pd.DataFrame(columns=list(DECISION_COLUMNS))
+    return frames
+
+
+#: one row of ``controller_shift``'s ``decisions``
+DECISION_COLUMNS = ("system", "at_s", "from_band", "band", "reason", "rate_hz", "deployment", "gpus_moved",
+                    "last_ready_s")
 
 
 def _plan_rates(mean_rate_hz: float, shape: Sequence[float]) -> tuple[float, float, float]:
@@ -145,8 +174,8 @@ def _rows(name: str, result: Any, setup: Setup, table: PlanTable, start: int, *,
     bins = [{"system": name, "bin_s": float(b), "offered_rate_hz": float(g["offered_rate_hz"].iloc[0]),
              "attainment": float(g["meets"].mean()), "ttft_p99_s": _p99(g["ttft_s"])}
             for b, g in rec.groupby("bin_s")]
-    keys = ("at_s", "from_band", "band", "reason", "rate_hz", "deployment", "gpus_moved")
-    decisions = [{"system": name, **{k: d[k] for k in keys}, "last_ready_s": _last_ready(meta, d)}
+    decisions = [{"system": name, **{k: d[k] for k in DECISION_COLUMNS[1:-1]},
+                  "last_ready_s": _last_ready(meta, d)}
                  for d in meta["decisions"]]
     return {"systems": systems, "phases": phases, "bins": bins, "decisions": decisions}
 
