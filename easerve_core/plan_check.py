@@ -16,7 +16,8 @@ from easerve_core.deployment import Deployment, SMSharing
 
 
 def cross_check(table: PlanTable, score: Callable[[Deployment, float], float], *,
-                tie_frac: float = 0.02) -> tuple[PlanTable, list[dict[str, Any]]]:
+                tie_frac: float = 0.02, fewer_gpus_first: bool = False
+                ) -> tuple[PlanTable, list[dict[str, Any]]]:
     """The table with every band holding the best, at its own rate, of the table's deployments.
 
     HAS plans each band on its own search streams; a deployment planned for
@@ -37,8 +38,10 @@ def cross_check(table: PlanTable, score: Callable[[Deployment, float], float], *
     candidate with its allocation (the move re-roles no GPU), to the one that
     scores best at the band above's rate (headroom for a controller that
     reacts late), to the band's own deployment, to the one told the rate
-    nearest the band's, and to the earlier candidate. Returns the new table
-    and one row per band and candidate.
+    nearest the band's, and to the earlier candidate; with
+    ``fewer_gpus_first`` (a table planned for the fewest GPUs that serve
+    each band), first of all to the candidate on the fewest GPUs. Returns
+    the new table and one row per band and candidate.
     """
     checks.fraction("tie_frac", tie_frac)
     bands = table.bands
@@ -51,11 +54,12 @@ def cross_check(table: PlanTable, score: Callable[[Deployment, float], float], *
     for i in reversed(range(len(bands))):
         top = max(scores[i])
         tied = [k for k in range(len(candidates)) if scores[i][k] >= top - tie_frac * abs(top)]
-        picks[i] = max(tied, key=partial(_preference, candidates, scores, picks.get(i + 1), i,
-                                         bands[i]))
+        rank = partial(_preference, candidates, scores, picks.get(i + 1), i, bands[i])
+        picks[i] = max(tied, key=(lambda k, rank=rank: (-candidates[k].num_gpus, rank(k)))
+                       if fewer_gpus_first else rank)
     rows = [{"band": i, "rate_hz": b.rate_hz, "candidate": k, "deployment": d.label(),
-             "told_hz": d.rate_hint_hz, "score": scores[i][k], "own": d == b.deployment,
-             "chosen": k == picks[i]}
+             "told_hz": d.rate_hint_hz, "num_gpus": d.num_gpus, "score": scores[i][k],
+             "own": d == b.deployment, "chosen": k == picks[i]}
             for i, b in enumerate(bands) for k, d in enumerate(candidates)]
     chosen = tuple(Band(rate_hz=b.rate_hz, deployment=candidates[picks[i]]) for i, b in enumerate(bands))
     return PlanTable(chosen), rows

@@ -75,9 +75,17 @@ class Choice:
     exhaustive: bool = False
 
 
-def _space(setup: Setup, rate_hz: float, tier: str) -> tuple[ScreenReport, SearchSpace]:
+def _space(setup: Setup, rate_hz: float, tier: str, num_gpus: int | None = None
+           ) -> tuple[ScreenReport, SearchSpace]:
+    allocations = None
+    if num_gpus is not None:  # allocations of exactly that many of the cluster's GPUs
+        cluster = replace(setup.plan.cluster, num_gpus=num_gpus)
+        need = memory_need(typical_shape(setup.mix))
+        allocations = enumerate_allocations(setup.profile, cluster, need=need)
+        if not allocations:
+            raise ValueError(f"no allocation of {num_gpus} x {cluster.gpu} fits in memory")
     report = screen(setup.profile, setup.plan.cluster, setup.mix, rate_hz=rate_hz,
-                    slo=setup.slos[tier])
+                    slo=setup.slos[tier], allocations=allocations)
     base = setup.deployment.with_(rate_hint_hz=rate_hz)
     return report, SearchSpace(allocations=report.survivor_allocations, base=base)
 
@@ -113,9 +121,10 @@ def _study(setup: Setup, space: SearchSpace, *, rate_hz: float, tier: str, sampl
 
 def choose(setup: Setup, *, rate_hz: float, tier: str = "moderate", trials: int = 30,
            seed: int = 0, num_requests: int = 250, num_samples: int = 1,
-           storage: str | None = None) -> Choice:
-    """The TPE-chosen EAServe deployment for ``setup`` at ``rate_hz`` (or the next feasible rate)."""
-    return _on_ladder(setup, partial(_space, setup, tier=tier), system=DEFAULT_PRESET,
+           storage: str | None = None, num_gpus: int | None = None) -> Choice:
+    """The TPE-chosen EAServe deployment for ``setup`` at ``rate_hz`` (or the next feasible rate);
+    ``num_gpus``: on that many of the cluster's GPUs (the others idle), not all of them."""
+    return _on_ladder(setup, partial(_space, setup, tier=tier, num_gpus=num_gpus), system=DEFAULT_PRESET,
                       rate_hz=rate_hz, tier=tier, trials=trials, seed=seed,
                       num_requests=num_requests, num_samples=num_samples, storage=storage)
 

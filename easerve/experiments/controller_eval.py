@@ -22,11 +22,14 @@ import sys
 import pandas as pd
 
 from easerve.experiments.choose import choose
-from easerve.experiments.reproduce import FULL, QUICK, SHIFT_SHAPE
+from easerve.experiments.paper import MODALITIES
+from easerve.experiments.reproduce import FULL, QUICK, SHIFT_SHAPE, Plan
 from easerve.experiments.setup import load_setup
+from easerve.experiments.shape_control import controller_shapes
 from easerve.experiments.shift_control import (
     controller_shift,
     cross_checked_table,
+    frugal_plan_table,
     phase_plan_table,
     throughput_ceiling,
 )
@@ -41,8 +44,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep-streams", action="store_true",
                         help="search each band on the goodput sweep's HAS streams (the run's "
                              "requests per trial), not on streams one segment long")
+    parser.add_argument("--frugal", action="store_true",
+                        help="also the GPU-frugal planner's oracle and controller (each band on the "
+                             "fewest GPUs that serve it)")
+    parser.add_argument("--shapes", metavar="MODELS", nargs="?", const="image,audio,video",
+                        help="the four traffic shapes instead, on these paper models "
+                             "(default image,audio,video; docs/controller.md)")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
+    if args.shapes is not None:
+        return _shapes(plan, args.shapes.split(","))
     image = load_setup("image", anchored=True)
     if args.ceiling:
         ceiling = throughput_ceiling(image, need_rps=2.77, rate_hz=4.0)
@@ -70,13 +81,43 @@ def main(argv: list[str] | None = None) -> int:
         print(pivot.round(3).to_string())
     for band in table.bands:
         print(f"band {band.rate_hz:g} req/s: {band.deployment.label()} told {band.deployment.rate_hint_hz}")
+    frugal = None
+    if args.frugal:
+        frugal, counts = frugal_plan_table(image, rates, segment_s=segment_s, trials=plan.has_trials,
+                                           num_samples=plan.has_samples)
+        print(counts.round(3).to_string(index=False))
+        frugal, _ = cross_checked_table(image, frugal, segment_s=segment_s, fewer_gpus_first=True)
+        for band in frugal.bands:
+            print(f"frugal band {band.rate_hz:g} req/s: {band.deployment.label()} told "
+                  f"{band.deployment.rate_hint_hz} ({band.deployment.num_gpus} GPUs)")
     out = controller_shift(image, table, mean_rate_hz=nominal, num_requests=int(nominal * timeline_s),
                            segment_s=segment_s, bin_s=segment_s / 6, shape=SHIFT_SHAPE,
-                           has_table=has_table)
+                           has_table=has_table, frugal_table=frugal)
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(out["systems"].drop(columns=["start"]).round(3).to_string(index=False))
         print(out["phases"].pivot(index="system", columns="segment", values="attainment")
               .reindex(out["systems"]["system"]).round(3).to_string())
+        print(out["decisions"].round(2).to_string(index=False))
+    return 0
+
+
+def _shapes(plan: Plan, modalities: list[str]) -> int:
+    unknown = sorted(set(modalities) - set(MODALITIES))
+    if unknown:
+        print(f"controller_eval: error: --shapes: unknown model(s) {', '.join(unknown)}; "
+              f"known: {', '.join(MODALITIES)}", file=sys.stderr)
+        return 2
+    setups = {m: load_setup(m, anchored=True) for m in modalities}
+    out = controller_shapes(setups, timeline_s=plan.scale.timeline_s, trials=plan.has_trials,
+                            num_samples=plan.has_samples)
+    cols = ["modality", "mean_rate_hz", "shape", "system", "attainment_high", "attainment_low",
+            "attainment", "goodput_rps", "ttft_p99_s", "tpot_p99_s", "gpu_s_per_request",
+            "busy_gpu_s_per_request", "decisions", "gpus_moved"]
+    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_rows", 200):
+        chosen = out["plan_tables"][out["plan_tables"]["chosen"].astype(bool)]
+        print(chosen[["modality", "rate_hz", "deployment", "told_hz", "score"]].round(3)
+              .to_string(index=False))
+        print(out["systems"][cols].round(3).to_string(index=False))
         print(out["decisions"].round(2).to_string(index=False))
     return 0
 

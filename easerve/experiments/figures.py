@@ -116,7 +116,7 @@ def rate_shift_plot(bins: pd.DataFrame, path: Path) -> Path:
 
 #: the online-controller study's systems and their colours
 SHIFT_COLOURS = {"static-mean": "tab:blue", "static-peak": "tab:green", "oracle": "tab:purple",
-                 "controller": "tab:red"}
+                 "controller": "tab:red", "oracle/frugal": "tab:pink", "controller/frugal": "tab:orange"}
 
 
 def controller_shift_plot(bins: pd.DataFrame, decisions: pd.DataFrame, path: Path) -> Path:
@@ -134,6 +134,32 @@ def controller_shift_plot(bins: pd.DataFrame, decisions: pd.DataFrame, path: Pat
                         color=colour, alpha=0.6)
     fig.legend(loc="lower left", fontsize=7)
     return _save(fig, path)
+
+
+def controller_shapes_plot(bins: pd.DataFrame, path: Path) -> Path:
+    """One panel per model (rows) and traffic shape (columns): the offered rate per arrival-time
+    bin and each system's SLO attainment in it."""
+    models, shapes = list(dict.fromkeys(bins["modality"])), list(dict.fromkeys(bins["shape"]))
+    fig, axes = plt.subplots(len(models), len(shapes), figsize=(3.4 * len(shapes), 2.6 * len(models)),
+                             squeeze=False)
+    handles: list[Any] = []
+    for (i, model), (j, shape) in itertools.product(enumerate(models), enumerate(shapes)):
+        ax, rows = axes[i][j], bins[(bins["modality"] == model) & (bins["shape"] == shape)]
+        first = rows[rows["system"] == rows["system"].iloc[0]]
+        ax.step(first["bin_s"], first["offered_rate_hz"], where="post", color="grey", label="offered rate")
+        ax.set(title=f"{model}: {shape}", xlabel="arrival time (s)", ylabel="req/s")
+        right = ax.twinx()
+        right.set(ylim=(0, 1.05))
+        for system, g in rows.groupby("system", sort=False):
+            right.plot(g["bin_s"], g["attainment"], marker=".", ms=3, color=SHIFT_COLOURS.get(str(system)),
+                       label=f"{system} attainment")
+        if not handles:
+            handles = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
 
 
 def convergence_plot(conv: pd.DataFrame, path: Path, *, grid_best: dict[str, float]) -> Path:

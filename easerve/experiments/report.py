@@ -35,12 +35,57 @@ def _controller_section(t: Mapping[str, pd.DataFrame]) -> list[str]:
         "goes to the one with more headroom). A move to a band that holds the current deployment "
         "is no decision.",
         *_plan_table_lines(t),
+        *_frugal_lines(t),
         md_table(t["controller_shift"], ["system", "attainment_high", "attainment_low", "goodput_rps",
                                          "ttft_p99_s", "tpot_p99_s", "gpu_s_per_request",
                                          "busy_gpu_s_per_request", "decisions", "gpus_moved"]),
         md_table(phases),
         "![controller shift](controller_shift.png)",
     ]
+
+
+def _controller_shapes_section(t: Mapping[str, pd.DataFrame]) -> list[str]:
+    """The controller on four traffic shapes, for each model: four systems per shape."""
+    if "controller_shapes" not in t:
+        return []
+    systems, scores = t["controller_shapes"], t.get("controller_shapes_plan_tables")
+    lines = [
+        "## Online controller on four traffic shapes",
+        "Each model's cluster offered a step, a spike, a diurnal sine and a slow drift between half "
+        "and 1.5 times a mean rate m, two thirds of what the screen says the model's best allocation "
+        "carries (docs/controller.md, \"Traffic shapes\"). The plan table is HAS at 0.5 m, m and "
+        "1.5 m, searched and cross-checked as the rate shift's; static systems run HAS's own choices "
+        "at m and 1.5 m; the oracle moves at each phase (a run of 5 s grid times the table plans for "
+        "with one band). High phases: the offered rate above m.",
+    ]
+    if scores is not None and not scores.empty:
+        chosen = scores[scores["chosen"].astype(bool)]
+        lines.append("Bands after the cross-check: " + "; ".join(
+            f"{m} {r:g} req/s: {d} told {_told(h)}" for m, r, d, h in
+            zip(chosen["modality"], chosen["rate_hz"], chosen["deployment"], chosen["told_hz"],
+                strict=True)) + ".")
+    lines += [
+        md_table(systems, ["modality", "mean_rate_hz", "shape", "system", "attainment_high",
+                           "attainment_low", "goodput_rps", "ttft_p99_s", "tpot_p99_s",
+                           "gpu_s_per_request", "busy_gpu_s_per_request", "decisions", "gpus_moved"]),
+        "![controller shapes](controller_shapes.png)",
+    ]
+    return lines
+
+
+def _frugal_lines(t: Mapping[str, pd.DataFrame]) -> list[str]:
+    """The GPU-frugal planner's bands (each on the fewest GPUs that serve it), when it ran."""
+    scores = t.get("controller_frugal_plan_table")
+    if scores is None or scores.empty:
+        return []
+    chosen = scores[scores["chosen"].astype(bool)].sort_values("band")
+    return ["The GPU-frugal planner (rows `oracle/frugal`, `controller/frugal`): HAS on every GPU "
+            "count of the cluster at each band's rate, each band on the fewest GPUs within 2% of the "
+            "best count's goodput (`controller_frugal_counts.csv`), cross-checked with the fewest "
+            "GPUs first among ties; the other GPUs are released. Bands: " + "; ".join(
+                f"{r:g} req/s: {d} told {_told(h)} ({int(n)} GPUs)" for r, d, h, n in
+                zip(chosen["rate_hz"], chosen["deployment"], chosen["told_hz"], chosen["num_gpus"],
+                    strict=True)) + "."]
 
 
 def _plan_table_lines(t: Mapping[str, pd.DataFrame]) -> list[str]:
@@ -334,6 +379,7 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping[st
         md_table(t["rate_shift"]),
         "![rate shift](rate_shift.png)",
         *_controller_section(t),
+        *_controller_shapes_section(t),
         "## SM-sharing ablation (audio, 10 req/s, s = 0.55)",
         "Paper (throughput req/s / P99 TTFT s / P99 TPOT s): dynamic 5.21 / 36.7 / 0.167, "
         "static 5.07 / 40.7 / 0.203, time-slice 4.78 / 43.7 / 0.236.",

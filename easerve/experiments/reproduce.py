@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from easerve.experiments import figures, report, shift_control, studies
+from easerve.experiments import figures, report, shape_control, shift_control, studies
 from easerve.experiments.choose import BASELINES, convergence
 from easerve.experiments.headline import PEAK_KEYS, Chooser, clip_length_whatif, headline_sweep, peaks_by_slo
 from easerve.experiments.paper import MODALITIES
@@ -65,13 +65,18 @@ class Plan:
     #: the free-in-step-encoder sensitivity tunes the vLLM-like engine on its own setups; False
     #: reuses the headline's vLLM-like choices (tuned with the encoder-call cost)
     free_encoder_own_choices: bool = True
+    #: the controller study runs the GPU-frugal planner's oracle and controller too
+    controller_frugal: bool = True
+    #: the paper models the controller's traffic-shape study runs on
+    shape_models: tuple[str, ...] = ("image", "audio", "video")
 
 
 #: the quick run's convergence study: one seed, and a grid of every other B (2, 8, 32: half the
 #: grid's points; at the quick settings its best is within 0.03% of the full grid's for all three
 #: models, measured 2026-12-01; docs/scaling.md)
 QUICK = Plan(scale=studies.QUICK, has_trials=12, has_requests=150, convergence_seeds=(0,),
-             grid_batches=(2, 8, 32), clip_scales=(1.0,), residual_variant=False,
+             grid_batches=(2, 8, 32), clip_scales=(1.0,), residual_variant=False, shape_models=("image",),
+             controller_frugal=False,
              free_encoder_own_choices=False)
 FULL = Plan(scale=studies.FULL, has_trials=30, has_requests=500, convergence_seeds=(0, 1, 2, 3, 4),
             has_samples=2)
@@ -120,6 +125,9 @@ def cuts(plan: Plan, full: Plan = FULL) -> list[str]:
          int(full.residual_variant)),
         ("HAS searches of the free-in-step-encoder sensitivity (0: the headline's vLLM-like "
          "choices reused)", int(plan.free_encoder_own_choices), int(full.free_encoder_own_choices)),
+        ("models in the controller's traffic-shape study", len(plan.shape_models), len(full.shape_models)),
+        ("GPU-frugal planner in the controller study", int(plan.controller_frugal),
+         int(full.controller_frugal)),
     ]
     return [f"{what}: {ours:g} (full run: {theirs:g})" for what, ours, theirs in pairs if ours != theirs]
 
@@ -215,6 +223,9 @@ def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
     log("online controller on the rate shift (LLaVA-34B)")
     tables.update(_controller_shift(image, plan, backend, out))
 
+    log(f"online controller on four traffic shapes ({', '.join(plan.shape_models)})")
+    tables.update(_controller_shapes(setups, plan, backend, out))
+
     log("SM-sharing ablation (audio)")
     # the paper's ablation fixes s = 0.55 on one deployment; ours is the example config's
     tables["sm_ablation"] = studies.sm_ablation(
@@ -246,13 +257,35 @@ def _controller_shift(image: Setup, plan: Plan, backend: Backend, out: Path) -> 
     table = shift_control.phase_plan_table(image, rates, segment_s=segment_s, trials=plan.has_trials,
                                            num_samples=plan.has_samples, backend=backend)
     checked, scores = shift_control.cross_checked_table(image, table, segment_s=segment_s)
-    shift = shift_control.controller_shift(image, checked, has_table=table, mean_rate_hz=nominal,
+    frugal, tables = None, {}
+    if plan.controller_frugal:
+        frugal, counts = shift_control.frugal_plan_table(image, rates, segment_s=segment_s,
+                                                         trials=plan.has_trials,
+                                                         num_samples=plan.has_samples, backend=backend)
+        frugal, frugal_scores = shift_control.cross_checked_table(image, frugal, segment_s=segment_s,
+                                                                  fewer_gpus_first=True)
+        tables = {"controller_frugal_counts": counts, "controller_frugal_plan_table": frugal_scores}
+    shift = shift_control.controller_shift(image, checked, has_table=table, frugal_table=frugal,
+                                           mean_rate_hz=nominal,
                                            num_requests=int(nominal * plan.scale.timeline_s),
                                            segment_s=segment_s, bin_s=segment_s / 6, shape=SHIFT_SHAPE,
                                            backend=backend)
     figures.controller_shift_plot(shift["bins"], shift["decisions"], out / "controller_shift.png")
     return {"controller_shift": shift["systems"], "controller_shift_phases": shift["phases"],
-            "controller_shift_decisions": shift["decisions"], "controller_plan_table": scores}
+            "controller_shift_decisions": shift["decisions"], "controller_plan_table": scores, **tables}
+
+
+def _controller_shapes(setups: dict[str, Setup], plan: Plan, backend: Backend,
+                       out: Path) -> dict[str, pd.DataFrame]:
+    """The controller against static and oracle on step, spike, diurnal and drift traffic
+    (docs/controller.md, "Traffic shapes"), each model's plan table searched as the rate shift's."""
+    shapes = shape_control.controller_shapes({m: setups[m] for m in plan.shape_models},
+                                             timeline_s=plan.scale.timeline_s, trials=plan.has_trials,
+                                             num_samples=plan.has_samples, backend=backend)
+    figures.controller_shapes_plot(shapes["bins"], out / "controller_shapes.png")
+    return {"controller_shapes": shapes["systems"], "controller_shapes_phases": shapes["phases"],
+            "controller_shapes_decisions": shapes["decisions"],
+            "controller_shapes_plan_tables": shapes["plan_tables"]}
 
 
 #: the rate-shift studies' multiples of the mean rate, one segment each (1 and 3 req/s at 2)

@@ -26,7 +26,9 @@ Each system is one task on the backend.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -36,7 +38,7 @@ import pandas as pd
 from calibration.reconfig import ReconfigurationCost
 from easerve.experiments.choose import choose
 from easerve.experiments.setup import Arrivals, Setup, requests_for, run
-from easerve_core import Request
+from easerve_core import Deployment, Request
 from easerve_core.controller import Band, Controller, ControllerSettings, PlanTable, ScriptedController
 from easerve_core.has import SearchSpace
 from easerve_core.has.screen import screen
@@ -45,6 +47,7 @@ from easerve_core.plan import replan
 from easerve_core.plan_check import cross_check
 from easerve_core.slo import goodput_rps, meets_slo, tpot_s, ttft_s
 from sim import simulate
+from sim.roster import layout
 
 SHIFT_SYSTEMS = ("static-mean", "static-peak", "oracle", "controller")
 #: the cross-check's request streams: fresh, neither HAS's (1000 on) nor the evaluation's (0 on)
@@ -64,9 +67,48 @@ def phase_plan_table(setup: Setup, rates_hz: Sequence[float], *, segment_s: floa
                            for r, c in zip(rates_hz, choices, strict=True)))
 
 
+def frugal_plan_table(setup: Setup, rates_hz: Sequence[float], *, segment_s: float, trials: int,
+                      num_samples: int = 1, seed: int = 0, tie_frac: float = 0.02,
+                      backend: Backend = IN_PROCESS) -> tuple[PlanTable, pd.DataFrame]:
+    """Each band on the fewest GPUs that serve it (the GPU-frugal planner, docs/controller.md).
+
+    HAS (:func:`~easerve.experiments.choose.choose`) at each of ``rates_hz`` on
+    every GPU count of the cluster (allocations of exactly that many GPUs, the
+    others idle: released to other work), on streams one segment long, the
+    same streams for every count; a count on which no allocation carries the
+    rate (HAS would plan for a lower one) is skipped. A band takes the fewest
+    GPUs whose best goodput is within ``tie_frac`` of the best count's.
+    Returns the table and one row per band and count.
+    """
+    keys = [(r, k) for r in rates_hz for k in range(1, setup.plan.cluster.num_gpus + 1)]
+    tasks = [partial(_choice_on, setup, rate_hz=r, num_gpus=k, trials=trials, seed=seed,
+                     num_samples=num_samples, num_requests=max(20, round(r * segment_s))) for r, k in keys]
+    choices = dict(zip(keys, run_tasks(backend, tasks), strict=True))
+    bands, rows = [], []
+    for r in rates_hz:
+        found = {k: c for (rate, k), c in choices.items() if rate == r and c is not None}
+        if not found:
+            raise ValueError(f"rate: no GPU count of the cluster carries {r:g} req/s")
+        best = max(c.best_goodput_rps for c in found.values())
+        pick = min(k for k, c in found.items() if c.best_goodput_rps >= best - tie_frac * abs(best))
+        bands.append(Band(rate_hz=r, deployment=found[pick].deployment))
+        rows += [{"rate_hz": r, "num_gpus": k, "deployment": c.deployment.label(),
+                  "best_goodput_rps": c.best_goodput_rps, "chosen": k == pick} for k, c in found.items()]
+    return PlanTable(tuple(bands)), pd.DataFrame(rows)
+
+
+def _choice_on(setup: Setup, *, rate_hz: float, num_gpus: int, **budget: Any) -> Any:
+    """HAS's choice at ``rate_hz`` on ``num_gpus`` GPUs, or None when they carry it on no allocation."""
+    try:
+        choice = choose(setup, rate_hz=rate_hz, num_gpus=num_gpus, **budget)
+    except ValueError:
+        return None
+    return choice if choice.planned_rate_hz >= rate_hz else None
+
+
 def cross_checked_table(setup: Setup, table: PlanTable, *, segment_s: float,
-                        seeds: Sequence[int] = CROSS_CHECK_SEEDS, tier: str = "moderate"
-                        ) -> tuple[PlanTable, pd.DataFrame]:
+                        seeds: Sequence[int] = CROSS_CHECK_SEEDS, tier: str = "moderate",
+                        fewer_gpus_first: bool = False) -> tuple[PlanTable, pd.DataFrame]:
     """:func:`easerve_core.plan_check.cross_check` on the simulator: a deployment's score at a
     rate is its mean goodput (``tier``) over ``seeds``' streams of one segment at that rate, its
     batcher told the rate hint it carries. Returns the table and the scores (one row per band
@@ -78,14 +120,51 @@ def cross_checked_table(setup: Setup, table: PlanTable, *, segment_s: float,
         return float(np.mean([run(setup, deployment, rate_hz=rate_hz, num_requests=n, seed=seed,
                                   keep_hint=True).summary(slo).goodput_rps for seed in seeds]))
 
-    checked, rows = cross_check(table, score)
+    checked, rows = cross_check(table, score, fewer_gpus_first=fewer_gpus_first)
     return checked, pd.DataFrame(rows)
+
+
+@dataclass(frozen=True, slots=True)
+class Traffic:
+    """What the evaluation (and the oracle) knows of a stream's traffic: the offered rate at
+    any time (``rate_at``, vectorised and picklable: a shape's own), the mean and the peak
+    rate the static systems plan for, and the grid the phases are read on."""
+
+    rate_at: Callable[[np.ndarray], np.ndarray]
+    mean_rate_hz: float
+    peak_rate_hz: float
+    step_s: float = 5.0
+
+    def phases(self, table: PlanTable, end_s: float) -> tuple[tuple[float, int], ...]:
+        """``(start_s, band)`` of each phase up to ``end_s``: a maximal run of grid times whose
+        offered rate the table plans for with one band (a rate edge between two grid times is
+        read at the next one)."""
+        grid = np.arange(0.0, end_s + self.step_s, self.step_s)
+        out: list[tuple[float, int]] = []
+        for t, rate in zip(grid, np.asarray(self.rate_at(grid), dtype=float), strict=True):
+            band = table.band_for(float(rate))
+            if not out or out[-1][1] != band:
+                out.append((float(t), band))
+        return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Segments:
+    """The rate shift's offered rate: ``rates_hz`` one ``segment_s`` each, repeated."""
+
+    segment_s: float
+    rates_hz: tuple[float, ...]
+
+    def rate_at(self, t: np.ndarray) -> np.ndarray:
+        k = (np.asarray(t, dtype=float) // self.segment_s).astype(int) % len(self.rates_hz)
+        return np.asarray(self.rates_hz, dtype=float)[k]
 
 
 def controller_shift(setup: Setup, table: PlanTable, *, mean_rate_hz: float, num_requests: int,
                      segment_s: float, bin_s: float, seed: int = 0,
                      shape: Sequence[float] = (0.5, 1.5, 0.5, 1.5),
                      settings: ControllerSettings | None = None, has_table: PlanTable | None = None,
+                     frugal_table: PlanTable | None = None,
                      backend: Backend = IN_PROCESS) -> dict[str, pd.DataFrame]:
     """The four systems on one stream: ``systems`` (one row each), ``phases`` (system x
     segment), ``bins`` (system x arrival-time bin) and ``decisions`` (the controller's and
@@ -94,10 +173,25 @@ def controller_shift(setup: Setup, table: PlanTable, *, mean_rate_hz: float, num
     ``table``'s."""
     schedule = tuple((segment_s, mean_rate_hz * f) for f in shape)
     requests = tuple(requests_for(setup, mean_rate_hz, num_requests, seed, Arrivals(schedule=schedule)))
-    tasks = [partial(_system, setup, (has_table or table) if name.startswith("static") else table, name,
-                     requests, seed=seed, mean_rate_hz=mean_rate_hz,
-                     segment_s=segment_s, bin_s=bin_s, shape=tuple(shape), settings=settings)
-             for name in SHIFT_SYSTEMS]
+    traffic = Traffic(Segments(segment_s, tuple(r for _, r in schedule)).rate_at, mean_rate_hz,
+                      mean_rate_hz * max(shape))
+    return four_systems(setup, table, requests, traffic, has_table=has_table, seed=seed, bin_s=bin_s,
+                        settings=settings, frugal_table=frugal_table, backend=backend)
+
+
+def four_systems(setup: Setup, table: PlanTable, requests: Sequence[Request], traffic: Traffic, *,
+                 bin_s: float, has_table: PlanTable | None = None, seed: int = 0,
+                 settings: ControllerSettings | None = None, frugal_table: PlanTable | None = None,
+                 backend: Backend = IN_PROCESS) -> dict[str, pd.DataFrame]:
+    """The four systems on ``requests`` (:func:`controller_shift`'s frames; a ``segment`` is
+    one of :meth:`Traffic.phases`, the oracle's script); with ``frugal_table``, its oracle and
+    controller too (``oracle/frugal``, ``controller/frugal``: docs/controller.md)."""
+    end = max(r.arrival_s for r in requests)
+    runs = [(name, (has_table or table) if name.startswith("static") else table) for name in SHIFT_SYSTEMS]
+    if frugal_table is not None:
+        runs += [(f"{name}/frugal", frugal_table) for name in ("oracle", "controller")]
+    tasks = [partial(_system, setup, t, name, requests, traffic, traffic.phases(t, end), seed=seed,
+                     bin_s=bin_s, settings=settings) for name, t in runs]
     outs = run_tasks(backend, tasks)
     frames = {key: pd.DataFrame([row for out in outs for row in out[key]])
               for key in ("systems", "phases", "bins", "decisions")}
@@ -111,51 +205,43 @@ DECISION_COLUMNS = ("system", "at_s", "from_band", "band", "reason", "rate_hz", 
                     "last_ready_s")
 
 
-def _plan_rates(mean_rate_hz: float, shape: Sequence[float]) -> tuple[float, float, float]:
-    return mean_rate_hz * min(shape), mean_rate_hz, mean_rate_hz * max(shape)
-
-
-def _system(setup: Setup, table: PlanTable, name: str, requests: Sequence[Request], *, seed: int,
-            mean_rate_hz: float, segment_s: float, bin_s: float, shape: tuple[float, ...],
+def _system(setup: Setup, table: PlanTable, name: str, requests: Sequence[Request], traffic: Traffic,
+            phases: tuple[tuple[float, int], ...], *, seed: int, bin_s: float,
             settings: ControllerSettings | None) -> dict[str, list[dict[str, Any]]]:
     """One system's run and its rows (a task: everything it takes pickles)."""
-    _low, mean, peak = _plan_rates(mean_rate_hz, shape)
     controller: Any = None
-    if name == "static-peak":
-        start = table.band_for(peak)
-    elif name == "oracle":
-        last = max(r.arrival_s for r in requests)
-        bands = [table.band_for(mean_rate_hz * shape[k % len(shape)])
-                 for k in range(int(last // segment_s) + 1)]
-        controller = ScriptedController(table, tuple((k * segment_s, b) for k, b in enumerate(bands)),
-                                        start_band=bands[0])
-        start = bands[0]
+    kind = name.split("/")[0]
+    if kind == "static-peak":
+        start = table.band_for(traffic.peak_rate_hz)
+    elif kind == "oracle":
+        controller = ScriptedController(table, phases, start_band=phases[0][1])
+        start = phases[0][1]
     else:
-        start = table.band_for(mean)
-        if name == "controller":
+        start = table.band_for(traffic.mean_rate_hz)
+        if kind == "controller":
             controller = Controller(table, settings, start_band=start)
     plan = replan(setup.plan, setup.profile, deployment=table.bands[start].deployment, preset="easerve",
                   requests=requests, seed=seed)
     cost = ReconfigurationCost(setup.plan.model, setup.plan.cluster.gpu)
     result = simulate(plan, setup.profile, controller=controller,
                       reconfiguration_s=None if controller is None else cost)
-    return _rows(name, result, setup, table, start, segment_s=segment_s, bin_s=bin_s,
-                 mean_rate_hz=mean_rate_hz, shape=shape)
+    return _rows(name, result, setup, table, start, traffic, phases, bin_s=bin_s)
 
 
-def _rows(name: str, result: Any, setup: Setup, table: PlanTable, start: int, *, segment_s: float,
-          bin_s: float, mean_rate_hz: float, shape: tuple[float, ...]) -> dict[str, list[dict[str, Any]]]:
+def _rows(name: str, result: Any, setup: Setup, table: PlanTable, start: int, traffic: Traffic,
+          phases: tuple[tuple[float, int], ...], *, bin_s: float) -> dict[str, list[dict[str, Any]]]:
     slo = setup.slos["moderate"]
     rec = result.records.copy()
     rec["meets"] = meets_slo(rec, slo)
     rec["ttft_s"], rec["tpot_s"] = ttft_s(rec), tpot_s(rec)
-    rec["segment"] = ((rec["arrival_s"] % (segment_s * len(shape))) // segment_s).astype(int)
-    rec["offered_rate_hz"] = [mean_rate_hz * shape[s] for s in rec["segment"]]
-    high = rec["offered_rate_hz"] > mean_rate_hz
+    arrivals = rec["arrival_s"].to_numpy(dtype=float)
+    rec["segment"] = np.searchsorted([at for at, _ in phases], arrivals, side="right") - 1
+    rec["offered_rate_hz"] = traffic.rate_at(arrivals)
+    high = rec["offered_rate_hz"] > traffic.mean_rate_hz
     end_s = float(rec["finish_s"].max())
     meta = result.meta.get("controller", {"decisions": [], "reroles": []})
     moves = [(d["at_s"], d["band"]) for d in meta["decisions"]]
-    held = _held_gpu_s(table, start, moves, end_s)
+    held = held_gpu_s(table.bands[start].deployment, setup.plan.cluster, meta, end_s)
     num_ok = int((rec["status"] == "ok").sum())
     systems = [{
         "system": name, "attainment_high": float(rec.loc[high, "meets"].mean()),
@@ -166,18 +252,19 @@ def _rows(name: str, result: Any, setup: Setup, table: PlanTable, start: int, *,
         "decisions": len(moves), "gpus_moved": sum(d["gpus_moved"] for d in meta["decisions"]),
         "makespan_s": end_s - float(rec["arrival_s"].min()),
         "start": table.bands[start].deployment.label()}]
-    phases = [{"system": name, "segment": int(seg), "offered_rate_hz": float(g["offered_rate_hz"].iloc[0]),
-               "requests": len(g), "attainment": float(g["meets"].mean()), "ttft_p99_s": _p99(g["ttft_s"]),
-               "tpot_p99_s": _p99(g["tpot_s"])}
-              for seg, g in rec.groupby("segment")]
+    phase_rows = [{"system": name, "segment": int(seg), "start_s": phases[int(seg)][0],
+                   "offered_rate_hz": float(g["offered_rate_hz"].mean()), "requests": len(g),
+                   "attainment": float(g["meets"].mean()), "ttft_p99_s": _p99(g["ttft_s"]),
+                   "tpot_p99_s": _p99(g["tpot_s"])}
+                  for seg, g in rec.groupby("segment")]
     rec["bin_s"] = (rec["arrival_s"] // bin_s) * bin_s
-    bins = [{"system": name, "bin_s": float(b), "offered_rate_hz": float(g["offered_rate_hz"].iloc[0]),
+    bins = [{"system": name, "bin_s": float(b), "offered_rate_hz": float(g["offered_rate_hz"].mean()),
              "attainment": float(g["meets"].mean()), "ttft_p99_s": _p99(g["ttft_s"])}
             for b, g in rec.groupby("bin_s")]
     decisions = [{"system": name, **{k: d[k] for k in DECISION_COLUMNS[1:-1]},
                   "last_ready_s": _last_ready(meta, d)}
                  for d in meta["decisions"]]
-    return {"systems": systems, "phases": phases, "bins": bins, "decisions": decisions}
+    return {"systems": systems, "phases": phase_rows, "bins": bins, "decisions": decisions}
 
 
 def _last_ready(meta: dict[str, Any], decision: dict[str, Any]) -> float:
@@ -192,12 +279,38 @@ def _p99(values: pd.Series) -> float:
     return float(np.percentile(clean, 99)) if clean.size else float("nan")
 
 
-def _held_gpu_s(table: PlanTable, start: int, moves: Sequence[tuple[float, int]], end_s: float) -> float:
-    """GPU-seconds held by the deployments in turn (a re-roling GPU is held), from 0 to ``end_s``."""
-    times = [0.0, *(at for at, _ in moves), end_s]
-    bands = [start, *(band for _, band in moves)]
-    return sum(table.bands[b].deployment.num_gpus * max(0.0, t1 - t0)
-               for b, t0, t1 in zip(bands, times[:-1], times[1:], strict=True))
+def held_gpu_s(start: Deployment, cluster: Any, meta: dict[str, Any], end_s: float) -> float:
+    """GPU-seconds held from 0 to ``end_s``: a GPU is held while a worker on it serves or drains,
+    and from a decision that gives it a new role until that worker retires (its wait for the
+    drain and its reconfiguration included); a GPU no deployment holds is free (released)."""
+    retired = {(r["stage"], r["worker"]): r["drain_end_s"] for r in meta.get("retired", [])}
+
+    def until(stage: str, worker: int) -> float:
+        t = retired.get((stage, worker), math.nan)
+        return end_s if math.isnan(t) else t
+
+    spans: dict[int, list[tuple[float, float]]] = {}
+    index = dict.fromkeys(("encode", "prefill", "decode"), 0)
+    for slot in layout(start, cluster):
+        for gpu in slot.gpus:
+            spans.setdefault(gpu, []).append((0.0, until(slot.stage, index[slot.stage])))
+        index[slot.stage] += 1
+    for row in meta.get("reroles", []):
+        stage = "encode" if row["to"].startswith("encode") else row["to"]
+        end = row["cancelled_s"] if not math.isnan(row["cancelled_s"]) else until(stage, row["worker"])
+        for gpu in row["gpus"]:
+            spans.setdefault(gpu, []).append((row["drain_start_s"], end))
+    return sum(_union_s(v, end_s) for v in spans.values())
+
+
+def _union_s(spans: list[tuple[float, float]], end_s: float) -> float:
+    """The length of the union of ``spans``, cut at ``end_s``."""
+    total, reach = 0.0, -math.inf
+    for a, b in sorted(spans):
+        a, b = max(a, reach), min(b, end_s)
+        if b > a:
+            total, reach = total + b - a, b
+    return total
 
 
 def _busy_gpu_s(util: pd.DataFrame, end_s: float) -> float:

@@ -191,3 +191,20 @@ def test_cross_check_ties_keep_the_allocation_of_the_band_above():
                        Band(rate_hz=3.0, deployment=z)))
     checked, _ = cross_check(table, lambda d, r: scores[d.max_encode_batch, r])
     assert [b.deployment.max_encode_batch for b in checked.bands] == [2, 8, 8]
+
+
+def test_cross_check_with_fewer_gpus_first_keeps_a_small_deployment_where_it_ties():
+    small = Deployment(encode=StageGroup(num_workers=1), prefill=StageGroup(num_workers=0),
+                       decode=StageGroup(num_workers=1), remote_fraction=0.0)
+    big = _dep(8)  # 3 GPUs to small's 2
+    table = PlanTable((Band(rate_hz=1.0, deployment=small), Band(rate_hz=2.0, deployment=big)))
+    scores = {(2, 1.0): 0.99, (3, 1.0): 1.0, (2, 2.0): 1.2, (3, 2.0): 2.0}
+
+    def score(d: Deployment, rate: float) -> float:
+        return scores[d.num_gpus, rate]
+
+    plain, _ = cross_check(table, score)
+    assert [b.deployment.num_gpus for b in plain.bands] == [3, 3]  # the band above's choice ties
+    frugal, rows = cross_check(table, score, fewer_gpus_first=True)
+    assert [b.deployment.num_gpus for b in frugal.bands] == [2, 3]
+    assert {r["num_gpus"] for r in rows} == {2, 3}

@@ -15,9 +15,10 @@ from easerve.experiments.studies import _binned_step, refine_rates
 TABLES = ("goodput_sweep", "peak_goodput", "vllm_free_encoder", "fixed_batch", "burstiness",
           "rate_shift", "rate_shift_bins", "sm_ablation", "encoder_utilization",
           "has_convergence", "has_grid_best", "has_choices", "baseline_choices", "video_clip_length",
-          "video_clip_length_sweep", "controller_shift", "controller_shift_phases", "controller_plan_table")
+          "video_clip_length_sweep", "controller_shift", "controller_shift_phases", "controller_plan_table",
+          "controller_shapes", "controller_shapes_phases", "controller_shapes_plan_tables")
 FIGURES = ("goodput_curves", "burstiness", "rate_shift", "encoder_utilization", "has_convergence",
-           "video_clip_length", "controller_shift")
+           "video_clip_length", "controller_shift", "controller_shapes")
 
 
 @pytest.fixture(scope="module")
