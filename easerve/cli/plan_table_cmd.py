@@ -6,15 +6,27 @@ For every rate it screens and searches exactly as ``easerve search`` does
 the table is computed once and cached). Writes ``DIR/plan_table.json`` (the
 bands, rate and deployment each, and the controller's settings; read by
 ``easerve sim --controller``; in code, ``live.trial.Trial(plan, controller=...)``) and
-``DIR/plan_table.csv``. A rate no allocation can carry is refused with the
-screen's reason. See docs/controller.md.
+``DIR/plan_table.csv`` (HAS's choice per band, and the table's). A rate no
+allocation can carry is refused with the screen's reason.
+
+``--horizon-s H`` searches each band on streams ``rate x H`` requests long
+(the evaluation's phase-long streams: a band serves a phase, and an
+overload's queue grows over all of it) instead of ``--num-requests``;
+``--samples`` streams per trial. ``--cross-check`` then lets every band keep
+the best of the table's deployments, each told every band's rate, judged at
+the band's rate on two fresh streams (the config's seed + 2000 and + 2001,
+as long as the search's) by the simulator
+(:func:`easerve_core.plan_check.cross_check`); the scores go to
+``DIR/cross_check.csv``. See docs/controller.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pandas as pd
@@ -25,8 +37,9 @@ from easerve.cli.search_cmd import plan_search
 from easerve_core import checks
 from easerve_core.controller import Band, ControllerSettings, PlanTable
 from easerve_core.has import SearchSettings, best_deployment, run_search, trials_frame
+from easerve_core.plan_check import cross_check
 from easerve_core.slo import TIER_NAMES
-from sim.evaluate import DEFAULT_NUM_REQUESTS
+from sim.evaluate import DEFAULT_NUM_REQUESTS, make_evaluator
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -36,7 +49,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--rates", required=True, help="comma-separated rates (req/s), one band each")
     p.add_argument("--tier", default="moderate", help=f"SLO tier: {', '.join(TIER_NAMES)}")
     p.add_argument("--trials", type=int, default=30, help="TPE trials per band")
-    p.add_argument("--num-requests", type=int, default=DEFAULT_NUM_REQUESTS, help="requests per trial")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--num-requests", type=int, default=None,
+                      help=f"requests per trial (default {DEFAULT_NUM_REQUESTS})")
+    size.add_argument("--horizon-s", type=float, default=None,
+                      help="search each band on streams rate x HORIZON_S requests long")
+    p.add_argument("--samples", type=int, default=1, help="request streams per trial")
+    p.add_argument("--cross-check", action="store_true",
+                   help="each band keeps the best of the table's deployments (each told every band's rate)")
     p.add_argument("--seed", type=int, default=0)
     add_out(p, "folder for plan_table.json and the cached studies")
 
@@ -55,16 +75,20 @@ def run(args: argparse.Namespace) -> int:
     rates = parse_rates(args.rates)
     checks.one_of("tier", args.tier, TIER_NAMES)
     checks.integer("trials", args.trials, minimum=1)
-    checks.integer("num-requests", args.num_requests, minimum=1)
+    checks.integer("samples", args.samples, minimum=1)
+    if args.horizon_s is not None:
+        checks.positive("horizon-s", args.horizon_s)
+    sizes = [_num_requests(args, r) for r in rates]
     out = Path(args.out)
-    plans = [plan_search(args.config, rate_hz=r, tier=args.tier,
-                         num_requests=args.num_requests) for r in rates]
+    plans = [plan_search(args.config, rate_hz=r, tier=args.tier, num_requests=n, num_samples=args.samples)
+             for r, n in zip(rates, sizes, strict=True)]
     check_study_folder(out)
     out.mkdir(parents=True, exist_ok=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     bands, rows = [], []
-    for rate, plan in zip(rates, plans, strict=True):
-        name = f"{Path(args.config).stem}-{args.tier}-r{rate:g}-tpe-seed{args.seed}-n{args.num_requests}"
+    for rate, plan, n in zip(rates, plans, sizes, strict=True):
+        samples = "" if args.samples == 1 else f"x{args.samples}"
+        name = f"{Path(args.config).stem}-{args.tier}-r{rate:g}-tpe-seed{args.seed}-n{n}{samples}"
         settings = SearchSettings(sampler="tpe", num_trials=args.trials, seed=args.seed,
                                   storage=str(out / "study.db"), study_name=name)
         frame = trials_frame(run_search(plan.space, plan.evaluator, settings))
@@ -74,9 +98,40 @@ def run(args: argparse.Namespace) -> int:
                      "goodput_rps": float(frame["goodput_rps"].max()), "trials": len(frame)})
         print(f"band {rate:g} req/s: {best.label()}  goodput {rows[-1]['goodput_rps']:.3f} req/s")
     table = PlanTable(tuple(bands))
+    if args.cross_check:
+        table = _cross_checked(table, plans, sizes, out)
+    for row, band in zip(rows, table.bands, strict=True):  # HAS's choice, unless cross-checked
+        row.update(table_deployment=band.deployment.label(), told_hz=band.deployment.rate_hint_hz)
     data = {**table.to_dict(), "settings": ControllerSettings().to_dict(), "tier": args.tier,
             "config": str(args.config)}
     (out / "plan_table.json").write_text(json.dumps(data, indent=2) + "\n")
     pd.DataFrame(rows).to_csv(out / "plan_table.csv", index=False)
     print(f"wrote {out}/plan_table.json and plan_table.csv")
     return 0
+
+
+def _num_requests(args: argparse.Namespace, rate_hz: float) -> int:
+    if args.horizon_s is not None:
+        return max(20, round(rate_hz * args.horizon_s))
+    n = DEFAULT_NUM_REQUESTS if args.num_requests is None else args.num_requests
+    return checks.integer("num-requests", n, minimum=1)
+
+
+#: the cross-check's streams: the config's seed plus these (fresh: the search's start at the seed)
+CROSS_CHECK_OFFSET = 2000
+
+
+def _cross_checked(table: PlanTable, plans: list[Any], sizes: list[int], out: Path) -> PlanTable:
+    """Every band keeps the best of the table (each deployment told every band's rate) at its rate."""
+    judges = {}
+    for band, plan, n in zip(table.bands, plans, sizes, strict=True):
+        ev = plan.evaluator
+        fresh = replace(ev.plan, seed=ev.plan.seed + CROSS_CHECK_OFFSET)
+        judges[band.rate_hz] = make_evaluator(fresh, ev.profile, num_requests=n, num_samples=2,
+                                              options=ev.options)
+    checked, rows = cross_check(table, lambda d, rate: judges[rate](d))
+    pd.DataFrame(rows).to_csv(out / "cross_check.csv", index=False)
+    for band in checked.bands:
+        print(f"cross-checked band {band.rate_hz:g} req/s: {band.deployment.label()} "
+              f"told {band.deployment.rate_hint_hz} req/s")
+    return checked

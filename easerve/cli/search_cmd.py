@@ -133,7 +133,7 @@ class Plan:
 
 
 def plan_search(config_path: str | Path, *, rate_hz: float, tier: str,
-                num_requests: int = DEFAULT_NUM_REQUESTS) -> Plan:
+                num_requests: int = DEFAULT_NUM_REQUESTS, num_samples: int = 1) -> Plan:
     """Load the config, screen its cluster at ``rate_hz`` and build the sim evaluator.
 
     The search space's base is the config's EAServe deployment (a
@@ -152,7 +152,8 @@ def plan_search(config_path: str | Path, *, rate_hz: float, tier: str,
     assert plan.slo is not None and plan.workload is not None
     report = screen(profile, plan.cluster, plan.workload.mix, rate_hz=rate_hz, slo=plan.slo)
     space = SearchSpace(allocations=report.survivor_allocations, base=plan.deployment)
-    evaluator = make_evaluator(plan, profile, num_requests=num_requests, options=resolved.sim_options())
+    evaluator = make_evaluator(plan, profile, num_requests=num_requests, options=resolved.sim_options(),
+                               num_samples=num_samples)
     return Plan(config=config, report=report, space=space, evaluator=evaluator, resolved=resolved)
 
 

@@ -350,6 +350,16 @@ CASES = [
     Case("plan-table-out-file", with_file(raw("pt", "x"), lambda tmp: [
         "plan-table", str(config(SIM)(tmp)), "--rates", "1", "--out", "pt", "--trials", "1"]),
          "--out pt: exists and is not a folder"),
+    Case("plan-table-horizon-zero", lambda tmp: ["plan-table", str(config(SIM)(tmp)), "--rates", "1",
+                                                 "--horizon-s", "0", "--out", "pt"],
+         "horizon-s must be > 0"),
+    Case("plan-table-samples-zero", lambda tmp: ["plan-table", str(config(SIM)(tmp)), "--rates", "1",
+                                                 "--samples", "0", "--out", "pt"],
+         "samples must be >= 1"),
+    Case("plan-table-horizon-and-requests", lambda tmp: [
+        "plan-table", str(config(SIM)(tmp)), "--rates", "1", "--horizon-s", "60", "--num-requests", "50",
+        "--out", "pt"],
+         "not allowed with argument"),
     Case("unknown-command", lambda tmp: ["simulate"], "invalid choice: 'simulate'"),
 ]
 

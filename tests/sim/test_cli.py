@@ -120,3 +120,29 @@ def test_controller_flag_bad_table(tmp_path: Path, capsys: pytest.CaptureFixture
                  "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0] and not out.exists()
+
+
+def test_plan_table_searches_phase_long_streams_and_cross_checks(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "plans"
+    args = ["plan-table", str(CONFIGS / "llava34b_rtx6000ada.toml"), "--rates", "1,3", "--trials", "3",
+            "--horizon-s", "60", "--samples", "2", "--cross-check", "--out", str(out)]
+    assert main(args) == 0
+    from easerve_core.controller import PlanTable
+
+    data = json.loads((out / "plan_table.json").read_text())
+    table = PlanTable.from_dict(data)
+    scores = pd.read_csv(out / "cross_check.csv")
+    # every distinct searched deployment told each band's rate, judged at each band's rate
+    assert len(scores) == 2 * scores["candidate"].nunique() and set(scores["told_hz"]) <= {1.0, 3.0}
+    chosen = scores[scores["chosen"]].sort_values("band")
+    assert [b.deployment.rate_hint_hz for b in table.bands] == list(chosen["told_hz"])
+    for band, (_, row) in zip(table.bands, chosen.iterrows(), strict=True):  # the best, within 2%
+        best = scores.loc[scores["band"] == row["band"], "score"].max()
+        assert row["score"] >= best * 0.98 and band.deployment.label() == row["deployment"]
+    csv = pd.read_csv(out / "plan_table.csv")
+    assert list(csv["table_deployment"]) == [b.deployment.label() for b in table.bands]
+    assert "cross-checked band 3 req/s" in capsys.readouterr().out
+    # the same command again reuses the cached studies and writes the same table
+    assert main(args) == 0
+    assert json.loads((out / "plan_table.json").read_text()) == data
