@@ -52,16 +52,6 @@ class ControllerLike(Protocol):
     def poll(self, now: float) -> Decision | None: ...
 
 
-def met_slo(job: Job, slo: SLO | None) -> bool:
-    """Whether a finished ``job`` met ``slo`` (live/steering.py's rule)."""
-    if slo is None:
-        return True
-    ttft = job.first_token_s - job.req.arrival_s
-    steps = job.req.output_tokens - 1
-    tpot = (job.finish_s - job.first_token_s) / steps if steps > 0 else math.nan
-    return ttft <= slo.ttft_s and (math.isnan(tpot) or tpot <= slo.tpot_s)
-
-
 class Steering:
     """The controller's driver in one run (see the module docstring)."""
 
@@ -74,17 +64,26 @@ class Steering:
         self.deployment_at = [-1] * num_requests
         self.decisions: list[dict[str, Any]] = []
         roster.pipe.on_finish = self.finished
+        self._arrive, self._finish = controller.arrive, controller.finish  # per request: bound once
+        self._limits = None if slo is None else (slo.ttft_s, slo.tpot_s)
         self._due = controller.next_deadline()
         if num_admitted and math.isfinite(self._due):
             env.call_later(max(0.0, self._due - env.now), self._tick)
 
     def arrived(self, index: int, now: float) -> None:
-        self.controller.arrive(now)
+        self._arrive(now)
         self.band_at[index] = self.controller.band
         self.deployment_at[index] = self.roster.generation
 
     def finished(self, job: Job, now: float) -> None:
-        self.controller.finish(now, met_slo=met_slo(job, self.slo))
+        limits = self._limits  # TTFT and TPOT within the SLO (live/steering.py's rule)
+        if limits is None:
+            met = True
+        else:
+            first, steps = job.first_token_s, job.req.output_tokens - 1
+            met = first - job.req.arrival_s <= limits[0] and (
+                steps <= 0 or (job.finish_s - first) / steps <= limits[1])
+        self._finish(now, met_slo=met)
         self.num_done += 1
 
     def _tick(self, _call: Any) -> None:
