@@ -53,10 +53,10 @@ def _controller_shapes_section(t: Mapping[str, pd.DataFrame]) -> list[str]:
         "## Online controller on four traffic shapes",
         "Each model's cluster offered a step, a spike, a diurnal sine and a slow drift between half "
         "and 1.5 times a mean rate m, two thirds of what the screen says the model's best allocation "
-        "carries (docs/controller.md, \"Traffic shapes\"). The plan table is HAS at 0.5 m, m and "
-        "1.5 m, searched and cross-checked as the rate shift's; static systems run HAS's own choices "
-        "at m and 1.5 m; the oracle moves at each phase (a run of 5 s grid times the table plans for "
-        "with one band). High phases: the offered rate above m.",
+        "carries (docs/controller.md, \"Evaluation: four traffic shapes\"). The plan table is HAS "
+        "at 0.5 m, m and 1.5 m, searched and cross-checked as the rate shift's; static systems run "
+        "HAS's own choices at m and 1.5 m; the oracle moves at each phase (a run of 5 s grid times "
+        "the table plans for with one band). High phases: the offered rate above m.",
     ]
     if scores is not None and not scores.empty:
         chosen = scores[scores["chosen"].astype(bool)]

@@ -278,7 +278,8 @@ def _controller_shift(image: Setup, plan: Plan, backend: Backend, out: Path) -> 
 def _controller_shapes(setups: dict[str, Setup], plan: Plan, backend: Backend,
                        out: Path) -> dict[str, pd.DataFrame]:
     """The controller against static and oracle on step, spike, diurnal and drift traffic
-    (docs/controller.md, "Traffic shapes"), each model's plan table searched as the rate shift's."""
+    (docs/controller.md, "Evaluation: four traffic shapes"), each model's plan table searched as
+    the rate shift's."""
     shapes = shape_control.controller_shapes({m: setups[m] for m in plan.shape_models},
                                              timeline_s=plan.scale.timeline_s, trials=plan.has_trials,
                                              num_samples=plan.has_samples, backend=backend)

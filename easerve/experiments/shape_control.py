@@ -1,4 +1,6 @@
-"""The online controller on four traffic shapes, for each paper model (docs/controller.md, "Traffic shapes").
+"""The online controller on four traffic shapes, for each paper model.
+
+docs/controller.md, "Evaluation: four traffic shapes on the three paper models".
 
 Beyond the rate shift: each model's cluster is offered four shapes of
 traffic over one timeline ``T`` (:func:`shapes`), around a mean rate ``m``
