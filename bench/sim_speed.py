@@ -18,7 +18,9 @@ and the medians are printed side by side with their ratio. DIR's
 decides (a one-band plan table holding the run's own deployment: it is
 offered every arrival and finish and polled every ``check_every_s``): every
 row runs ``--repeat`` times without and with it, in fresh processes of this
-tree, alternating, and the medians are printed side by side (bar: under 5%).
+tree, alternating, and the medians are printed side by side (bar: under 5%),
+with the median of the pairs' costs (each pair runs back to back, so the
+host's drift over the bench cancels in it).
 
 Run: ``.venv/bin/python bench/sim_speed.py [--num-requests N] [--rate R]
 [--against DIR | --controller-idle] [--repeat 3]`` (default 0.5 req/s for the first two rows).
@@ -145,8 +147,12 @@ def paired_idle(num_requests: int, rate_hz: float, repeat: int) -> None:
                                      for idle in (False, True)})
         med, cpu = _medians(runs, "req_per_s"), _medians(runs, "req_per_cpu_s")
         ev = {idle: rs[0]["events_per_req"] for idle, rs in runs.items()}
+        # each pair ran back to back: the median of the pairs' costs cancels the host's drift
+        pairs = statistics.median(1 - on["req_per_s"] / off["req_per_s"]
+                                  for off, on in zip(runs[False], runs[True], strict=True))
         print(f"{label}: off {med[False]:7.0f} req/s  idle controller {med[True]:7.0f} req/s  "
-              f"cost {1 - med[True] / med[False]:+.1%} (per CPU-second: off {cpu[False]:.0f}, "
+              f"cost {1 - med[True] / med[False]:+.1%}, median of the pairs' costs {pairs:+.1%} "
+              f"(per CPU-second: off {cpu[False]:.0f}, "
               f"idle {cpu[True]:.0f}, cost {1 - cpu[True] / cpu[False]:+.1%}; events/req "
               f"{ev[False]:.2f} -> {ev[True]:.2f})  [off {_each(runs[False])}; idle {_each(runs[True])}]")
 

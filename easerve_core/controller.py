@@ -47,6 +47,7 @@ controller's rules are read together.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
@@ -170,6 +171,10 @@ class Decision:
     deployment: Deployment
 
 
+#: forgotten observations the controller keeps before it drops them (amortised compaction)
+_COMPACT_AT = 4096
+
+
 class Controller:
     """The online controller (see the module docstring)."""
 
@@ -181,24 +186,29 @@ class Controller:
         self.settings = settings or ControllerSettings()
         self.band = start_band
         self.decisions: list[Decision] = []
-        self._arrivals: deque[float] = deque()
-        self._finished: deque[tuple[float, bool]] = deque()
-        self._met = 0  # of the window's finished requests, those that met the SLO
+        # arrival and finish times in order, the window from index ``_a0`` / ``_f0`` on (the
+        # window's start is found by bisection and the lists compacted now and then: a check
+        # costs the same whatever the rate); ``_met_upto[i]``: finishes up to i that met the SLO
+        self._arrival_s: list[float] = []
+        self._a0 = 0
+        self._finish_s: list[float] = []
+        self._met_upto: list[int] = []
+        self._f0 = 0
+        self._met_before = 0  # finishes that met the SLO before the lists' first entry
         self._queue: deque[tuple[float, int]] = deque()
-        self._seen = 0
+        self._seen_before = 0  # arrivals before the list's first entry
         self._start_s = self._last_change_s = checks.non_negative("start_s", start_s)
         self._next_check_s = start_s + self.settings.check_every_s
         self._pending: tuple[int, float] | None = None  # (target band, since when)
 
     # -- observations -----------------------------------------------------------------
     def arrive(self, now: float) -> None:
-        self._arrivals.append(now)
-        self._seen += 1
+        self._arrival_s.append(now)
 
     def finish(self, now: float, *, met_slo: bool) -> None:
-        met = bool(met_slo)
-        self._finished.append((now, met))
-        self._met += met
+        upto = self._met_upto
+        self._finish_s.append(now)
+        upto.append((upto[-1] if upto else self._met_before) + bool(met_slo))
 
     def queue(self, now: float, waiting: int) -> None:
         if type(waiting) is not int or waiting < 0:  # the common case pays one test
@@ -212,10 +222,10 @@ class Controller:
     def rate_hz(self, now: float) -> float:
         """The windowed arrival rate (NaN before ``min_arrivals`` arrivals)."""
         self._forget(now)
-        if self._seen < self.settings.min_arrivals:
+        if self._seen_before + len(self._arrival_s) < self.settings.min_arrivals:
             return math.nan
         span = min(self.settings.window_s, now - self._start_s)
-        return len(self._arrivals) / span if span > 0 else math.nan
+        return (len(self._arrival_s) - self._a0) / span if span > 0 else math.nan
 
     def poll(self, now: float) -> Decision | None:
         """The decision due at ``now``, if any (checks run every ``check_every_s``)."""
@@ -256,25 +266,33 @@ class Controller:
 
     def _target(self, now: float, rate: float) -> int:
         target = self._rate_target(rate)
-        if target <= self.band and self._overloaded() and self.band + 1 < len(self.table.bands):
+        if target <= self.band and self.band + 1 < len(self.table.bands) and self._overloaded():
             return self.band + 1
         return target
 
     def _overloaded(self) -> bool:
         s = self.settings
-        if len(self._finished) < s.min_finished or len(self._queue) < 2:
+        finished = len(self._finish_s) - self._f0
+        if finished < s.min_finished or len(self._queue) < 2:
             return False
-        met = self._met / len(self._finished)
+        before = self._met_upto[self._f0 - 1] if self._f0 else self._met_before
+        met = (self._met_upto[-1] - before) / finished
         return met < s.attainment_floor and self._queue[-1][1] > self._queue[0][1]
 
     def _forget(self, now: float) -> None:
         edge = now - self.settings.window_s
-        while self._arrivals and self._arrivals[0] <= edge:
-            self._arrivals.popleft()
-        while self._finished and self._finished[0][0] <= edge:
-            self._met -= self._finished.popleft()[1]
+        self._a0 = bisect_right(self._arrival_s, edge, self._a0)
+        self._f0 = bisect_right(self._finish_s, edge, self._f0)
         while self._queue and self._queue[0][0] <= edge:
             self._queue.popleft()
+        if self._a0 > _COMPACT_AT:
+            self._seen_before += self._a0
+            del self._arrival_s[:self._a0]
+            self._a0 = 0
+        if self._f0 > _COMPACT_AT:
+            self._met_before = self._met_upto[self._f0 - 1]
+            del self._finish_s[:self._f0], self._met_upto[:self._f0]
+            self._f0 = 0
 
 
 class ScriptedController:

@@ -64,16 +64,11 @@ class Steering:
         self.deployment_at = [-1] * num_requests
         self.decisions: list[dict[str, Any]] = []
         roster.pipe.on_finish = self.finished
-        self._arrive, self._finish = controller.arrive, controller.finish  # per request: bound once
+        self._finish = controller.finish  # per request: bound once (arrivals: the dispatcher)
         self._limits = None if slo is None else (slo.ttft_s, slo.tpot_s)
         self._due = controller.next_deadline()
         if num_admitted and math.isfinite(self._due):
             env.call_later(max(0.0, self._due - env.now), self._tick)
-
-    def arrived(self, index: int, now: float) -> None:
-        self._arrive(now)
-        self.band_at[index] = self.controller.band
-        self.deployment_at[index] = self.roster.generation
 
     def finished(self, job: Job, now: float) -> None:
         limits = self._limits  # TTFT and TPOT within the SLO (live/steering.py's rule)

@@ -102,15 +102,22 @@ class _SteeredDispatcher(_Dispatcher):
     """The front end of a run with a controller: it tells the controller of each arrival, and
     parks a request when no encode worker serves (sim.roster)."""
 
-    steering: Steering
+    def attach(self, steering: Steering) -> None:
+        self.steering = steering
+        # once per request: the controller's arrival and the stamps, without a call between
+        self._arrive, self._roster = steering.controller.arrive, steering.roster
+        self._controller = steering.controller
+        self._band_at, self._deployment_at = steering.band_at, steering.deployment_at
 
     def _offer(self, i: int, at: float) -> None:
         index = self.admitted[i]
-        self.steering.arrived(index, at)
+        self._arrive(at)  # the band and the deployment each request arrives under
+        self._band_at[index] = self._controller.band
+        self._deployment_at[index] = self._roster.generation
         job = Job(self.requests[index], index)
         workers = self.workers
         if not workers:
-            self.steering.roster.parked.append(job)
+            self._roster.parked.append(job)
             return
         worker = workers[i % len(workers)] if self.round_robin else min(workers, key=_load)
         worker.offer(job, at)
@@ -201,7 +208,7 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
                             num_admitted=len(admitted))
         dispatcher = _SteeredDispatcher(env, requests, admitted, front, options.dispatch,
                                         host.dispatch_latency_s)
-        dispatcher.steering = steering
+        dispatcher.attach(steering)
     env.run_all()
     unfinished = len(admitted) - pipe.num_finished
     if unfinished:

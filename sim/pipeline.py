@@ -22,7 +22,7 @@ happen in event order, which the same seed repeats.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -94,8 +94,18 @@ class Pipeline:
         self.prefill_workers: list[Receiver] = []
         self.decode_workers: list[Receiver] = []
         self.num_finished = 0
+        # a run with a controller (sim.roster.SteeredPipeline): a hand-off to a stage that has
+        # no serving worker (its workers drain, the new ones are not up) waits here, in order,
+        # and every finish is told ``on_finish``. Here, not in an override: a test each costs
+        # less than a call per request, and a run without a controller never parks
+        self.parked_prefill: deque[Job] = deque()
+        self.parked_decode: deque[tuple[Job, StageProfile]] = deque()
+        self.on_finish: Callable[[Job, float], None] | None = None
 
     def to_remote_prefill(self, job: Job, now: float, sender: Sender | None = None) -> None:
+        if not self.prefill_workers:
+            self.parked_prefill.append(job)
+            return
         near = self.link.near
         worker = least_loaded(self.prefill_workers if near is None else near(sender, self.prefill_workers))
         worker.load_tokens += job.input_tokens
@@ -113,6 +123,9 @@ class Pipeline:
         job.first_token_s = now
         if job.req.output_tokens == 1:
             self.finish(job, now)
+            return
+        if not self.decode_workers:
+            self.parked_decode.append((job, kv_profile))
             return
         near = self.link.near
         worker = least_loaded(self.decode_workers if near is None else near(sender, self.decode_workers))
@@ -152,3 +165,5 @@ class Pipeline:
         self.records.write(job)
         self.num_finished += 1
         self.rec.finished()
+        if self.on_finish is not None:
+            self.on_finish(job, now)

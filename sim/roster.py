@@ -45,7 +45,7 @@ from sim.build import WorkerKit
 from sim.encode import EncodeWorker
 from sim.feasibility import kv_capacities
 from sim.job import Job
-from sim.pipeline import Pipeline, Sender, least_loaded
+from sim.pipeline import Pipeline, least_loaded
 from sim.worker import Worker
 
 #: (role, tp) -> seconds a GPU group pays to serve in ``role`` (calibration.reconfig.reconfiguration_s)
@@ -88,32 +88,13 @@ def slot_of(worker: Worker) -> Slot:
 
 class SteeredPipeline(Pipeline):
     """The pipeline of a run with a controller: hand-offs to a stage with no serving worker
-    wait in order (:meth:`unpark` hands them on), and every finish is told ``on_finish``."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.parked_prefill: deque[Job] = deque()
-        self.parked_decode: deque[tuple[Job, StageProfile]] = deque()
-        self.on_finish: Callable[[Job, float], None] = _nothing
-
-    def to_remote_prefill(self, job: Job, now: float, sender: Sender | None = None) -> None:
-        if self.prefill_workers:
-            super().to_remote_prefill(job, now, sender)
-        else:
-            self.parked_prefill.append(job)
-
-    def after_prefill(self, job: Job, now: float, kv_profile: StageProfile,
-                      sender: Sender | None = None) -> None:
-        if self.decode_workers or job.req.output_tokens == 1:
-            super().after_prefill(job, now, kv_profile, sender)
-        else:
-            job.first_token_s = now
-            self.parked_decode.append((job, kv_profile))
+    wait in order in the base pipeline's ``parked_*`` queues (a run without a controller never
+    parks), :meth:`unpark` hands them on, and every finish is told ``on_finish``."""
 
     def unpark(self, now: float) -> None:
         """Hand on what waits for a stage that has a serving worker again."""
         while self.parked_prefill and self.prefill_workers:
-            super().to_remote_prefill(self.parked_prefill.popleft(), now)
+            self.to_remote_prefill(self.parked_prefill.popleft(), now)
         while self.parked_decode and self.decode_workers:
             job, kv_profile = self.parked_decode.popleft()
             worker = least_loaded(self.decode_workers)
@@ -121,14 +102,6 @@ class SteeredPipeline(Pipeline):
             job.decode_worker = worker.index
             nbytes = kv_profile.kv_bytes(job.input_tokens)
             self._send(worker, job, now, nbytes, self._handoff_s("decode"), None)
-
-    def finish(self, job: Job, now: float) -> None:
-        super().finish(job, now)
-        self.on_finish(job, now)
-
-
-def _nothing(_job: Job, _now: float) -> None:
-    """No one listens."""
 
 
 @dataclass(slots=True, eq=False)
@@ -177,9 +150,12 @@ class Roster:
         """Requests queued anywhere (the controller's queue observation)."""
         pipe = self.pipe
         total = len(self.parked) + len(pipe.parked_prefill) + len(pipe.parked_decode)
-        total += sum(w.num_waiting + len(w.local_queue) for w in self.encoders)
-        total += sum(len(w.queue) for w in pipe.prefill_workers)
-        total += sum(len(w.waiting) for w in pipe.decode_workers)
+        for e in self.stages["encode"]:  # loops, not sums of generators: this runs at every check
+            total += e.num_waiting + len(e.local_queue)
+        for p in pipe.prefill_workers:
+            total += len(p.queue)
+        for d in pipe.decode_workers:
+            total += len(d.waiting)
         for w in self.draining:
             if isinstance(w, EncodeWorker):
                 total += w.num_waiting + len(w.local_queue)

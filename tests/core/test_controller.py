@@ -208,3 +208,22 @@ def test_cross_check_with_fewer_gpus_first_keeps_a_small_deployment_where_it_tie
     frugal, rows = cross_check(table, score, fewer_gpus_first=True)
     assert [b.deployment.num_gpus for b in frugal.bands] == [2, 3]
     assert {r["num_gpus"] for r in rows} == {2, 3}
+
+
+def test_the_windows_hold_exactly_the_last_window_of_observations_over_long_runs():
+    # 30,000 arrivals and finishes (the lists are compacted several times on the way): at every
+    # check the rate and the window's SLO count are those of a brute-force count
+    rng = np.random.default_rng(11)
+    arrivals = np.cumsum(rng.exponential(1 / 8.0, size=30_000))
+    met = rng.random(30_000) < 0.7
+    c = Controller(TABLE, SETTINGS)
+    for k, (t, ok) in enumerate(zip(arrivals, met, strict=True)):
+        c.arrive(float(t))
+        c.finish(float(t), met_slo=bool(ok))
+        if k % 997 == 0 and t > SETTINGS.window_s:
+            inside = (arrivals[: k + 1] > t - SETTINGS.window_s)
+            assert c.rate_hz(float(t)) == pytest.approx(inside.sum() / SETTINGS.window_s)
+            finished = len(c._finish_s) - c._f0
+            before = c._met_upto[c._f0 - 1] if c._f0 else c._met_before
+            assert (finished, c._met_upto[-1] - before) == (inside.sum(), met[: k + 1][inside].sum())
+    assert c._seen_before > 0  # compacted
