@@ -20,7 +20,10 @@ offered every arrival and finish and polled every ``check_every_s``): every
 row runs ``--repeat`` times without and with it, in fresh processes of this
 tree, alternating, and the medians are printed side by side (bar: under 5%),
 with the median of the pairs' costs (each pair runs back to back, so the
-host's drift over the bench cancels in it).
+host's drift over the bench cancels in it). With ``--instructions`` the
+same rows are counted in instructions per request under valgrind
+(cachegrind): on a shared 2-core host single timed runs spread by 15% and
+more, a count does not.
 
 Run: ``.venv/bin/python bench/sim_speed.py [--num-requests N] [--rate R]
 [--against DIR | --controller-idle] [--repeat 3]`` (default 0.5 req/s for the first two rows).
@@ -31,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -157,6 +161,39 @@ def paired_idle(num_requests: int, rate_hz: float, repeat: int) -> None:
               f"{ev[False]:.2f} -> {ev[True]:.2f})  [off {_each(runs[False])}; idle {_each(runs[True])}]")
 
 
+def _instructions(num_requests: int, rate_hz: float, output_tokens: int, controller_idle: bool) -> int:
+    """Instructions one fresh process of this tree executes for ``run`` (valgrind's cachegrind,
+    no cache simulation; the hash seed fixed), as it counts them."""
+    code = ("import sys; sys.path.insert(0, 'bench'); import sim_speed; "
+            f"sim_speed.run({num_requests}, {rate_hz!r}, {output_tokens}, controller_idle={controller_idle})")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"}
+    tool = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+    out = subprocess.run([*tool, sys.executable, "-c", code], cwd=ROOT, env=env, check=True,
+                         capture_output=True, text=True).stderr
+    refs = [line for line in out.splitlines() if "I   refs:" in line or "I refs:" in line]
+    if not refs:
+        raise RuntimeError(f"valgrind printed no instruction count:\n{out[-2000:]}")
+    return int(refs[-1].split(":")[-1].strip().replace(",", ""))
+
+
+def instructions_idle(num_requests: int, rate_hz: float) -> None:
+    """The idle controller's cost in instructions per simulated request: each side's count at
+    ``num_requests`` less its count at a tenth of them (the start-up and imports cancel), so the
+    host's speed does not enter; the workload's generation is in both sides."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("sim_speed: --instructions needs valgrind on the PATH")
+    small = max(1, num_requests // 10)
+    print(f"{ROOT}: instructions per request over {num_requests - small} requests "
+          f"({num_requests} less {small}), valgrind cachegrind")
+    for label, rate, n in _rows(rate_hz):
+        per = {}
+        for idle in (False, True):
+            big, little = (_instructions(k, rate, n, idle) for k in (num_requests, small))
+            per[idle] = (big - little) / (num_requests - small)
+        print(f"{label}: off {per[False]:9.0f}  idle controller {per[True]:9.0f} instructions/request  "
+              f"cost {per[True] / per[False] - 1:+.1%}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-requests", type=int, default=20_000)
@@ -166,9 +203,14 @@ def main() -> int:
                         help="another checkout to compare with, run for run (see the docstring)")
     parser.add_argument("--controller-idle", action="store_true",
                         help="paired runs without and with an idle online controller (see the docstring)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="with --controller-idle: count instructions under valgrind instead of timing")
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs per row and side with --against or --controller-idle")
     args = parser.parse_args()
+    if args.controller_idle and args.instructions:
+        instructions_idle(args.num_requests, args.rate)
+        return 0
     if args.controller_idle:
         paired_idle(args.num_requests, args.rate, args.repeat)
         return 0
