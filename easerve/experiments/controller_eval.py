@@ -8,10 +8,12 @@ searched on streams one segment long (``--sweep-streams``: on the goodput
 sweep's, the run's requests per trial), cross-checked (each band keeps the
 best of the table's deployments, each told each band's rate, at its rate on
 fresh one-segment streams; the scores are printed),
-then the four systems on the rate shift
-(:mod:`easerve.experiments.shift_control`), printed as the systems table, the
-attainment per segment and the decisions. The numbers in docs/controller.md
-come from this command.
+then the four systems on the rate shift (:mod:`easerve.experiments.plan_tables`,
+:mod:`easerve.experiments.shift_control`), printed as the systems table, the
+attainment per segment and the decisions. ``--frugal`` adds the GPU-frugal
+planner's oracle and controller, ``--shapes [MODELS]`` runs the four traffic
+shapes instead (:mod:`easerve.experiments.shape_control`), ``--ceiling`` the
+throughput ceiling. The numbers in docs/controller.md come from this command.
 """
 
 from __future__ import annotations
@@ -23,16 +25,16 @@ import pandas as pd
 
 from easerve.experiments.choose import choose
 from easerve.experiments.paper import MODALITIES
-from easerve.experiments.reproduce import FULL, QUICK, SHIFT_SHAPE, Plan
-from easerve.experiments.setup import load_setup
-from easerve.experiments.shape_control import controller_shapes
-from easerve.experiments.shift_control import (
-    controller_shift,
+from easerve.experiments.plan_tables import (
     cross_checked_table,
     frugal_plan_table,
     phase_plan_table,
     throughput_ceiling,
 )
+from easerve.experiments.reproduce import FULL, QUICK, SHIFT_SHAPE, Plan
+from easerve.experiments.setup import load_setup
+from easerve.experiments.shape_control import controller_shapes
+from easerve.experiments.shift_control import controller_shift
 from easerve_core.controller import Band, PlanTable
 
 

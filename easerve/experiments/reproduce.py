@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from easerve.experiments import figures, report, shape_control, shift_control, studies
+from easerve.experiments import figures, plan_tables, report, shape_control, shift_control, studies
 from easerve.experiments.choose import BASELINES, convergence
 from easerve.experiments.headline import PEAK_KEYS, Chooser, clip_length_whatif, headline_sweep, peaks_by_slo
 from easerve.experiments.paper import MODALITIES
@@ -254,15 +254,15 @@ def _controller_shift(image: Setup, plan: Plan, backend: Backend, out: Path) -> 
     scores: ``controller_plan_table``)."""
     nominal, segment_s = plan.nominal_rate_hz, plan.scale.timeline_s / 4
     rates = sorted({nominal * f for f in SHIFT_SHAPE} | {nominal})
-    table = shift_control.phase_plan_table(image, rates, segment_s=segment_s, trials=plan.has_trials,
+    table = plan_tables.phase_plan_table(image, rates, segment_s=segment_s, trials=plan.has_trials,
                                            num_samples=plan.has_samples, backend=backend)
-    checked, scores = shift_control.cross_checked_table(image, table, segment_s=segment_s)
+    checked, scores = plan_tables.cross_checked_table(image, table, segment_s=segment_s)
     frugal, tables = None, {}
     if plan.controller_frugal:
-        frugal, counts = shift_control.frugal_plan_table(image, rates, segment_s=segment_s,
+        frugal, counts = plan_tables.frugal_plan_table(image, rates, segment_s=segment_s,
                                                          trials=plan.has_trials,
                                                          num_samples=plan.has_samples, backend=backend)
-        frugal, frugal_scores = shift_control.cross_checked_table(image, frugal, segment_s=segment_s,
+        frugal, frugal_scores = plan_tables.cross_checked_table(image, frugal, segment_s=segment_s,
                                                                   fewer_gpus_first=True)
         tables = {"controller_frugal_counts": counts, "controller_frugal_plan_table": frugal_scores}
     shift = shift_control.controller_shift(image, checked, has_table=table, frugal_table=frugal,

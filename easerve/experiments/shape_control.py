@@ -15,8 +15,8 @@ at that capacity:
 
 Each model's plan table is HAS at ``0.5 m``, ``m`` and ``1.5 m``, searched
 on streams ``T / 4`` long and cross-checked on fresh ones
-(:func:`~easerve.experiments.shift_control.phase_plan_table`,
-:func:`~easerve.experiments.shift_control.cross_checked_table`); the four
+(:func:`~easerve.experiments.plan_tables.phase_plan_table`,
+:func:`~easerve.experiments.plan_tables.cross_checked_table`); the four
 systems are :func:`~easerve.experiments.shift_control.four_systems`': the
 static ones on HAS's own choices at ``m`` and ``1.5 m``, the oracle and the
 controller on the cross-checked table. A shape's phases, the oracle's
@@ -33,8 +33,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from easerve.experiments.plan_tables import cross_checked_table, phase_plan_table
 from easerve.experiments.setup import Setup
-from easerve.experiments.shift_control import Traffic, cross_checked_table, four_systems, phase_plan_table
+from easerve.experiments.shift_control import Traffic, four_systems
 from easerve_core.has.screen import screen
 from easerve_core.parallel import IN_PROCESS, Backend
 from easerve_core.workload import generate

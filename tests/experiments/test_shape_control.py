@@ -87,7 +87,7 @@ def test_held_gpu_seconds_count_serving_draining_and_joining_gpus_and_free_the_r
 
 
 def test_the_frugal_planner_puts_each_band_on_the_fewest_gpus_within_the_tie():
-    from easerve.experiments.shift_control import frugal_plan_table
+    from easerve.experiments.plan_tables import frugal_plan_table
 
     setup = load_setup("image", anchored=True)
     table, rows = frugal_plan_table(setup, (1.0, 2.5), segment_s=60.0, trials=2)
