@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         print(out["systems"].drop(columns=["start"]).round(3).to_string(index=False))
         print(out["phases"].pivot(index="system", columns="segment", values="attainment")
               .reindex(out["systems"]["system"]).round(3).to_string())
-        print(out["decisions"].round(2).to_string(index=False))
+        print(_decisions(out["decisions"]))
     return 0
 
 
@@ -120,8 +120,12 @@ def _shapes(plan: Plan, modalities: list[str]) -> int:
         print(chosen[["modality", "rate_hz", "deployment", "told_hz", "score"]].round(3)
               .to_string(index=False))
         print(out["systems"][cols].round(3).to_string(index=False))
-        print(out["decisions"].round(2).to_string(index=False))
+        print(_decisions(out["decisions"]))
     return 0
+
+
+def _decisions(frame: pd.DataFrame) -> str:
+    return "no decisions" if frame.empty else frame.round(2).to_string(index=False)
 
 
 if __name__ == "__main__":
