@@ -93,12 +93,18 @@ def _rows(rate_hz: float) -> list[tuple[str, float, int]]:
     return [*rows, (f"output_tokens={n:5d} @ {rate:g} req/s", rate, n)]
 
 
+def _run_code(num_requests: int, rate_hz: float, output_tokens: int, controller_idle: bool) -> str:
+    """Python for a fresh process that leaves one ``run`` of its tree's bench in ``row``
+    (``controller_idle`` named only when set: another tree's ``run`` may not know it)."""
+    extra = ", controller_idle=True" if controller_idle else ""
+    return ("import json, sys; sys.path.insert(0, 'bench'); import sim_speed; "
+            f"row = sim_speed.run({num_requests}, {rate_hz!r}, {output_tokens}{extra})")
+
+
 def _run_in(tree: Path, num_requests: int, rate_hz: float, output_tokens: int,
             controller_idle: bool = False) -> dict[str, float]:
     """One row in a fresh process of ``tree``'s code (its bench/sim_speed.py ``run``)."""
-    extra = ", controller_idle=True" if controller_idle else ""
-    code = ("import json, sys; sys.path.insert(0, 'bench'); import sim_speed; "
-            f"print(json.dumps(sim_speed.run({num_requests}, {rate_hz!r}, {output_tokens}{extra})))")
+    code = _run_code(num_requests, rate_hz, output_tokens, controller_idle) + "; print(json.dumps(row))"
     env = {**os.environ, "PYTHONPATH": str(tree)}
     out = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True,
                          capture_output=True, text=True).stdout
@@ -164,8 +170,7 @@ def paired_idle(num_requests: int, rate_hz: float, repeat: int) -> None:
 def _instructions(num_requests: int, rate_hz: float, output_tokens: int, controller_idle: bool) -> int:
     """Instructions one fresh process of this tree executes for ``run`` (valgrind's cachegrind,
     no cache simulation; the hash seed fixed), as it counts them."""
-    code = ("import sys; sys.path.insert(0, 'bench'); import sim_speed; "
-            f"sim_speed.run({num_requests}, {rate_hz!r}, {output_tokens}, controller_idle={controller_idle})")
+    code = _run_code(num_requests, rate_hz, output_tokens, controller_idle)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"}
     tool = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
     out = subprocess.run([*tool, sys.executable, "-c", code], cwd=ROOT, env=env, check=True,

@@ -39,9 +39,8 @@ The decision names the deployment; the engine applies its fast knobs (B, s,
 the gap factor, the SM-share table) at once and re-roles GPUs for a new
 allocation, paying the reconfiguration cost (docs/controller.md).
 
-The plan table's cross-check lives in :mod:`easerve_core.plan_check`. This
-module stays one piece past ~300 lines: the settings, the table and the
-controller's rules are read together.
+The plan table's cross-check lives in :mod:`easerve_core.plan_check`, the
+evaluation's scripted oracle in :mod:`easerve_core.oracle`.
 """
 
 from __future__ import annotations
@@ -293,59 +292,3 @@ class Controller:
             self._met_before = self._met_upto[self._f0 - 1]
             del self._finish_s[:self._f0], self._met_upto[:self._f0]
             self._f0 = 0
-
-
-class ScriptedController:
-    """An oracle: moves to each scripted band at its scripted time, whatever it observes.
-
-    ``schedule`` holds ``(at_s, band)`` pairs in increasing time; at each it
-    decides (reason ``script``) unless the band holds the current band's
-    deployment (the current band itself included). The
-    evaluation's oracle knows each phase of a traffic shape in advance and
-    moves at the phase's first instant (it still pays the re-role in the
-    phase). Same interface as :class:`Controller`, so an engine runs either.
-    """
-
-    def __init__(self, table: PlanTable, schedule: tuple[tuple[float, int], ...], *,
-                 start_band: int = 0) -> None:
-        times = [checks.non_negative("schedule at_s", float(at)) for at, _ in schedule]
-        if times != sorted(times):
-            raise ValueError(f"schedule: times must not decrease, got {times}")
-        for _, band in schedule:
-            if not 0 <= band < len(table.bands):
-                raise ValueError(f"schedule: band must be in [0, {len(table.bands)}), got {band!r}")
-        if not 0 <= start_band < len(table.bands):
-            raise ValueError(f"start_band must be in [0, {len(table.bands)}), got {start_band!r}")
-        self.table = table
-        self.band = start_band
-        self.decisions: list[Decision] = []
-        self._schedule = [(float(at), int(band)) for at, band in schedule]
-        self._next = 0
-
-    def arrive(self, now: float) -> None:
-        """Not needed: the script is known."""
-
-    def finish(self, now: float, *, met_slo: bool) -> None:
-        """Not needed: the script is known."""
-
-    def queue(self, now: float, waiting: int) -> None:
-        """Not needed: the script is known."""
-
-    def next_deadline(self) -> float:
-        return self._schedule[self._next][0] if self._next < len(self._schedule) else math.inf
-
-    def poll(self, now: float) -> Decision | None:
-        """The decision due at ``now``: the last scripted band due, if it is not the current one."""
-        band = self.band
-        while self._next < len(self._schedule) and self._schedule[self._next][0] <= now:
-            band = self._schedule[self._next][1]
-            self._next += 1
-        chosen = self.table.bands[band]
-        if chosen.deployment == self.table.bands[self.band].deployment:
-            self.band = band  # nothing to change on the servers (a band of the same deployment too)
-            return None
-        decision = Decision(at_s=now, from_band=self.band, band=band, rate_hz=chosen.rate_hz,
-                            reason="script", deployment=chosen.deployment)
-        self.band = band
-        self.decisions.append(decision)
-        return decision

@@ -1,7 +1,7 @@
 """The online controller in a simulated run: observations in, decisions applied, a timeline out.
 
 :class:`Steering` runs an :class:`easerve_core.controller.Controller` (or the
-evaluation's oracle, :class:`~easerve_core.controller.ScriptedController`)
+evaluation's oracle, :class:`~easerve_core.oracle.ScriptedController`)
 inside :func:`sim.simulate` (docs/simulator.md, "The controller in the
 simulator"). It is offered every arrival as the front end hands it on, every
 finished request and whether it met the plan's SLO (the rule of

@@ -96,8 +96,8 @@ class SteeredPipeline(Pipeline):
         while self.parked_prefill and self.prefill_workers:
             self.to_remote_prefill(self.parked_prefill.popleft(), now)
         while self.parked_decode and self.decode_workers:
-            job, kv_profile = self.parked_decode.popleft()
-            worker = least_loaded(self.decode_workers)
+            job, kv_profile = self.parked_decode.popleft()  # Pipeline.after_prefill's hand-off,
+            worker = least_loaded(self.decode_workers)  # inline there: it runs once per request
             worker.load_tokens += job.kv_tokens
             job.decode_worker = worker.index
             nbytes = kv_profile.kv_bytes(job.input_tokens)

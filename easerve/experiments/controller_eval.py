@@ -23,19 +23,12 @@ import sys
 
 import pandas as pd
 
-from easerve.experiments.choose import choose
 from easerve.experiments.paper import MODALITIES
-from easerve.experiments.plan_tables import (
-    cross_checked_table,
-    frugal_plan_table,
-    phase_plan_table,
-    throughput_ceiling,
-)
+from easerve.experiments.plan_tables import throughput_ceiling
 from easerve.experiments.reproduce import FULL, QUICK, SHIFT_SHAPE, Plan
 from easerve.experiments.setup import load_setup
 from easerve.experiments.shape_control import controller_shapes
-from easerve.experiments.shift_control import controller_shift
-from easerve_core.controller import Band, PlanTable
+from easerve.experiments.shift_control import rate_shift_study
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,39 +55,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(ceiling)} deployments; the best ten:")
         print(ceiling.head(10).round(3).to_string(index=False))
         return 0
-    nominal, timeline_s = plan.nominal_rate_hz, plan.scale.timeline_s
-    rates = sorted({nominal * f for f in SHIFT_SHAPE} | {nominal})
-    segment_s = timeline_s / 4
-    if args.sweep_streams:
-        table = PlanTable(tuple(
-            Band(rate_hz=r, deployment=choose(image, rate_hz=r, trials=plan.has_trials,
-                                              num_samples=plan.has_samples,
-                                              num_requests=plan.has_requests).deployment)
-            for r in rates))
-    else:
-        table = phase_plan_table(image, rates, segment_s=segment_s, trials=plan.has_trials,
-                                 num_samples=plan.has_samples)
-    for band in table.bands:
+    study = rate_shift_study(image, mean_rate_hz=plan.nominal_rate_hz, timeline_s=plan.scale.timeline_s,
+                             trials=plan.has_trials, num_samples=plan.has_samples, shape=SHIFT_SHAPE,
+                             frugal=args.frugal,
+                             search_requests=plan.has_requests if args.sweep_streams else None)
+    for band in study.has_table.bands:
         print(f"HAS band {band.rate_hz:g} req/s: {band.deployment.label()}")
-    has_table = table
-    table, scores = cross_checked_table(image, table, segment_s=segment_s)
     with pd.option_context("display.width", 250):
-        pivot = scores.pivot(index=["deployment", "told_hz"], columns="rate_hz", values="score")
+        pivot = study.scores.pivot(index=["deployment", "told_hz"], columns="rate_hz", values="score")
         print(pivot.round(3).to_string())
-    for band in table.bands:
+    for band in study.table.bands:
         print(f"band {band.rate_hz:g} req/s: {band.deployment.label()} told {band.deployment.rate_hint_hz}")
-    frugal = None
-    if args.frugal:
-        frugal, counts = frugal_plan_table(image, rates, segment_s=segment_s, trials=plan.has_trials,
-                                           num_samples=plan.has_samples)
-        print(counts.round(3).to_string(index=False))
-        frugal, _ = cross_checked_table(image, frugal, segment_s=segment_s, fewer_gpus_first=True)
-        for band in frugal.bands:
+    if study.frugal_table is not None and study.frugal_counts is not None:
+        print(study.frugal_counts.round(3).to_string(index=False))
+        for band in study.frugal_table.bands:
             print(f"frugal band {band.rate_hz:g} req/s: {band.deployment.label()} told "
                   f"{band.deployment.rate_hint_hz} ({band.deployment.num_gpus} GPUs)")
-    out = controller_shift(image, table, mean_rate_hz=nominal, num_requests=int(nominal * timeline_s),
-                           segment_s=segment_s, bin_s=segment_s / 6, shape=SHIFT_SHAPE,
-                           has_table=has_table, frugal_table=frugal)
+    out = study.frames
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(out["systems"].drop(columns=["start"]).round(3).to_string(index=False))
         print(out["phases"].pivot(index="system", columns="segment", values="attainment")

@@ -29,14 +29,21 @@ from easerve_core.plan_check import cross_check
 CROSS_CHECK_SEEDS = (2000, 2001)
 
 
+def segment_requests(rate_hz: float, segment_s: float) -> int:
+    """Requests in a stream one segment long at ``rate_hz`` (at least 20)."""
+    return max(20, round(rate_hz * segment_s))
+
+
 def phase_plan_table(setup: Setup, rates_hz: Sequence[float], *, segment_s: float, trials: int,
-                     num_samples: int = 1, seed: int = 0, backend: Backend = IN_PROCESS) -> PlanTable:
+                     num_samples: int = 1, seed: int = 0, num_requests: int | None = None,
+                     backend: Backend = IN_PROCESS) -> PlanTable:
     """HAS at each of ``rates_hz`` (:func:`~easerve.experiments.choose.choose`, ``trials`` TPE
     trials), each band searched on ``num_samples`` streams one segment long (``rate x
-    segment_s`` requests): a band's deployment serves a phase, and an overloaded phase's queue
-    grows over all of it, which a shorter stream does not show. One study per task."""
+    segment_s`` requests; ``num_requests`` when given): a band's deployment serves a phase, and
+    an overloaded phase's queue grows over all of it, which a shorter stream does not show. One
+    study per task."""
     tasks = [partial(choose, setup, rate_hz=r, trials=trials, seed=seed, num_samples=num_samples,
-                     num_requests=max(20, round(r * segment_s))) for r in rates_hz]
+                     num_requests=num_requests or segment_requests(r, segment_s)) for r in rates_hz]
     choices = run_tasks(backend, tasks)
     return PlanTable(tuple(Band(rate_hz=r, deployment=c.deployment)
                            for r, c in zip(rates_hz, choices, strict=True)))
@@ -57,7 +64,7 @@ def frugal_plan_table(setup: Setup, rates_hz: Sequence[float], *, segment_s: flo
     """
     keys = [(r, k) for r in rates_hz for k in range(1, setup.plan.cluster.num_gpus + 1)]
     tasks = [partial(_choice_on, setup, rate_hz=r, num_gpus=k, trials=trials, seed=seed,
-                     num_samples=num_samples, num_requests=max(20, round(r * segment_s))) for r, k in keys]
+                     num_samples=num_samples, num_requests=segment_requests(r, segment_s)) for r, k in keys]
     choices = dict(zip(keys, run_tasks(backend, tasks), strict=True))
     bands, rows = [], []
     for r in rates_hz:
@@ -91,7 +98,7 @@ def cross_checked_table(setup: Setup, table: PlanTable, *, segment_s: float,
     slo = setup.slos[tier]
 
     def score(deployment: Any, rate_hz: float) -> float:
-        n = max(20, round(rate_hz * segment_s))
+        n = segment_requests(rate_hz, segment_s)
         return float(np.mean([run(setup, deployment, rate_hz=rate_hz, num_requests=n, seed=seed,
                                   keep_hint=True).summary(slo).goodput_rps for seed in seeds]))
 

@@ -59,11 +59,7 @@ def _controller_shapes_section(t: Mapping[str, pd.DataFrame]) -> list[str]:
         "the table plans for with one band). High phases: the offered rate above m.",
     ]
     if scores is not None and not scores.empty:
-        chosen = scores[scores["chosen"].astype(bool)]
-        lines.append("Bands after the cross-check: " + "; ".join(
-            f"{m} {r:g} req/s: {d} told {_told(h)}" for m, r, d, h in
-            zip(chosen["modality"], chosen["rate_hz"], chosen["deployment"], chosen["told_hz"],
-                strict=True)) + ".")
+        lines.append(f"Bands after the cross-check: {_chosen_bands(scores)}.")
     lines += [
         md_table(systems, ["modality", "mean_rate_hz", "shape", "system", "attainment_high",
                            "attainment_low", "goodput_rps", "ttft_p99_s", "tpot_p99_s",
@@ -78,14 +74,10 @@ def _frugal_lines(t: Mapping[str, pd.DataFrame]) -> list[str]:
     scores = t.get("controller_frugal_plan_table")
     if scores is None or scores.empty:
         return []
-    chosen = scores[scores["chosen"].astype(bool)].sort_values("band")
     return ["The GPU-frugal planner (rows `oracle/frugal`, `controller/frugal`): HAS on every GPU "
             "count of the cluster at each band's rate, each band on the fewest GPUs within 2% of the "
             "best count's goodput (`controller_frugal_counts.csv`), cross-checked with the fewest "
-            "GPUs first among ties; the other GPUs are released. Bands: " + "; ".join(
-                f"{r:g} req/s: {d} told {_told(h)} ({int(n)} GPUs)" for r, d, h, n in
-                zip(chosen["rate_hz"], chosen["deployment"], chosen["told_hz"], chosen["num_gpus"],
-                    strict=True)) + "."]
+            f"GPUs first among ties; the other GPUs are released. Bands: {_chosen_bands(scores, gpus=True)}."]
 
 
 def _plan_table_lines(t: Mapping[str, pd.DataFrame]) -> list[str]:
@@ -93,19 +85,27 @@ def _plan_table_lines(t: Mapping[str, pd.DataFrame]) -> list[str]:
     scores = t.get("controller_plan_table")
     if scores is None or scores.empty:
         return []
-    scores = scores.assign(told=[_told(v) for v in scores["told_hz"]]) if "told_hz" in scores else \
-        scores.assign(told="—")
-    grid = scores.pivot(index=["deployment", "told"], columns="rate_hz", values="score")
+    told = [_told(v) for v in scores["told_hz"]] if "told_hz" in scores else "—"
+    grid = scores.assign(told=told).pivot(index=["deployment", "told"], columns="rate_hz", values="score")
     grid.columns = [f"goodput at {c:g} req/s" for c in grid.columns]
-    chosen = scores[scores["chosen"].astype(bool)].sort_values("band")
-    picks = "; ".join(f"{r:g} req/s: {d} told {told}" for r, d, told in
-                      zip(chosen["rate_hz"], chosen["deployment"], chosen["told"], strict=True))
-    return [md_table(grid.reset_index()), f"Bands after the cross-check: {picks}."]
+    return [md_table(grid.reset_index()), f"Bands after the cross-check: {_chosen_bands(scores)}."]
 
 
 def _told(hint: Any) -> str:
     """A candidate's rate hint as the report prints it (a fixed batcher has none)."""
     return "—" if hint is None or hint != hint else f"{float(hint):g} req/s"
+
+
+def _chosen_bands(scores: pd.DataFrame, *, gpus: bool = False) -> str:
+    """A cross-check's choice per band, in band order (the model first when the scores name one)."""
+    chosen = scores[scores["chosen"].astype(bool)]  # rows come band by band (model by model)
+    parts = []
+    for _, row in chosen.iterrows():
+        model = f"{row['modality']} " if "modality" in row else ""
+        told = _told(row["told_hz"]) if "told_hz" in row else "—"
+        count = f" ({int(row['num_gpus'])} GPUs)" if gpus else ""
+        parts.append(f"{model}{row['rate_hz']:g} req/s: {row['deployment']} told {told}{count}")
+    return "; ".join(parts)
 
 
 def md_table(frame: pd.DataFrame, columns: Sequence[str] | None = None, digits: int = 3) -> str:

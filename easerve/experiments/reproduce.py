@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from easerve.experiments import figures, plan_tables, report, shape_control, shift_control, studies
+from easerve.experiments import figures, report, shape_control, shift_control, studies
 from easerve.experiments.choose import BASELINES, convergence
 from easerve.experiments.headline import PEAK_KEYS, Chooser, clip_length_whatif, headline_sweep, peaks_by_slo
 from easerve.experiments.paper import MODALITIES
@@ -248,31 +248,21 @@ def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
 
 
 def _controller_shift(image: Setup, plan: Plan, backend: Backend, out: Path) -> dict[str, pd.DataFrame]:
-    """The rate-shift study run by static, oracle and controller (docs/controller.md): the plan
-    table is HAS at each segment's rate and the mean under the run's HAS budget, each band
-    searched on streams one segment long, cross-checked on fresh one-segment streams (the
-    scores: ``controller_plan_table``)."""
-    nominal, segment_s = plan.nominal_rate_hz, plan.scale.timeline_s / 4
-    rates = sorted({nominal * f for f in SHIFT_SHAPE} | {nominal})
-    table = plan_tables.phase_plan_table(image, rates, segment_s=segment_s, trials=plan.has_trials,
-                                           num_samples=plan.has_samples, backend=backend)
-    checked, scores = plan_tables.cross_checked_table(image, table, segment_s=segment_s)
-    frugal, tables = None, {}
-    if plan.controller_frugal:
-        frugal, counts = plan_tables.frugal_plan_table(image, rates, segment_s=segment_s,
-                                                         trials=plan.has_trials,
-                                                         num_samples=plan.has_samples, backend=backend)
-        frugal, frugal_scores = plan_tables.cross_checked_table(image, frugal, segment_s=segment_s,
-                                                                  fewer_gpus_first=True)
-        tables = {"controller_frugal_counts": counts, "controller_frugal_plan_table": frugal_scores}
-    shift = shift_control.controller_shift(image, checked, has_table=table, frugal_table=frugal,
-                                           mean_rate_hz=nominal,
-                                           num_requests=int(nominal * plan.scale.timeline_s),
-                                           segment_s=segment_s, bin_s=segment_s / 6, shape=SHIFT_SHAPE,
-                                           backend=backend)
+    """The rate-shift study run by static, oracle and controller (docs/controller.md;
+    :func:`~easerve.experiments.shift_control.rate_shift_study` under the run's HAS budget; the
+    cross-check's scores: ``controller_plan_table``)."""
+    study = shift_control.rate_shift_study(image, mean_rate_hz=plan.nominal_rate_hz,
+                                           timeline_s=plan.scale.timeline_s, trials=plan.has_trials,
+                                           num_samples=plan.has_samples, shape=SHIFT_SHAPE,
+                                           frugal=plan.controller_frugal, backend=backend)
+    shift = study.frames
     figures.controller_shift_plot(shift["bins"], shift["decisions"], out / "controller_shift.png")
-    return {"controller_shift": shift["systems"], "controller_shift_phases": shift["phases"],
-            "controller_shift_decisions": shift["decisions"], "controller_plan_table": scores, **tables}
+    tables = {"controller_shift": shift["systems"], "controller_shift_phases": shift["phases"],
+              "controller_shift_decisions": shift["decisions"], "controller_plan_table": study.scores}
+    if study.frugal_counts is not None and study.frugal_scores is not None:
+        tables.update(controller_frugal_counts=study.frugal_counts,
+                      controller_frugal_plan_table=study.frugal_scores)
+    return tables
 
 
 def _controller_shapes(setups: dict[str, Setup], plan: Plan, backend: Backend,

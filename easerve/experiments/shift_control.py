@@ -7,7 +7,7 @@ four systems on the same requests (docs/controller.md, "Evaluation"):
 * ``static-mean``: HAS's deployment for the mean rate, all run long;
 * ``static-peak``: HAS's deployment for the peak rate (over-provisioned);
 * ``oracle``: knows each segment's rate in advance and moves to its band at
-  the segment's first instant (:class:`~easerve_core.controller.ScriptedController`),
+  the segment's first instant (:class:`~easerve_core.oracle.ScriptedController`),
   paying the re-role (drain and reconfiguration) inside the segment;
 * ``controller``: the online controller (:class:`~easerve_core.controller.Controller`,
   default settings unless given) on the same plan table, starting on the
@@ -37,9 +37,11 @@ import numpy as np
 import pandas as pd
 
 from calibration.reconfig import ReconfigurationCost
+from easerve.experiments import plan_tables
 from easerve.experiments.setup import Arrivals, Setup, requests_for
 from easerve_core import Deployment, Request
-from easerve_core.controller import Controller, ControllerSettings, PlanTable, ScriptedController
+from easerve_core.controller import Controller, ControllerSettings, PlanTable
+from easerve_core.oracle import ScriptedController
 from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
 from easerve_core.plan import replan
 from easerve_core.slo import goodput_rps, meets_slo, tpot_s, ttft_s
@@ -100,6 +102,46 @@ def controller_shift(setup: Setup, table: PlanTable, *, mean_rate_hz: float, num
                       mean_rate_hz * max(shape))
     return four_systems(setup, table, requests, traffic, has_table=has_table, seed=seed, bin_s=bin_s,
                         settings=settings, frugal_table=frugal_table, backend=backend)
+
+
+@dataclass(frozen=True, slots=True)
+class ShiftStudy:
+    """:func:`rate_shift_study`'s plan tables and frames."""
+
+    has_table: PlanTable  # HAS per band: the static systems'
+    table: PlanTable  # cross-checked: the oracle's and the controller's
+    scores: pd.DataFrame  # the cross-check's, one row per band and candidate
+    frames: dict[str, pd.DataFrame]  # controller_shift's
+    frugal_table: PlanTable | None = None  # the GPU-frugal planner's, cross-checked
+    frugal_counts: pd.DataFrame | None = None  # its HAS per band and GPU count
+    frugal_scores: pd.DataFrame | None = None  # its cross-check's
+
+
+def rate_shift_study(setup: Setup, *, mean_rate_hz: float, timeline_s: float, trials: int,
+                     num_samples: int = 1, shape: Sequence[float] = (0.5, 1.5, 0.5, 1.5),
+                     frugal: bool = False, search_requests: int | None = None,
+                     backend: Backend = IN_PROCESS) -> ShiftStudy:
+    """The whole study (docs/controller.md, "Evaluation"): HAS at each segment's rate and the
+    mean (``trials`` each, on streams one segment long, or ``search_requests`` long), the
+    cross-check, with ``frugal`` the GPU-frugal planner, then the systems on the shift
+    (:func:`controller_shift`: ``mean_rate_hz x timeline_s`` requests, four segments)."""
+    segment_s = timeline_s / len(shape)
+    rates = sorted({mean_rate_hz * f for f in shape} | {mean_rate_hz})
+    has_table = plan_tables.phase_plan_table(setup, rates, segment_s=segment_s, trials=trials,
+                                             num_samples=num_samples, num_requests=search_requests,
+                                             backend=backend)
+    table, scores = plan_tables.cross_checked_table(setup, has_table, segment_s=segment_s)
+    frugal_table = counts = frugal_scores = None
+    if frugal:
+        found, counts = plan_tables.frugal_plan_table(setup, rates, segment_s=segment_s, trials=trials,
+                                                      num_samples=num_samples, backend=backend)
+        frugal_table, frugal_scores = plan_tables.cross_checked_table(setup, found, segment_s=segment_s,
+                                                                      fewer_gpus_first=True)
+    frames = controller_shift(setup, table, has_table=has_table, frugal_table=frugal_table,
+                              mean_rate_hz=mean_rate_hz, num_requests=int(mean_rate_hz * timeline_s),
+                              segment_s=segment_s, bin_s=segment_s / 6, shape=shape, backend=backend)
+    return ShiftStudy(has_table=has_table, table=table, scores=scores, frames=frames,
+                      frugal_table=frugal_table, frugal_counts=counts, frugal_scores=frugal_scores)
 
 
 def four_systems(setup: Setup, table: PlanTable, requests: Sequence[Request], traffic: Traffic, *,

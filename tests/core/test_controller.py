@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from easerve_core import Deployment, StageGroup
-from easerve_core.controller import Band, Controller, ControllerSettings, PlanTable, ScriptedController
+from easerve_core.controller import Band, Controller, ControllerSettings, PlanTable
+from easerve_core.oracle import ScriptedController
 from easerve_core.plan_check import cross_check
 
 

@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from easerve_core import Cluster, Deployment, Modality, Request, SMSharing, StageGroup
-from easerve_core.controller import Band, Controller, PlanTable, ScriptedController
+from easerve_core.controller import Band, Controller, PlanTable
+from easerve_core.oracle import ScriptedController
 from easerve_core.plan import compose
 from sim import simulate
 from sim.control import timeline
