@@ -9,6 +9,15 @@ easerve installed, or a ``runtime_env``: docs/scaling.md) and the item
 pickled. Tasks are not retried (``max_retries=0``): a lost worker or node
 fails the map with one :class:`~easerve_core.parallel.base.BackendError`,
 and an exception a task raised is raised again here as itself.
+
+Leaving a map early (an error, Ctrl-C) force-cancels the tasks still running,
+but only after a short grace (:data:`CANCEL_GRACE_S`) in which the tasks that
+are finishing anyway may finish. Ray's cancel races a task's completion: a
+cancel that lands while the task's reply is being handled fails a check in
+Ray's task manager ("Tried to complete task that was not pending") and the
+check ends the driver with exit status 1 (Ray 2.60; the repro is
+``tests/parallel/test_ray_cancel.py``). A task still running after the
+grace is a long one, far from its end.
 """
 
 from __future__ import annotations
@@ -21,6 +30,9 @@ from typing import Any
 
 from easerve_core import checks
 from easerve_core.parallel.base import BackendError, Poll, R, T
+
+CANCEL_GRACE_S = 0.2
+"""Seconds the tasks in flight get to finish before the rest are cancelled."""
 
 
 def _apply(fn: Callable[[T], R], item: T) -> R:
@@ -95,10 +107,18 @@ class RayPool:
                 if poll:
                     poll()
         except BaseException:
-            for ref in pending:
-                ray.cancel(ref, force=True)
+            self._cancel(ray, list(pending))
             raise
         return results
+
+    @staticmethod
+    def _cancel(ray: ModuleType, refs: list[Any]) -> None:
+        """Force-cancel the tasks of ``refs`` that are still running after the grace."""
+        if not refs:
+            return
+        _, running = ray.wait(refs, num_returns=len(refs), timeout=CANCEL_GRACE_S, fetch_local=False)
+        for ref in running:
+            ray.cancel(ref, force=True)
 
     @staticmethod
     def _get(ray: ModuleType, ref: Any, num_tasks: int) -> Any:

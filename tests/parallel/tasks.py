@@ -34,3 +34,10 @@ def sleep_then(item: float) -> float:
         raise ValueError("fails at once")
     time.sleep(item)
     return item
+
+
+def fail_on_two_at_once(item: int) -> int:
+    """As :func:`fail_on_two`, with no sleep: the siblings finish as the error comes back."""
+    if item == 2:
+        raise ValueError(f"bad item {item}")
+    return item
