@@ -2,7 +2,8 @@
 
 Numbers come from the study frames; the prose around them states the
 modelling assumptions that explain the gaps (docs/results/README.md goes
-deeper). Tables are plain Markdown, written here without extra packages.
+deeper). Tables are plain Markdown (:mod:`easerve.experiments.markdown`); the
+controller's sections are in :mod:`easerve.experiments.report_controller`.
 """
 
 from __future__ import annotations
@@ -15,110 +16,8 @@ from typing import Any
 import pandas as pd
 
 from easerve.experiments import paper
-
-
-def _controller_section(t: Mapping[str, pd.DataFrame]) -> list[str]:
-    """The online controller on the rate shift: four systems, then attainment per segment."""
-    if "controller_shift" not in t:
-        return []
-    phases = t["controller_shift_phases"].pivot(index="system", columns="segment", values="attainment")
-    phases.columns = [f"segment {c} attainment" for c in phases.columns]
-    phases = phases.reindex(t["controller_shift"]["system"]).reset_index()
-    return [
-        "## Online controller on the rate shift (LLaVA-34B, 1 and 3 req/s alternating)",
-        "Static HAS at the mean and at the peak rate (HAS's own choices), an oracle that moves to "
-        "each segment's band at its first instant (paying drain and reconfiguration), and the "
-        "online controller on the same plan table (docs/controller.md): HAS at each band's rate, "
-        "searched on streams one segment long, then cross-checked (each band keeps the best of "
-        "the table's deployments, each told each band's rate, at its rate on fresh streams one "
-        "segment long; a tie within 2% keeps the band above's choice, then its allocation, then "
-        "goes to the one with more headroom). A move to a band that holds the current deployment "
-        "is no decision.",
-        *_plan_table_lines(t),
-        *_frugal_lines(t),
-        md_table(t["controller_shift"], ["system", "attainment_high", "attainment_low", "goodput_rps",
-                                         "ttft_p99_s", "tpot_p99_s", "gpu_s_per_request",
-                                         "busy_gpu_s_per_request", "decisions", "gpus_moved"]),
-        md_table(phases),
-        "![controller shift](controller_shift.png)",
-    ]
-
-
-def _controller_shapes_section(t: Mapping[str, pd.DataFrame]) -> list[str]:
-    """The controller on four traffic shapes, for each model: four systems per shape."""
-    if "controller_shapes" not in t:
-        return []
-    systems, scores = t["controller_shapes"], t.get("controller_shapes_plan_tables")
-    lines = [
-        "## Online controller on four traffic shapes",
-        "Each model's cluster offered a step, a spike, a diurnal sine and a slow drift between half "
-        "and 1.5 times a mean rate m, two thirds of what the screen says the model's best allocation "
-        "carries (docs/controller.md, \"Evaluation: four traffic shapes\"). The plan table is HAS "
-        "at 0.5 m, m and 1.5 m, searched and cross-checked as the rate shift's; static systems run "
-        "HAS's own choices at m and 1.5 m; the oracle moves at each phase (a run of 5 s grid times "
-        "the table plans for with one band). High phases: the offered rate above m.",
-    ]
-    if scores is not None and not scores.empty:
-        lines.append(f"Bands after the cross-check: {_chosen_bands(scores)}.")
-    lines += [
-        md_table(systems, ["modality", "mean_rate_hz", "shape", "system", "attainment_high",
-                           "attainment_low", "goodput_rps", "ttft_p99_s", "tpot_p99_s",
-                           "gpu_s_per_request", "busy_gpu_s_per_request", "decisions", "gpus_moved"]),
-        "![controller shapes](controller_shapes.png)",
-    ]
-    return lines
-
-
-def _frugal_lines(t: Mapping[str, pd.DataFrame]) -> list[str]:
-    """The GPU-frugal planner's bands (each on the fewest GPUs that serve it), when it ran."""
-    scores = t.get("controller_frugal_plan_table")
-    if scores is None or scores.empty:
-        return []
-    return ["The GPU-frugal planner (rows `oracle/frugal`, `controller/frugal`): HAS on every GPU "
-            "count of the cluster at each band's rate, each band on the fewest GPUs within 2% of the "
-            "best count's goodput (`controller_frugal_counts.csv`), cross-checked with the fewest "
-            f"GPUs first among ties; the other GPUs are released. Bands: {_chosen_bands(scores, gpus=True)}."]
-
-
-def _plan_table_lines(t: Mapping[str, pd.DataFrame]) -> list[str]:
-    """The cross-check's goodput of each candidate at each band's rate, and the choices."""
-    scores = t.get("controller_plan_table")
-    if scores is None or scores.empty:
-        return []
-    told = [_told(v) for v in scores["told_hz"]] if "told_hz" in scores else "—"
-    grid = scores.assign(told=told).pivot(index=["deployment", "told"], columns="rate_hz", values="score")
-    grid.columns = [f"goodput at {c:g} req/s" for c in grid.columns]
-    return [md_table(grid.reset_index()), f"Bands after the cross-check: {_chosen_bands(scores)}."]
-
-
-def _told(hint: Any) -> str:
-    """A candidate's rate hint as the report prints it (a fixed batcher has none)."""
-    return "—" if hint is None or hint != hint else f"{float(hint):g} req/s"
-
-
-def _chosen_bands(scores: pd.DataFrame, *, gpus: bool = False) -> str:
-    """A cross-check's choice per band, in band order (the model first when the scores name one)."""
-    chosen = scores[scores["chosen"].astype(bool)]  # rows come band by band (model by model)
-    parts = []
-    for _, row in chosen.iterrows():
-        model = f"{row['modality']} " if "modality" in row else ""
-        told = _told(row["told_hz"]) if "told_hz" in row else "—"
-        count = f" ({int(row['num_gpus'])} GPUs)" if gpus else ""
-        parts.append(f"{model}{row['rate_hz']:g} req/s: {row['deployment']} told {told}{count}")
-    return "; ".join(parts)
-
-
-def md_table(frame: pd.DataFrame, columns: Sequence[str] | None = None, digits: int = 3) -> str:
-    cols = list(columns or frame.columns)
-
-    def cell(v: Any) -> str:
-        if isinstance(v, float):
-            return "—" if math.isnan(v) else f"{v:.{digits}g}" if abs(v) < 1e3 else f"{v:.0f}"
-        return str(v)
-
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(cell(r[c]) for c in cols) + " |" for _, r in frame.iterrows()]
-    return "\n".join(lines)
+from easerve.experiments.markdown import md_table
+from easerve.experiments.report_controller import controller_sections
 
 
 def _ratio(ours: float, theirs: float) -> str:
@@ -283,20 +182,19 @@ def _cuts_section(cuts: Sequence[str]) -> list[str]:
 
 
 def write_report(out: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping[str, Any]) -> Path:
-    t = tables
+    """Write ``out/report.md`` from a run's tables and its ``meta.json``; return its path."""
+    sections = [*_intro(meta), *_goodput_sections(tables, meta["plan"]["scale"]),
+                *_study_sections(tables)]
+    path = out / "report.md"
+    path.write_text("\n\n".join(sections) + "\n")
+    return path
+
+
+def _intro(meta: Mapping[str, Any]) -> list[str]:
+    """The title, what was simulated (the one paper-anchored constant), the command, the cuts."""
     overhead = meta["encode_call_overhead_s"]
     residual = meta.get("encode_call_residual_s", overhead)
-    scale = meta["plan"]["scale"]
-    fixed = t["fixed_batch"]
-    burst = t["burstiness"]
-    abl = t["sm_ablation"]
-    util = t["encoder_utilization"].groupby("system", as_index=False)["busy_frac"].mean()
-    conv = t["has_convergence"]
-    final = conv[conv["trial"] == conv.groupby(["modality", "sampler", "seed"])["trial"].transform("max")]
-    conv_tab = final.groupby(["modality", "sampler"], as_index=False)["best_goodput_rps"].median()
-    conv_tab = conv_tab.merge(t["has_grid_best"], on="modality")
-    conv_tab["fraction_of_grid"] = conv_tab["best_goodput_rps"] / conv_tab["grid_best_goodput_rps"]
-    sections = [
+    return [
         f"# easerve evaluation report{' (quick)' if meta['quick'] else ''}",
         "Simulated on 8x RTX 6000 Ada with the analytic (roofline) profiles of LLaVA-v1.6-34B "
         "(image), Qwen2.5-VL-32B (video) and Ultravox-v0.6-Gemma-3-27B (audio), the host "
@@ -314,6 +212,12 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping[st
         f"wall time {meta['wall_s']:.0f} s on {meta.get('backend', 'local, 1 job')} (the tables do "
         "not depend on the backend or its number of workers).",
         *_cuts_section(meta.get("cuts", [])),
+    ]
+
+
+def _goodput_sections(t: Mapping[str, pd.DataFrame], scale: Mapping[str, Any]) -> list[str]:
+    """The headline and the goodput tables beside the paper's, the clip what-if, HAS's choices."""
+    return [
         "## Headline: EAServe over the best baseline",
         "EAServe's peak goodput divided by the best baseline's (named), per modality, in every "
         "reading: `tuned`: every baseline at its own HAS-tuned deployment per rate (equal "
@@ -364,26 +268,33 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping[st
         *_baseline_choices(t),
         "## P99 TTFT at 2 req/s",
         md_table(_p99_at_2(t["goodput_sweep"])),
+    ]
+
+
+def _study_sections(t: Mapping[str, pd.DataFrame]) -> list[str]:
+    """The studies past the goodput: fixed batch, bursts, rate shifts, the controller, SM
+    sharing, encoder utilisation, HAS's convergence."""
+    util = t["encoder_utilization"].groupby("system", as_index=False)["busy_frac"].mean()
+    return [
         "## Fixed-batch trade-off (LLaVA-34B, 2 req/s)",
         "Paper: batch 1 -> 8 moves throughput 0.75 -> 1.09 req/s, mean TTFT 367 -> 112 s, "
         "mean TPOT 179 -> 411 ms.",
-        md_table(fixed, ["batch", "throughput_rps", "ttft_mean_s", "tpot_mean_s",
+        md_table(t["fixed_batch"], ["batch", "throughput_rps", "ttft_mean_s", "tpot_mean_s",
                          "goodput_moderate_rps"]),
         "## Burstiness (LLaVA-34B, EAServe, 2 req/s mean)",
         f"Paper: throughput {paper.BURST['throughput_change_frac']:+.0%} at the burstiest, "
         f"P99 TTFT {paper.BURST['ttft_p99_poisson_s']} -> {paper.BURST['ttft_p99_burstiest_s']} s.",
-        md_table(burst, ["cv", "burstiness", "throughput_rps", "ttft_p99_s", "tpot_p99_s",
+        md_table(t["burstiness"], ["cv", "burstiness", "throughput_rps", "ttft_p99_s", "tpot_p99_s",
                          "goodput_moderate_rps"]),
         "![burstiness](burstiness.png)",
         "## Rate shifts (deployment chosen for the mean rate)",
         md_table(t["rate_shift"]),
         "![rate shift](rate_shift.png)",
-        *_controller_section(t),
-        *_controller_shapes_section(t),
+        *controller_sections(t),
         "## SM-sharing ablation (audio, 10 req/s, s = 0.55)",
         "Paper (throughput req/s / P99 TTFT s / P99 TPOT s): dynamic 5.21 / 36.7 / 0.167, "
         "static 5.07 / 40.7 / 0.203, time-slice 4.78 / 43.7 / 0.236.",
-        md_table(abl, ["sharing", "throughput_rps", "ttft_p99_s", "tpot_p99_s",
+        md_table(t["sm_ablation"], ["sharing", "throughput_rps", "ttft_p99_s", "tpot_p99_s",
                        "goodput_moderate_rps"]),
         "## Encoder GPU utilisation (LLaVA-34B, 2 req/s, first encode GPU)",
         "Paper: request-at-a-time <10%, fixed batch 8 bursty, EAServe ~80%.",
@@ -391,9 +302,17 @@ def write_report(out: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping[st
         "![encoder utilisation](encoder_utilization.png)",
         "## HAS convergence",
         "Best goodput after the trial budget, median over seeds, against the exhaustive grid.",
-        md_table(conv_tab),
+        md_table(_convergence_table(t)),
         "![convergence](has_convergence.png)",
+
     ]
-    path = out / "report.md"
-    path.write_text("\n\n".join(sections) + "\n")
-    return path
+
+
+def _convergence_table(t: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Each sampler's best goodput at the end of its budget (median over seeds) against the grid's."""
+    conv = t["has_convergence"]
+    final = conv[conv["trial"] == conv.groupby(["modality", "sampler", "seed"])["trial"].transform("max")]
+    table = final.groupby(["modality", "sampler"], as_index=False)["best_goodput_rps"].median()
+    table = table.merge(t["has_grid_best"], on="modality")
+    table["fraction_of_grid"] = table["best_goodput_rps"] / table["grid_best_goodput_rps"]
+    return table

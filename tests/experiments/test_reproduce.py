@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from easerve.cli import main
-from easerve.experiments.report import md_table
+from easerve.experiments.markdown import md_table
 from easerve.experiments.setup import load_setup, paper_anchored_efficiency
 from easerve.experiments.studies import _binned_step, refine_rates
 
