@@ -184,18 +184,9 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
         kit = WorkerKit(env, recorder, pipe, profile=profile, table=plan.sm_table, options=options,
                         cluster=cluster)
         front = build_disaggregated(kit, deployment=deployment, caps=caps, seed=seed, layout=layout)
-    admitted = []
     # with a controller, a request any band's deployment could never serve is refused up front
     others = [(d, kv_capacities(d, profile)) for d in dict.fromkeys(deployments[1:]) if d != deployment]
-    for index, req in enumerate(requests):
-        why = _rejection(req, caps, deployment)
-        if not why and others:
-            why = next((w for d, c in others if (w := _rejection(req, c, d))), "")
-        if why:
-            records.reject(index, why)
-            recorder.finished()
-        else:
-            admitted.append(index)
+    admitted = _admit(requests, [(deployment, caps), *others], records, recorder)
     steering = None
     if controller is None:
         _Dispatcher(env, requests, admitted, front, options.dispatch, host.dispatch_latency_s)
@@ -213,16 +204,7 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
     unfinished = len(admitted) - pipe.num_finished
     if unfinished:
         raise RuntimeError(f"simulation ended with {unfinished} request(s) unfinished (a bug)")
-    end_s = records.last_finish_s()
-    meta = {
-        **plan.describe(),
-        "num_events": env.num_events,
-        "events_per_request": env.num_events / max(1, len(requests)),
-        "link_transfers": pipe.link.num_transfers,
-        "link_bytes": pipe.link.bytes_moved,
-        **pipe.link.meta(),
-        "queues": recorder.queue_summary(end_s),
-    }
+    meta = _run_meta(plan, env, pipe, recorder, records.last_finish_s())
     if steering is not None:
         meta["controller"] = steering.meta()
     config = {**plan.config, "deployment": {**deployment.to_dict(), "preset": plan.preset},
@@ -231,6 +213,36 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
     if steering is not None:
         result = replace(result, records=steering.stamp(result.records, [r.request_id for r in requests]))
     return result
+
+
+def _admit(requests: Sequence[Request], deployments: Sequence[tuple[Deployment, Capacities]],
+           records: RecordTable, recorder: Recorder) -> list[int]:
+    """The indices of the requests the run serves, in order; each of the others is rejected
+    with the first reason of ``deployments`` (``(deployment, KV capacities)``, the run's own
+    first) and counts as finished."""
+    admitted = []
+    for index, req in enumerate(requests):
+        why = next((w for d, c in deployments if (w := _rejection(req, c, d))), "")
+        if why:
+            records.reject(index, why)
+            recorder.finished()
+        else:
+            admitted.append(index)
+    return admitted
+
+
+def _run_meta(plan: RunPlan, env: SimEnvironment, pipe: Pipeline, recorder: Recorder,
+              end_s: float) -> dict[str, Any]:
+    """What a finished run says of itself beside its records: the plan, events, link, queues."""
+    return {
+        **plan.describe(),
+        "num_events": env.num_events,
+        "events_per_request": env.num_events / max(1, len(plan.requests)),
+        "link_transfers": pipe.link.num_transfers,
+        "link_bytes": pipe.link.bytes_moved,
+        **pipe.link.meta(),
+        "queues": recorder.queue_summary(end_s),
+    }
 
 
 def _check_controller(controller: ControllerLike, reconfiguration_s: float | ReconfigCost | None,
