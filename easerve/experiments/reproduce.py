@@ -169,8 +169,34 @@ def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
              log: _Log) -> dict[str, pd.DataFrame]:
     """Every study's tables (and figures into ``out``), each study's tasks on ``backend``."""
     chooser = Chooser(setups, plan, backend)
-    tables: dict[str, pd.DataFrame] = {}
+    tables = _goodput_studies(out, setups, chooser, plan, backend, log)
+    tables.update(_image_studies(out, setups["image"], chooser, plan, backend, log))
 
+    log("online controller on the rate shift (LLaVA-34B)")
+    tables.update(_controller_shift(setups["image"], plan, backend, out))
+
+    log(f"online controller on four traffic shapes ({', '.join(plan.shape_models)})")
+    tables.update(_controller_shapes(setups, plan, backend, out))
+
+    log("SM-sharing ablation (audio)")
+    # the paper's ablation fixes s = 0.55 on one deployment; ours is the example config's
+    tables["sm_ablation"] = studies.sm_ablation(
+        setups["audio"], setups["audio"].deployment, rate_hz=plan.ablation_rate_hz,
+        num_requests=plan.scale.num_requests * 4, remote_fraction=plan.ablation_remote_fraction,
+        num_seeds=plan.scale.num_seeds, backend=backend)
+
+    log("HAS convergence: TPE vs random vs grid")
+    tables.update(_convergence(setups, chooser, plan, backend, out))
+    tables["has_choices"] = chooser.table()
+    tables["baseline_choices"] = chooser.table(BASELINES)
+    return tables
+
+
+def _goodput_studies(out: Path, setups: dict[str, Setup], chooser: Chooser, plan: Plan,
+                     backend: Backend, log: _Log) -> dict[str, pd.DataFrame]:
+    """The headline sweep, its peaks under each SLO, without the residual, with a free
+    in-step encoder, and the video clip-length what-if."""
+    tables: dict[str, pd.DataFrame] = {}
     log("goodput vs arrival rate (HAS per rate for EAServe and each tuned baseline; config baselines)")
     sweep = headline_sweep(setups, chooser, plan.scale, backend=backend)
     tables["goodput_sweep"] = sweep
@@ -198,8 +224,13 @@ def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
     tables["video_clip_length"], tables["video_clip_length_sweep"] = clip_length_whatif(
         setups["video"], tables["peak_goodput"], plan, backend)
     figures.clip_length_plot(tables["video_clip_length"], out / "video_clip_length.png")
+    return tables
 
-    image = setups["image"]
+
+def _image_studies(out: Path, image: Setup, chooser: Chooser, plan: Plan, backend: Backend,
+                   log: _Log) -> dict[str, pd.DataFrame]:
+    """LLaVA-34B at the nominal rate: fixed batch, burstiness, rate shifts, encoder utilisation."""
+    tables: dict[str, pd.DataFrame] = {}
     nominal = plan.nominal_rate_hz
     log("fixed-batch trade-off (LLaVA-34B)")
     dep_image = chooser("image", nominal).deployment
@@ -220,30 +251,12 @@ def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
     tables["rate_shift"], tables["rate_shift_bins"] = segs, bins
     figures.rate_shift_plot(bins, out / "rate_shift.png")
 
-    log("online controller on the rate shift (LLaVA-34B)")
-    tables.update(_controller_shift(image, plan, backend, out))
-
-    log(f"online controller on four traffic shapes ({', '.join(plan.shape_models)})")
-    tables.update(_controller_shapes(setups, plan, backend, out))
-
-    log("SM-sharing ablation (audio)")
-    # the paper's ablation fixes s = 0.55 on one deployment; ours is the example config's
-    tables["sm_ablation"] = studies.sm_ablation(
-        setups["audio"], setups["audio"].deployment, rate_hz=plan.ablation_rate_hz,
-        num_requests=plan.scale.num_requests * 4, remote_fraction=plan.ablation_remote_fraction,
-        num_seeds=plan.scale.num_seeds, backend=backend)
-
     log("encoder utilisation traces")
     util = studies.encoder_utilization(image, image.deployment, rate_hz=nominal,
                                        num_requests=plan.scale.num_requests * 2, bin_s=5.0,
                                        easerve=dep_image, backend=backend)
     tables["encoder_utilization"] = util
     figures.utilization_traces(util, out / "encoder_utilization.png")
-
-    log("HAS convergence: TPE vs random vs grid")
-    tables.update(_convergence(setups, chooser, plan, backend, out))
-    tables["has_choices"] = chooser.table()
-    tables["baseline_choices"] = chooser.table(BASELINES)
     return tables
 
 
