@@ -17,7 +17,7 @@ absolute monotonic seconds and are stored relative to the trial start.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -51,6 +51,13 @@ class Ledger:
         self.settled: list[int] = []
         self._holders: dict[int, dict[WorkerId, int]] = {}
         self._open = set(self.records)
+        #: what each event kind (live.transport.EVENT_KINDS) does to the book
+        self._handlers: dict[str, Callable[[Event], None]] = {
+            "ready": self._on_ready, "at": self._on_at, "sent": self._on_sent,
+            "stamp": self._on_stamp, "done": self._on_done, "fail": self._on_fail,
+            "reject": self._on_reject, "log": self._on_log, "crash": self._on_crash,
+            "note": self._on_note, "retuned": self._on_retuned,
+        }
 
     def set_t0(self, t0: float) -> None:
         self.t0 = t0
@@ -80,10 +87,15 @@ class Ledger:
         self._holders.pop(rid, None)
         self.settled.append(rid)
 
+    @property
+    def kinds(self) -> frozenset[str]:
+        """The event kinds :meth:`apply` takes."""
+        return frozenset(self._handlers)
+
     def apply(self, event: Event) -> None:
-        handler = getattr(self, f"_on_{event.kind}", None)
+        handler = self._handlers.get(event.kind)
         if handler is None:
-            raise ValueError(f"unknown event kind {event.kind!r}")
+            raise ValueError(f"unknown event kind {event.kind!r}; known: {', '.join(self._handlers)}")
         handler(event)
 
     def _on_ready(self, event: Event) -> None:

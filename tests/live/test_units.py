@@ -11,7 +11,7 @@ from easerve_core.request import Modality, Request
 from live.ledger import Ledger, utilization
 from live.options import LiveOptions
 from live.profiling import profile_stages
-from live.transport import Event
+from live.transport import EVENT_KINDS, Event
 from live.zoo import ModelSpec
 
 
@@ -53,6 +53,13 @@ def test_ledger_follows_hand_offs_and_fails_what_a_dead_worker_held():
     ledger.apply(Event(kind="sent", worker=("encode", 0), request_id=3, data={"to": ("prefill", 0)}))
     assert rec[3].status == "failed" and "which died" in rec[3].error
     assert ledger.open_ids == []
+
+
+def test_the_ledger_takes_every_event_kind_and_names_the_known_for_another():
+    ledger = Ledger([])
+    assert ledger.kinds == set(EVENT_KINDS)
+    with pytest.raises(ValueError, match="unknown event kind 'gone'; known: ready, at, sent"):
+        ledger.apply(Event(kind="gone", worker=("encode", 0)))
 
 
 def test_utilization_steps_up_and_down():
