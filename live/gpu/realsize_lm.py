@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,21 +92,33 @@ def lm_dims(name: str, size: str) -> LMDims:
     return table[name]
 
 
-def _config(name: str, d: LMDims, num_layers: int) -> Any:
-    common = dict(vocab_size=d.vocab, hidden_size=d.hidden, intermediate_size=d.intermediate,
-                  num_hidden_layers=num_layers, num_attention_heads=d.num_heads,
-                  num_key_value_heads=d.num_kv_heads, max_position_embeddings=_MAX_POS,
-                  pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    if name == "gemma-3-27b":
-        return Gemma3TextConfig(**common, head_dim=d.head_dim, query_pre_attn_scalar=168,
-                                sliding_window=d.sliding_window, layer_types=d.built_types(num_layers))
-    if name == "yi-34b":
-        return LlamaConfig(**common, head_dim=d.head_dim, rms_norm_eps=1e-5, tie_word_embeddings=False)
-    return Qwen2Config(**common, tie_word_embeddings=False)
+def _common(d: LMDims, num_layers: int) -> dict[str, Any]:
+    """The config fields every family shares."""
+    return dict(vocab_size=d.vocab, hidden_size=d.hidden, intermediate_size=d.intermediate,
+                num_hidden_layers=num_layers, num_attention_heads=d.num_heads,
+                num_key_value_heads=d.num_kv_heads, max_position_embeddings=_MAX_POS,
+                pad_token_id=0, bos_token_id=1, eos_token_id=2)
 
 
-_CLASSES: Mapping[str, type] = {
-    "yi-34b": LlamaForCausalLM, "qwen2.5-32b": Qwen2ForCausalLM, "gemma-3-27b": Gemma3ForCausalLM,
+def _yi_config(d: LMDims, num_layers: int) -> Any:
+    return LlamaConfig(**_common(d, num_layers), head_dim=d.head_dim, rms_norm_eps=1e-5,
+                       tie_word_embeddings=False)
+
+
+def _qwen_config(d: LMDims, num_layers: int) -> Any:
+    return Qwen2Config(**_common(d, num_layers), tie_word_embeddings=False)
+
+
+def _gemma_config(d: LMDims, num_layers: int) -> Any:
+    return Gemma3TextConfig(**_common(d, num_layers), head_dim=d.head_dim, query_pre_attn_scalar=168,
+                            sliding_window=d.sliding_window, layer_types=d.built_types(num_layers))
+
+
+#: each LM's config builder and model class
+_FAMILIES: Mapping[str, tuple[Callable[[LMDims, int], Any], type]] = {
+    "yi-34b": (_yi_config, LlamaForCausalLM),
+    "qwen2.5-32b": (_qwen_config, Qwen2ForCausalLM),
+    "gemma-3-27b": (_gemma_config, Gemma3ForCausalLM),
 }
 
 
@@ -145,10 +157,11 @@ def build_lm(name: str, *, size: str = "tiny", num_layers: int = 2, device: str 
     if not isinstance(num_layers, int) or num_layers < 1:
         raise ValueError(f"num_layers must be an integer >= 1, got {num_layers!r}")
     dims = lm_dims(name, size)
-    config = _config(name, dims, num_layers)
+    make_config, model_class = _FAMILIES[name]
+    config = make_config(dims, num_layers)
     torch.manual_seed(seed)
     with torch.device(device):
-        model = _CLASSES[name](config)
+        model = model_class(config)
     model = model.to(dtype).eval()
     return LMStage(name=name, model=model, dims=dims, built_types=tuple(dims.built_types(num_layers)))
 
