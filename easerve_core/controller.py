@@ -40,7 +40,8 @@ the gap factor, the SM-share table) at once and re-roles GPUs for a new
 allocation, paying the reconfiguration cost (docs/controller.md).
 
 The plan table's cross-check lives in :mod:`easerve_core.plan_check`, the
-evaluation's scripted oracle in :mod:`easerve_core.oracle`.
+evaluation's scripted oracle in :mod:`easerve_core.oracle`, the what-if that
+plans bands with the simulator in the loop in :mod:`easerve_core.replan`.
 """
 
 from __future__ import annotations
@@ -242,30 +243,43 @@ class Controller:
         s = self.settings
         if now - self._pending[1] < s.settle_s:
             return None
-        if self.table.bands[target].deployment == self.table.bands[self.band].deployment:
+        if self._deployment(target) == self._deployment(self.band):
             self.band, self._pending = target, None  # rule 5: nothing to change on the servers
             return None
         if now - self._last_change_s < s.dwell_s:
             return None
         reason = "rate" if target == self._rate_target(rate) else "slo"
         decision = Decision(at_s=now, from_band=self.band, band=target, rate_hz=rate, reason=reason,
-                            deployment=self.table.bands[target].deployment)
+                            deployment=self._deployment(target))
         self.band, self._last_change_s, self._pending = target, now, None
         self.decisions.append(decision)
         return decision
+
+    # the bands as the rules read them (easerve_core.replan plans them as the run needs them)
+    def _num_bands(self) -> int:
+        return len(self.table.bands)
+
+    def _band_rate(self, band: int) -> float:
+        return self.table.bands[band].rate_hz
+
+    def _band_for(self, rate_hz: float) -> int:
+        return self.table.band_for(rate_hz)
+
+    def _deployment(self, band: int) -> Deployment:
+        return self.table.bands[band].deployment
 
     def _rate_target(self, rate: float) -> int:
         if math.isnan(rate):
             return self.band
         h = self.settings.hysteresis_frac
-        up = self.table.band_for(rate)
+        up = self._band_for(rate)
         if up > self.band:
-            return up if rate > self.table.bands[self.band].rate_hz * (1 + h) else self.band
-        return min(self.band, self.table.band_for(rate * (1 + h)))
+            return up if rate > self._band_rate(self.band) * (1 + h) else self.band
+        return min(self.band, self._band_for(rate * (1 + h)))
 
     def _target(self, now: float, rate: float) -> int:
         target = self._rate_target(rate)
-        if target <= self.band and self.band + 1 < len(self.table.bands) and self._overloaded():
+        if target <= self.band and self.band + 1 < self._num_bands() and self._overloaded():
             return self.band + 1
         return target
 

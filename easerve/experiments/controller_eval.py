@@ -13,7 +13,10 @@ then the four systems on the rate shift (:mod:`easerve.experiments.plan_tables`,
 attainment per segment and the decisions. ``--frugal`` adds the GPU-frugal
 planner's oracle and controller, ``--shapes [MODELS]`` runs the four traffic
 shapes instead (:mod:`easerve.experiments.shape_control`), ``--ceiling`` the
-throughput ceiling. The numbers in docs/controller.md come from this command.
+throughput ceiling, ``--replan [STEP_HZ]`` adds the what-if controller that
+plans its bands with the simulator in the loop, every STEP_HZ req/s (default
+0.5; :mod:`easerve.experiments.replan_study`). The numbers in
+docs/controller.md come from this command.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import pandas as pd
 
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.plan_tables import throughput_ceiling
+from easerve.experiments.replan_study import replan_shift
 from easerve.experiments.reproduce import FULL, QUICK, SHIFT_SHAPE, Plan
 from easerve.experiments.setup import load_setup
 from easerve.experiments.shape_control import controller_shapes
@@ -42,10 +46,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frugal", action="store_true",
                         help="also the GPU-frugal planner's oracle and controller (each band on the "
                              "fewest GPUs that serve it)")
+    parser.add_argument("--replan", metavar="STEP_HZ", nargs="?", type=float, const=0.5,
+                        help="also the controller that plans bands every STEP_HZ req/s with the "
+                             "simulator in the loop (default 0.5; a what-if)")
     parser.add_argument("--shapes", metavar="MODELS", nargs="?", const="image,audio,video",
                         help="the four traffic shapes instead, on these paper models "
                              "(default image,audio,video; docs/controller.md)")
     args = parser.parse_args(argv)
+    if args.replan is not None and not args.replan > 0:
+        print(f"controller_eval: error: --replan: STEP_HZ must be > 0, got {args.replan:g}", file=sys.stderr)
+        return 2
     plan = QUICK if args.quick else FULL
     if args.shapes is not None:
         return _shapes(plan, args.shapes.split(","))
@@ -72,6 +82,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"frugal band {band.rate_hz:g} req/s: {band.deployment.label()} told "
                   f"{band.deployment.rate_hint_hz} ({band.deployment.num_gpus} GPUs)")
     out = study.frames
+    if args.replan is not None:
+        whatif = replan_shift(image, mean_rate_hz=plan.nominal_rate_hz, timeline_s=plan.scale.timeline_s,
+                              trials=plan.has_trials, num_samples=plan.has_samples, shape=SHIFT_SHAPE,
+                              step_hz=args.replan)
+        print(whatif["planned"].round(3).to_string(index=False))
+        out = {key: pd.concat([out[key], whatif[key]], ignore_index=True) if not whatif[key].empty
+               else out[key] for key in ("systems", "phases", "decisions")}
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(out["systems"].drop(columns=["start"]).round(3).to_string(index=False))
         print(out["phases"].pivot(index="system", columns="segment", values="attainment")

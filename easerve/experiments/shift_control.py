@@ -190,11 +190,13 @@ def _system(setup: Setup, table: PlanTable, name: str, requests: Sequence[Reques
     cost = ReconfigurationCost(setup.plan.model, setup.plan.cluster.gpu)
     result = simulate(plan, setup.profile, controller=controller,
                       reconfiguration_s=None if controller is None else cost)
-    return _rows(name, result, setup, table, start, traffic, phases, bin_s=bin_s)
+    return system_rows(name, result, setup, table.bands[start].deployment, traffic, phases, bin_s=bin_s)
 
 
-def _rows(name: str, result: Any, setup: Setup, table: PlanTable, start: int, traffic: Traffic,
-          phases: tuple[tuple[float, int], ...], *, bin_s: float) -> dict[str, list[dict[str, Any]]]:
+def system_rows(name: str, result: Any, setup: Setup, start: Deployment, traffic: Traffic,
+                phases: tuple[tuple[float, int], ...], *, bin_s: float) -> dict[str, list[dict[str, Any]]]:
+    """One system's rows of :func:`four_systems`' frames from its run (``start``: the deployment
+    it started on; ``phases``: ``(start_s, band)``, the segments attainment is read over)."""
     slo = setup.slos["moderate"]
     rec = result.records.copy()
     rec["meets"] = meets_slo(rec, slo)
@@ -206,7 +208,7 @@ def _rows(name: str, result: Any, setup: Setup, table: PlanTable, start: int, tr
     end_s = float(rec["finish_s"].max())
     meta = result.meta.get("controller", {"decisions": [], "reroles": []})
     moves = [(d["at_s"], d["band"]) for d in meta["decisions"]]
-    held = held_gpu_s(table.bands[start].deployment, setup.plan.cluster, meta, end_s)
+    held = held_gpu_s(start, setup.plan.cluster, meta, end_s)
     num_ok = int((rec["status"] == "ok").sum())
     systems = [{
         "system": name, "attainment_high": float(rec.loc[high, "meets"].mean()),
@@ -216,7 +218,7 @@ def _rows(name: str, result: Any, setup: Setup, table: PlanTable, start: int, tr
         "busy_gpu_s_per_request": _busy_gpu_s(result.utilization, end_s) / max(1, num_ok),
         "decisions": len(moves), "gpus_moved": sum(d["gpus_moved"] for d in meta["decisions"]),
         "makespan_s": end_s - float(rec["arrival_s"].min()),
-        "start": table.bands[start].deployment.label()}]
+        "start": start.label()}]
     phase_rows = [{"system": name, "segment": int(seg), "start_s": phases[int(seg)][0],
                    "offered_rate_hz": float(g["offered_rate_hz"].mean()), "requests": len(g),
                    "attainment": float(g["meets"].mean()), "ttft_p99_s": _p99(g["ttft_s"]),

@@ -17,6 +17,7 @@ from easerve_core import Cluster, Deployment, Modality, Request, SMSharing, Stag
 from easerve_core.controller import Band, Controller, PlanTable
 from easerve_core.oracle import ScriptedController
 from easerve_core.plan import compose
+from easerve_core.replan import ReplanningController
 from sim import simulate
 from sim.control import timeline
 from sim.plots import controller_plot
@@ -177,6 +178,24 @@ def test_the_same_seed_gives_the_same_decisions_and_records():
     runs = [_run(A, _step_stream(5), Controller(STEP_TABLE), reconfiguration_s=RECONFIG_S) for _ in range(2)]
     assert runs[0].meta["controller"] == runs[1].meta["controller"]
     pd.testing.assert_frame_equal(runs[0].records, runs[1].records)
+
+
+def test_bands_planned_in_the_loop_run_as_the_same_table_planned_before():
+    asked: list[float] = []
+
+    def planner(rate_hz: float) -> Deployment:
+        asked.append(rate_hz)
+        return A if rate_hz <= 1.0 else B
+
+    steered = ReplanningController(planner, step_hz=1.0, max_rate_hz=3.0, start_rate_hz=1.0)
+    ahead = Controller(PlanTable((Band(rate_hz=1.0, deployment=A), Band(rate_hz=2.0, deployment=B),
+                                  Band(rate_hz=3.0, deployment=B))))
+    runs = [_run(A, _step_stream(0), c, reconfiguration_s=RECONFIG_S) for c in (steered, ahead)]
+    pd.testing.assert_frame_equal(runs[0].records, runs[1].records)
+    decisions = [run.meta["controller"]["decisions"] for run in runs]
+    assert decisions[0] == decisions[1] and len(decisions[0]) == 1
+    assert asked == [1.0, float(decisions[0][0]["band"] + 1)]  # the start band, then the one moved to
+    assert [b["rate_hz"] for b in runs[0].meta["controller"]["bands"]] == sorted(asked)
 
 
 def test_no_request_is_lost_or_served_twice_across_re_roles():

@@ -1,0 +1,29 @@
+"""The what-if controller that plans with the simulator in the loop, on a small rate shift."""
+
+from __future__ import annotations
+
+import pytest
+
+from easerve.experiments import controller_eval
+from easerve.experiments.replan_study import SYSTEM, replan_shift
+from easerve.experiments.setup import load_setup
+
+
+def test_the_replanning_controller_runs_the_shift_and_plans_only_the_bands_it_needs():
+    setup = load_setup("image", anchored=True)
+    out = replan_shift(setup, mean_rate_hz=2.0, timeline_s=480.0, trials=3, step_hz=1.0)
+    (row,) = out["systems"].to_dict("records")
+    assert row["system"] == SYSTEM and row["decisions"] == len(out["decisions"])
+    planned = out["planned"]
+    assert planned["rate_hz"].iloc[0] == 2.0  # the start band: the mean's
+    assert planned["rate_hz"].is_unique and set(planned["rate_hz"]) <= {1.0, 2.0, 3.0}
+    assert set(out["decisions"].get("deployment", [])) <= set(planned["deployment"])
+    assert (planned["wall_s"] > 0).all()
+    assert set(out["phases"]["system"]) == {SYSTEM}
+
+
+@pytest.mark.parametrize("step", ["0", "-1"])
+def test_a_bad_step_is_one_line_and_exit_2(step: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert controller_eval.main(["--quick", f"--replan={step}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--replan: STEP_HZ must be > 0" in err
