@@ -56,6 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.replan is not None and not args.replan > 0:
         print(f"controller_eval: error: --replan: STEP_HZ must be > 0, got {args.replan:g}", file=sys.stderr)
         return 2
+    if args.replan is not None and (args.shapes is not None or args.ceiling):
+        print("controller_eval: error: --replan: runs on the rate shift, not with --shapes or --ceiling",
+              file=sys.stderr)
+        return 2
     plan = QUICK if args.quick else FULL
     if args.shapes is not None:
         return _shapes(plan, args.shapes.split(","))

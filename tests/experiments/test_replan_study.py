@@ -22,8 +22,11 @@ def test_the_replanning_controller_runs_the_shift_and_plans_only_the_bands_it_ne
     assert set(out["phases"]["system"]) == {SYSTEM}
 
 
-@pytest.mark.parametrize("step", ["0", "-1"])
-def test_a_bad_step_is_one_line_and_exit_2(step: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert controller_eval.main(["--quick", f"--replan={step}"]) == 2
+@pytest.mark.parametrize(("args", "says"), [
+    (["--replan=0"], "--replan: STEP_HZ must be > 0"), (["--replan=-1"], "--replan: STEP_HZ must be > 0"),
+    (["--replan", "--shapes"], "--replan: runs on the rate shift, not with --shapes or --ceiling")])
+def test_a_bad_replan_is_one_line_and_exit_2(args: list[str], says: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert controller_eval.main(["--quick", *args]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "--replan: STEP_HZ must be > 0" in err
+    assert err.count("\n") == 0 and says in err
