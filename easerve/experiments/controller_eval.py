@@ -15,7 +15,8 @@ planner's oracle and controller, ``--shapes [MODELS]`` runs the four traffic
 shapes instead (:mod:`easerve.experiments.shape_control`), ``--ceiling`` the
 throughput ceiling, ``--replan [STEP_HZ]`` adds the what-if controller that
 plans its bands with the simulator in the loop, every STEP_HZ req/s (default
-0.5; :mod:`easerve.experiments.replan_study`). The numbers in
+0.5), without and with the cross-check run online
+(:mod:`easerve.experiments.replan_study`). The numbers in
 docs/controller.md come from this command.
 """
 
@@ -87,12 +88,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"{band.deployment.rate_hint_hz} ({band.deployment.num_gpus} GPUs)")
     out = study.frames
     if args.replan is not None:
-        whatif = replan_shift(image, mean_rate_hz=plan.nominal_rate_hz, timeline_s=plan.scale.timeline_s,
-                              trials=plan.has_trials, num_samples=plan.has_samples, shape=SHIFT_SHAPE,
-                              step_hz=args.replan)
-        print(whatif["planned"].round(3).to_string(index=False))
-        out = {key: pd.concat([out[key], whatif[key]], ignore_index=True) if not whatif[key].empty
-               else out[key] for key in ("systems", "phases", "decisions")}
+        whatifs = [replan_shift(image, mean_rate_hz=plan.nominal_rate_hz, timeline_s=plan.scale.timeline_s,
+                                trials=plan.has_trials, num_samples=plan.has_samples, shape=SHIFT_SHAPE,
+                                step_hz=args.replan, cross_check=check) for check in (False, True)]
+        with pd.option_context("display.width", 250, "display.max_columns", 30):
+            print(pd.concat([w["planned"] for w in whatifs]).round(3).to_string(index=False))
+        out = {key: pd.concat([out[key], *(w[key] for w in whatifs if not w[key].empty)], ignore_index=True)
+               for key in ("systems", "phases", "decisions")}
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(out["systems"].drop(columns=["start"]).round(3).to_string(index=False))
         print(out["phases"].pivot(index="system", columns="segment", values="attainment")

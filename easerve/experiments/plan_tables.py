@@ -19,6 +19,7 @@ import pandas as pd
 
 from easerve.experiments.choose import choose
 from easerve.experiments.setup import Setup, run
+from easerve_core import Deployment
 from easerve_core.controller import Band, PlanTable
 from easerve_core.has import SearchSpace
 from easerve_core.has.screen import screen
@@ -95,15 +96,18 @@ def cross_checked_table(setup: Setup, table: PlanTable, *, segment_s: float,
     rate is its mean goodput (``tier``) over ``seeds``' streams of one segment at that rate, its
     batcher told the rate hint it carries. Returns the table and the scores (one row per band
     and candidate)."""
-    slo = setup.slos[tier]
-
-    def score(deployment: Any, rate_hz: float) -> float:
-        n = segment_requests(rate_hz, segment_s)
-        return float(np.mean([run(setup, deployment, rate_hz=rate_hz, num_requests=n, seed=seed,
-                                  keep_hint=True).summary(slo).goodput_rps for seed in seeds]))
-
+    score = partial(segment_goodput, setup, segment_s=segment_s, seeds=seeds, tier=tier)
     checked, rows = cross_check(table, score, fewer_gpus_first=fewer_gpus_first)
     return checked, pd.DataFrame(rows)
+
+
+def segment_goodput(setup: Setup, deployment: Deployment, rate_hz: float, *, segment_s: float,
+                    seeds: Sequence[int] = CROSS_CHECK_SEEDS, tier: str = "moderate") -> float:
+    """The cross-check's score: ``deployment``'s mean goodput (``tier``) over ``seeds``' streams
+    one segment long at ``rate_hz``, its batcher told the rate hint it carries."""
+    slo, n = setup.slos[tier], segment_requests(rate_hz, segment_s)
+    return float(np.mean([run(setup, deployment, rate_hz=rate_hz, num_requests=n, seed=seed,
+                              keep_hint=True).summary(slo).goodput_rps for seed in seeds]))
 
 
 def throughput_ceiling(setup: Setup, *, need_rps: float, rate_hz: float, num_requests: int = 2000,

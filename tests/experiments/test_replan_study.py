@@ -22,6 +22,16 @@ def test_the_replanning_controller_runs_the_shift_and_plans_only_the_bands_it_ne
     assert set(out["phases"]["system"]) == {SYSTEM}
 
 
+def test_the_online_cross_check_answers_hass_find_or_an_earlier_answer():
+    setup = load_setup("image", anchored=True)
+    out = replan_shift(setup, mean_rate_hz=2.0, timeline_s=480.0, trials=3, step_hz=1.0, cross_check=True)
+    assert out["systems"]["system"].tolist() == [f"{SYSTEM}+check"]
+    rows = out["planned"].to_dict("records")
+    for i, row in enumerate(rows):
+        assert row["deployment"] in {row["found"], *(r["deployment"] for r in rows[:i])}
+    assert rows[0]["deployment"] == rows[0]["found"]  # nothing to check the first against
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["--replan=0"], "--replan: STEP_HZ must be > 0"), (["--replan=-1"], "--replan: STEP_HZ must be > 0"),
     (["--replan", "--shapes"], "--replan: runs on the rate shift, not with --shapes or --ceiling")])
