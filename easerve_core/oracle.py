@@ -52,7 +52,8 @@ class ScriptedController:
         return self._schedule[self._next][0] if self._next < len(self._schedule) else math.inf
 
     def poll(self, now: float) -> Decision | None:
-        """The decision due at ``now``: the last scripted band due, if it is not the current one."""
+        """The decision due at ``now``: the last scripted band due, if its deployment is not the
+        current band's."""
         band = self.band
         while self._next < len(self._schedule) and self._schedule[self._next][0] <= now:
             band = self._schedule[self._next][1]

@@ -18,21 +18,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
 import pandas as pd
 
-from calibration.reconfig import ReconfigurationCost
 from easerve.experiments.choose import choose
 from easerve.experiments.plan_tables import segment_goodput, segment_requests
-from easerve.experiments.setup import Arrivals, Setup, requests_for
-from easerve.experiments.shift_control import Segments, Traffic, system_rows
+from easerve.experiments.setup import Setup
+from easerve.experiments.shift_control import shift_stream, simulate_system, system_rows
 from easerve_core import Deployment
 from easerve_core.controller import Band, ControllerSettings, PlanTable
-from easerve_core.plan import replan
 from easerve_core.replan import ReplanningController
-from sim import simulate
 
 SYSTEM = "controller/replan"
 
@@ -58,6 +54,7 @@ class HASPlanner:
         self.cross_check, self.tie_frac = cross_check, tie_frac
         self.log: list[dict[str, Any]] = []
         self._answered: list[Deployment] = []
+        self._scores: dict[tuple[Deployment, float], float] = {}  # a score is seeded: kept
 
     def __call__(self, rate_hz: float) -> Deployment:
         start = time.perf_counter()
@@ -78,7 +75,7 @@ class HASPlanner:
             for told in ([d] if d.rate_hint_hz is None else [d.with_(rate_hint_hz=r) for r in rates])))
         if len(candidates) == 1:
             return found
-        score = partial(segment_goodput, self.setup, segment_s=self.segment_s)
+        score = self._score
         scores = [score(d, rate_hz) for d in candidates]
         top = max(scores)
         tied = [d for d, v in zip(candidates, scores, strict=True) if v >= top - self.tie_frac * abs(top)]
@@ -86,6 +83,13 @@ class HASPlanner:
             return tied[0]
         peak = max([rate_hz, *(row["rate_hz"] for row in self.log)])
         return max(tied, key=lambda d: (score(d, peak), d == found))
+
+    def _score(self, deployment: Deployment, rate_hz: float) -> float:
+        """:func:`~easerve.experiments.plan_tables.segment_goodput`, each (deployment, rate) once."""
+        key = (deployment, rate_hz)
+        if key not in self._scores:
+            self._scores[key] = segment_goodput(self.setup, deployment, rate_hz, segment_s=self.segment_s)
+        return self._scores[key]
 
 
 def replan_shift(setup: Setup, *, mean_rate_hz: float, timeline_s: float, trials: int,
@@ -98,20 +102,15 @@ def replan_shift(setup: Setup, *, mean_rate_hz: float, timeline_s: float, trials
     ``controller/replan+check`` with ``cross_check``) and ``planned``, its planner's searches in
     the order they ran."""
     segment_s = timeline_s / len(shape)
-    schedule = tuple((segment_s, mean_rate_hz * f) for f in shape)
-    requests = tuple(requests_for(setup, mean_rate_hz, int(mean_rate_hz * timeline_s), seed,
-                                  Arrivals(schedule=schedule)))
-    traffic = Traffic(Segments(segment_s, tuple(r for _, r in schedule)).rate_at, mean_rate_hz,
-                      mean_rate_hz * max(shape))
+    requests, traffic = shift_stream(setup, mean_rate_hz=mean_rate_hz,
+                                     num_requests=int(mean_rate_hz * timeline_s), segment_s=segment_s,
+                                     shape=shape, seed=seed)
     planner = HASPlanner(setup, segment_s=segment_s, trials=trials, num_samples=num_samples,
                          cross_check=cross_check)
     controller = ReplanningController(planner, step_hz=step_hz, max_rate_hz=traffic.peak_rate_hz,
                                       start_rate_hz=mean_rate_hz, settings=settings)
     start = controller.table.bands[0].deployment
-    plan = replan(setup.plan, setup.profile, deployment=start, preset="easerve", requests=requests,
-                  seed=seed)
-    result = simulate(plan, setup.profile, controller=controller,
-                      reconfiguration_s=ReconfigurationCost(setup.plan.model, setup.plan.cluster.gpu))
+    result = simulate_system(setup, start, requests, controller, seed=seed)
     # the phases the other systems' rows are read over: runs of one band, here of the grid's bands
     grid = PlanTable(tuple(Band(rate_hz=r, deployment=start) for r in controller.grid))
     phases = traffic.phases(grid, max(r.arrival_s for r in requests))

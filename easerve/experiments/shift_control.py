@@ -96,12 +96,21 @@ def controller_shift(setup: Setup, table: PlanTable, *, mean_rate_hz: float, num
     the oracle's moves). The oracle and the controller run ``table``; the static systems
     ``has_table``'s bands when given (HAS's own choices, before the cross-check), else
     ``table``'s."""
+    requests, traffic = shift_stream(setup, mean_rate_hz=mean_rate_hz, num_requests=num_requests,
+                                     segment_s=segment_s, shape=shape, seed=seed)
+    return four_systems(setup, table, requests, traffic, has_table=has_table, seed=seed, bin_s=bin_s,
+                        settings=settings, frugal_table=frugal_table, backend=backend)
+
+
+def shift_stream(setup: Setup, *, mean_rate_hz: float, num_requests: int, segment_s: float,
+                 shape: Sequence[float], seed: int = 0) -> tuple[tuple[Request, ...], Traffic]:
+    """The rate shift's requests (one ``segment_s`` at each ``shape`` multiple of the mean, repeated)
+    and what the evaluation knows of its traffic."""
     schedule = tuple((segment_s, mean_rate_hz * f) for f in shape)
     requests = tuple(requests_for(setup, mean_rate_hz, num_requests, seed, Arrivals(schedule=schedule)))
     traffic = Traffic(Segments(segment_s, tuple(r for _, r in schedule)).rate_at, mean_rate_hz,
                       mean_rate_hz * max(shape))
-    return four_systems(setup, table, requests, traffic, has_table=has_table, seed=seed, bin_s=bin_s,
-                        settings=settings, frugal_table=frugal_table, backend=backend)
+    return requests, traffic
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,12 +194,19 @@ def _system(setup: Setup, table: PlanTable, name: str, requests: Sequence[Reques
         start = table.band_for(traffic.mean_rate_hz)
         if kind == "controller":
             controller = Controller(table, settings, start_band=start)
-    plan = replan(setup.plan, setup.profile, deployment=table.bands[start].deployment, preset="easerve",
-                  requests=requests, seed=seed)
+    deployment = table.bands[start].deployment
+    result = simulate_system(setup, deployment, requests, controller, seed=seed)
+    return system_rows(name, result, setup, deployment, traffic, phases, bin_s=bin_s)
+
+
+def simulate_system(setup: Setup, start: Deployment, requests: Sequence[Request], controller: Any, *,
+                    seed: int) -> Any:
+    """One system's run: ``requests`` on ``start`` under EAServe, steered by ``controller`` (None:
+    static), re-roles priced by :class:`~calibration.reconfig.ReconfigurationCost`."""
+    plan = replan(setup.plan, setup.profile, deployment=start, preset="easerve", requests=requests, seed=seed)
     cost = ReconfigurationCost(setup.plan.model, setup.plan.cluster.gpu)
-    result = simulate(plan, setup.profile, controller=controller,
-                      reconfiguration_s=None if controller is None else cost)
-    return system_rows(name, result, setup, table.bands[start].deployment, traffic, phases, bin_s=bin_s)
+    return simulate(plan, setup.profile, controller=controller,
+                    reconfiguration_s=None if controller is None else cost)
 
 
 def system_rows(name: str, result: Any, setup: Setup, start: Deployment, traffic: Traffic,
