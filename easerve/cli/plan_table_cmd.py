@@ -9,10 +9,13 @@ bands, rate and deployment each, and the controller's settings; read by
 ``DIR/plan_table.csv`` (HAS's choice per band, and the table's). A rate no
 allocation can carry is refused with the screen's reason.
 
-``--horizon-s H`` searches each band on streams ``rate x H`` requests long
-(the evaluation's phase-long streams: a band serves a phase, and an
-overload's queue grows over all of it) instead of ``--num-requests``;
-``--samples`` streams per trial. ``--cross-check`` then lets every band keep
+Trials are sized in time as ``easerve search`` sizes them (``--trial-s``,
+:mod:`easerve_core.trial_length`), climb the same ladder and the band's pick
+is the best of its top three re-run on longer streams (docs/has.md).
+``--horizon-s H`` instead searches each band on streams ``rate x H``
+requests long (the evaluation's phase-long streams: a band serves a phase,
+and an overload's queue grows over all of it); ``--samples`` streams per
+trial. ``--cross-check`` then lets every band keep
 the best of the table's deployments, each told every band's rate, judged at
 the band's rate on two fresh streams (the config's seed + 2000 and + 2001,
 as long as the search's) by the simulator
@@ -36,10 +39,11 @@ from easerve.cli.outputs import check_study_folder
 from easerve.cli.search_cmd import plan_search
 from easerve_core import checks
 from easerve_core.controller import Band, ControllerSettings, PlanTable
-from easerve_core.has import SearchSettings, best_deployment, run_search, trials_frame
+from easerve_core.has import Ladder, SearchSettings, best_deployment, recheck, run_search, trials_frame
 from easerve_core.plan_check import cross_check
 from easerve_core.slo import TIER_NAMES
-from sim.evaluate import DEFAULT_NUM_REQUESTS, make_evaluator
+from easerve_core.trial_length import DEFAULT_TRIAL_S, TrialLength
+from sim.evaluate import make_evaluator
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -50,8 +54,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--tier", default="moderate", help=f"SLO tier: {', '.join(TIER_NAMES)}")
     p.add_argument("--trials", type=int, default=30, help="TPE trials per band")
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--num-requests", type=int, default=None,
-                      help=f"requests per trial (default {DEFAULT_NUM_REQUESTS})")
+    size.add_argument("--trial-s", type=float, default=DEFAULT_TRIAL_S,
+                      help=f"seconds of arrivals a trial covers at least (default {DEFAULT_TRIAL_S:g}; "
+                           "longer where the SLO's growth horizon asks)")
+    size.add_argument("--num-requests", type=int, default=None, help=argparse.SUPPRESS)
     size.add_argument("--horizon-s", type=float, default=None,
                       help="search each band on streams rate x HORIZON_S requests long")
     p.add_argument("--samples", type=int, default=1, help="request streams per trial")
@@ -76,12 +82,16 @@ def run(args: argparse.Namespace) -> int:
     checks.one_of("tier", args.tier, TIER_NAMES)
     checks.integer("trials", args.trials, minimum=1)
     checks.integer("samples", args.samples, minimum=1)
+    if args.num_requests is not None:
+        raise ValueError("--num-requests: trials are sized in time now; give --trial-s SECONDS "
+                         "(docs/has.md), or --horizon-s for phase-long streams")
+    length = TrialLength(trial_s=args.trial_s)
     if args.horizon_s is not None:
         checks.positive("horizon-s", args.horizon_s)
-    sizes = [_num_requests(args, r) for r in rates]
     out = Path(args.out)
-    plans = [plan_search(args.config, rate_hz=r, tier=args.tier, num_requests=n, num_samples=args.samples)
-             for r, n in zip(rates, sizes, strict=True)]
+    plans = [plan_search(args.config, rate_hz=r, tier=args.tier, num_requests=_num_requests(args, r),
+                         length=length, num_samples=args.samples) for r in rates]
+    sizes = [len(plan.evaluator.plan.requests) for plan in plans]
     check_study_folder(out)
     out.mkdir(parents=True, exist_ok=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -89,13 +99,17 @@ def run(args: argparse.Namespace) -> int:
     for rate, plan, n in zip(rates, plans, sizes, strict=True):
         samples = "" if args.samples == 1 else f"x{args.samples}"
         name = f"{Path(args.config).stem}-{args.tier}-r{rate:g}-tpe-seed{args.seed}-n{n}{samples}"
+        steps = Ladder()
         settings = SearchSettings(sampler="tpe", num_trials=args.trials, seed=args.seed,
-                                  storage=str(out / "study.db"), study_name=name)
-        frame = trials_frame(run_search(plan.space, plan.evaluator, settings))
-        best = best_deployment(frame)
+                                  storage=str(out / "study.db"), study_name=name, ladder=steps)
+        study = run_search(plan.space, plan.evaluator, settings)
+        frame = trials_frame(study)
+        rechecked = recheck(study, plan.evaluator, steps, trials=frame)
+        best = rechecked[0].deployment if rechecked else best_deployment(frame)
+        goodput = rechecked[0].merged.goodput_rps if rechecked else float(frame["best_so_far_rps"].iloc[-1])
         bands.append(Band(rate_hz=rate, deployment=best))
-        rows.append({"rate_hz": rate, "deployment": best.label(),
-                     "goodput_rps": float(frame["goodput_rps"].max()), "trials": len(frame)})
+        rows.append({"rate_hz": rate, "deployment": best.label(), "goodput_rps": goodput,
+                     "trials": len(frame)})
         print(f"band {rate:g} req/s: {best.label()}  goodput {rows[-1]['goodput_rps']:.3f} req/s")
     table = PlanTable(tuple(bands))
     if args.cross_check:
@@ -110,11 +124,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _num_requests(args: argparse.Namespace, rate_hz: float) -> int:
+def _num_requests(args: argparse.Namespace, rate_hz: float) -> int | None:
+    """``--horizon-s``'s phase-long count, else None: the trial-length rule sizes the stream."""
     if args.horizon_s is not None:
         return max(20, round(rate_hz * args.horizon_s))
-    n = DEFAULT_NUM_REQUESTS if args.num_requests is None else args.num_requests
-    return checks.integer("num-requests", n, minimum=1)
+    return None
 
 
 #: the cross-check's streams: the config's seed plus these (fresh: the search's start at the seed)

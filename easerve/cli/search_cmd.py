@@ -6,9 +6,14 @@ Optuna storage (default ``OUT/study.db``; rerunning the same command resumes
 it), as ``--workers`` jobs: processes on this machine, or Ray tasks with
 ``--backend ray`` (docs/scaling.md). Writes into ``--out``:
 ``trials.parquet`` and ``trials.csv`` (every trial of every sampler run),
-``best.toml`` (the config with the best deployment, ready for ``easerve
-sim``/``easerve live``), ``convergence.png`` (best goodput vs trial) and
-``search.json`` (screen and per-sampler summary). See docs/has.md.
+``best.toml`` (the config with the pick, ready for ``easerve
+sim``/``easerve live``), ``recheck.csv`` (the top ``--recheck-top`` re-run on
+streams four times a trial's, over ``--recheck-seeds`` new seeds: the pick
+is the best there), ``convergence.png`` (best goodput vs trial) and
+``search.json`` (screen, per-sampler summary, and the pick's goodput with
+its 95% interval over the seeds). Trials are sized in time (``--trial-s``,
+:mod:`easerve_core.trial_length`) and climb from short streams to full ones
+(:mod:`easerve_core.has.ladder`). See docs/has.md.
 """
 
 from __future__ import annotations
@@ -42,12 +47,16 @@ from easerve_core import checks
 from easerve_core.config import ExperimentConfig
 from easerve_core.has import (
     SAMPLERS,
+    Ladder,
+    Rechecked,
     ScreenReport,
     SearchSettings,
     SearchSpace,
     best_deployment,
     normalize_url,
     open_storage,
+    recheck,
+    recheck_frame,
     run_search,
     screen,
     top_k,
@@ -57,7 +66,8 @@ from easerve_core.has import (
 from easerve_core.parallel import open_backend
 from easerve_core.reference import slo_for
 from easerve_core.slo import TIER_NAMES
-from sim.evaluate import DEFAULT_NUM_REQUESTS, SimEvaluator, make_evaluator
+from easerve_core.trial_length import DEFAULT_TRIAL_LENGTH, DEFAULT_TRIAL_S, TrialLength
+from sim.evaluate import SimEvaluator, make_evaluator
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -78,8 +88,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="add workers to a study another machine runs (shared --storage)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--top", type=int, default=5, help="print the K best distinct deployments")
-    p.add_argument("--num-requests", type=int, default=DEFAULT_NUM_REQUESTS,
-                   help="requests simulated per trial")
+    p.add_argument("--trial-s", type=float, default=DEFAULT_TRIAL_S,
+                   help=f"seconds of arrivals a trial's full stream covers at least (default "
+                        f"{DEFAULT_TRIAL_S:g}; longer where the SLO's growth horizon asks: docs/has.md)")
+    p.add_argument("--num-requests", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--recheck-top", type=int, default=Ladder().recheck_top,
+                   help=f"re-run the K best on streams {Ladder().recheck_factor:g}x a trial's before the "
+                        f"pick (default {Ladder().recheck_top}; 0: pick from the trials)")
+    p.add_argument("--recheck-seeds", type=int, default=Ladder().recheck_seeds,
+                   help=f"new streams per rechecked deployment (default {Ladder().recheck_seeds})")
     add_out(p, "output folder")
     confirm_step.add_arguments(p)
     p.set_defaults(func=run)
@@ -93,7 +110,11 @@ def _validate(args: argparse.Namespace) -> list[str]:
     checks.integer("workers", args.workers, minimum=1)
     checks.integer("seed", args.seed, minimum=0)
     checks.integer("top", args.top, minimum=1)
-    checks.integer("num-requests", args.num_requests, minimum=1)
+    if args.num_requests is not None:
+        raise ValueError("--num-requests: trials are sized in time now; give --trial-s SECONDS (seconds "
+                         "of arrivals per trial; docs/has.md)")
+    trial_length(args)
+    ladder(args, "tpe")
     samplers = list(SAMPLERS) if args.compare else [args.sampler]
     if args.join and "grid" in samplers:
         raise ValueError("--join: the grid is enqueued by one process; join tpe or random studies")
@@ -102,12 +123,23 @@ def _validate(args: argparse.Namespace) -> list[str]:
 
 def _study_name(config: ExperimentConfig, args: argparse.Namespace, sampler: str) -> str:
     """Same command -> same name (so a rerun resumes); another input -> another study."""
-    ident = json.dumps([config.to_dict(), args.rate, args.tier, args.num_requests, sampler,
-                        args.seed, args.trials if sampler != "grid" else 0], sort_keys=True,
-                       default=str)
+    ident = json.dumps([config.to_dict(), args.rate, args.tier, args.trial_s, sampler,
+                        args.seed, args.trials if sampler != "grid" else 0, ladder(args, sampler).rungs],
+                       sort_keys=True, default=str)
     digest = hashlib.sha1(ident.encode()).hexdigest()[:10]
     stem = config.source.stem if config.source else config.model
     return f"{stem}-{args.tier}-r{args.rate:g}-{sampler}-seed{args.seed}-{digest}"
+
+
+def trial_length(args: argparse.Namespace) -> TrialLength:
+    """The length rule of ``--trial-s`` (one line naming the flag when it is bad)."""
+    return TrialLength(trial_s=args.trial_s)
+
+
+def ladder(args: argparse.Namespace, sampler: str) -> Ladder:
+    """The ladder a sampler's trials climb: the grid, exhaustive, runs every point on the full stream."""
+    rungs = (1.0,) if sampler == "grid" else Ladder().rungs
+    return Ladder(rungs=rungs, recheck_top=args.recheck_top, recheck_seeds=args.recheck_seeds)
 
 
 def _print_screen(report: ScreenReport) -> None:
@@ -132,9 +164,12 @@ class Plan:
     resolved: Resolved
 
 
-def plan_search(config_path: str | Path, *, rate_hz: float, tier: str,
-                num_requests: int = DEFAULT_NUM_REQUESTS, num_samples: int = 1) -> Plan:
+def plan_search(config_path: str | Path, *, rate_hz: float, tier: str, num_requests: int | None = None,
+                length: TrialLength = DEFAULT_TRIAL_LENGTH, num_samples: int = 1) -> Plan:
     """Load the config, screen its cluster at ``rate_hz`` and build the sim evaluator.
+
+    A trial's stream holds ``num_requests`` requests if given, else as many
+    as ``length`` asks at the rate and the SLO (:mod:`easerve_core.trial_length`).
 
     The search space's base is the config's EAServe deployment (a
     ``[deployment] preset`` other than ``easerve`` does not apply: HAS
@@ -152,8 +187,8 @@ def plan_search(config_path: str | Path, *, rate_hz: float, tier: str,
     assert plan.slo is not None and plan.workload is not None
     report = screen(profile, plan.cluster, plan.workload.mix, rate_hz=rate_hz, slo=plan.slo)
     space = SearchSpace(allocations=report.survivor_allocations, base=plan.deployment)
-    evaluator = make_evaluator(plan, profile, num_requests=num_requests, options=resolved.sim_options(),
-                               num_samples=num_samples)
+    evaluator = make_evaluator(plan, profile, num_requests=num_requests, length=length,
+                               options=resolved.sim_options(), num_samples=num_samples)
     return Plan(config=config, report=report, space=space, evaluator=evaluator, resolved=resolved)
 
 
@@ -177,8 +212,7 @@ class _Bar:
 def run(args: argparse.Namespace) -> int:
     samplers = _validate(args)
     backend = backend_settings(args, num_jobs=args.workers)
-    plan = plan_search(args.config, rate_hz=args.rate, tier=args.tier,
-                       num_requests=args.num_requests)
+    plan = plan_search(args.config, rate_hz=args.rate, tier=args.tier, length=trial_length(args))
     out = Path(args.out)
     check_study_folder(out)  # the study's home: a rerun resumes the study kept there
     confirm_step.check(args, plan.resolved, out)  # before the search: a confirmation it cannot run
@@ -191,55 +225,86 @@ def run(args: argparse.Namespace) -> int:
                          "on a shared path (--storage journal:/shared/has.journal), not an SQLite file")
     out.mkdir(parents=True, exist_ok=True)
     _print_screen(plan.report)
+    _print_length(plan)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    frames, walls = [], {}
+    frames, walls, rechecked = [], {}, []
     # local jobs keep the search's own path (this process, or a pool of --workers processes)
     with open_backend(backend) if backend.name == "ray" else nullcontext(None) as pool:
         for sampler in samplers:
+            steps = ladder(args, sampler)
             settings = SearchSettings(sampler=sampler, num_trials=args.trials, seed=args.seed,
                                       storage=storage,
                                       study_name=_study_name(plan.config, args, sampler),
-                                      num_workers=args.workers, join=args.join)
+                                      num_workers=args.workers, join=args.join, ladder=steps)
             start = time.perf_counter()
             bar = _Bar(sampler)
             try:
                 study = run_search(plan.space, plan.evaluator, settings, progress=bar, backend=pool)
             finally:
                 bar.close()
+            frame = trials_frame(study)
+            rechecked += recheck(study, plan.evaluator, steps, trials=frame)
             walls[sampler] = time.perf_counter() - start
-            frames.append(trials_frame(study))
-    _write_outputs(out, plan.config, args, plan.report, frames, walls)
+            frames.append(frame)
+    rechecked.sort(key=lambda r: r.rank_key(), reverse=True)
+    _write_outputs(out, plan.config, args, plan.report, frames, walls, rechecked)
     if args.confirm:
         return confirm_step.run(args, plan.config, plan.resolved, pd.concat(frames, ignore_index=True), out)
     return 0
 
 
+def _print_length(plan: Plan) -> None:
+    ev = plan.evaluator
+    n = len(ev.plan.requests)
+    span = ev.plan.requests[-1].arrival_s - ev.plan.requests[0].arrival_s
+    print(f"trials: {n} requests ({span:.0f} s of arrivals) on the full rung", file=sys.stderr)
+
+
 def _write_outputs(folder: Path, config: ExperimentConfig, args: argparse.Namespace,
-                   report: ScreenReport, frames: list[pd.DataFrame], walls: Mapping[str, float]
-                   ) -> None:
+                   report: ScreenReport, frames: list[pd.DataFrame], walls: Mapping[str, float],
+                   rechecked: list[Rechecked]) -> None:
     """Every output file, written beside the study and moved into ``folder`` one by one (atomic)."""
     staging = Path(tempfile.mkdtemp(dir=folder, prefix=".outputs."))
     try:
-        _write_files(staging, config, args, report, frames, walls)
+        _write_files(staging, config, args, report, frames, walls, rechecked)
         for item in sorted(staging.iterdir()):
             os.replace(item, folder / item.name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    print(f"wrote {folder}/: trials.parquet, trials.csv, best.toml, convergence.png, search.json")
+    print(f"wrote {folder}/: trials.parquet, trials.csv, recheck.csv, best.toml, convergence.png, "
+          "search.json")
+
+
+def _pick_doc(rechecked: list[Rechecked]) -> dict[str, Any] | None:
+    if not rechecked:
+        return None
+    pick = rechecked[0]
+    low, high = pick.interval()
+    merged = pick.merged
+    return {"label": pick.label, "goodput_rps": merged.goodput_rps, "ci95_rps": [low, high],
+            "attainment": merged.attainment, "unstable": merged.unstable,
+            "goodput_per_seed_rps": pick.goodputs, "num_seeds": len(pick.verdicts),
+            "requests_per_stream": merged.num_requests // len(pick.verdicts)}
 
 
 def _write_files(out: Path, config: ExperimentConfig, args: argparse.Namespace,
-                 report: ScreenReport, frames: list[pd.DataFrame], walls: Mapping[str, float]) -> None:
+                 report: ScreenReport, frames: list[pd.DataFrame], walls: Mapping[str, float],
+                 rechecked: list[Rechecked]) -> None:
     trials = pd.concat(frames, ignore_index=True)
     trials.to_parquet(out / "trials.parquet", index=False)
     trials.to_csv(out / "trials.csv", index=False)
-    best = best_deployment(trials)
+    recheck_frame(rechecked).to_csv(out / "recheck.csv", index=False)
+    best = rechecked[0].deployment if rechecked else best_deployment(trials)
     resolved = config.to_dict()
     resolved["deployment"] = {k: v for k, v in best.to_dict().items() if v is not None}
     resolved["workload"] = {**resolved["workload"], "rate_hz": args.rate}
+    if rechecked and "num_requests" in resolved["workload"]:  # easerve sim replays the first long stream
+        resolved["workload"]["num_requests"] = rechecked[0].verdicts[0].num_requests
     resolved["slo"] = config.slo.with_tier(args.tier).to_dict()
+    how = (f"the best of the top {len(rechecked)} re-run on {args.recheck_seeds} longer streams"
+           if rechecked else "the best trial")
     (out / "best.toml").write_text(
-        f"# easerve search: best of {len(trials)} trials at {args.rate:g} req/s, "
+        f"# easerve search: {how}, of {len(trials)} trials at {args.rate:g} req/s, "
         f"{args.tier} tier\n" + dump_toml(resolved))
     grid_best = next((f["goodput_rps"].max() for f in frames if f["sampler"].eq("grid").all()
                       and len(f)), None)
@@ -247,21 +312,35 @@ def _write_files(out: Path, config: ExperimentConfig, args: argparse.Namespace,
         "rate_hz": args.rate, "tier": args.tier,
         "screen": {"fit": len(report.candidates), "survivors": len(report.survivors),
                    "survivor_labels": [c.allocation.label for c in report.survivors]},
+        "trial_s": args.trial_s,
+        "pick": _pick_doc(rechecked),
         "samplers": {},
     }
     for f in frames:
         name = str(f["sampler"].iloc[0])
         reach = None if grid_best is None else trials_to_reach(f, 0.99 * grid_best)
         summary["samplers"][name] = {
-            "trials": len(f), "best_goodput_rps": float(f["goodput_rps"].max()),
+            "trials": len(f), "pruned": int(f["pruned"].sum()), "unstable": int(f["unstable"].sum()),
+            "best_goodput_rps": float(f["best_so_far_rps"].iloc[-1]),
             "best": top_k(f, 1).iloc[0]["label"], "wall_s": round(walls[name], 3),
             "trials_to_99pct_of_grid": reach,
         }
     (out / "search.json").write_text(json.dumps(summary, indent=2) + "\n")
     _plot(out / "convergence.png", frames, grid_best)
-    print(f"top {args.top} distinct deployments (goodput req/s):")
+    print(f"top {args.top} distinct deployments that finished the ladder (goodput req/s):")
     for _, row in top_k(trials, args.top).iterrows():
-        print(f"  {row['goodput_rps']:.3f}  {row['label']}  ({row['sampler']} trial {row['trial']})")
+        mark = "  UNSTABLE" if row["unstable"] else ""
+        print(f"  {row['goodput_rps']:.3f}  {row['label']}  ({row['sampler']} trial {row['trial']}){mark}")
+    if rechecked:
+        print(f"recheck on {args.recheck_seeds} streams of "
+              f"{rechecked[0].merged.num_requests // len(rechecked[0].verdicts)} requests "
+              "(goodput req/s, 95% interval, attainment):")
+        for r in rechecked:
+            low, high = r.interval()
+            mark = "  UNSTABLE" if r.merged.unstable else ""
+            print(f"  {r.merged.goodput_rps:.3f} [{low:.3f}, {high:.3f}]  {r.merged.attainment:.3f}  "
+                  f"{r.label}{mark}")
+        print(f"pick: {rechecked[0].label}")
 
 
 def _plot(path: Path, frames: list[pd.DataFrame], grid_best: float | None) -> None:

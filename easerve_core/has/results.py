@@ -1,10 +1,15 @@
 """A finished study as data: the trial table, the best deployments, convergence.
 
-:func:`trials_frame` gives one row per COMPLETE trial in trial order, with
-the suggested parameters, the deployment actually evaluated (s clamped),
-its goodput, whether it was a reused evaluation, its wall time (``trial_s``,
-from Optuna's start and end stamps) and the best goodput so far
-(the convergence curve). :func:`top_k` lists the best distinct deployments.
+:func:`trials_frame` gives one row per finished trial in trial order
+(COMPLETE, and PRUNED on the ladder), with the suggested parameters, the
+deployment actually evaluated (s clamped), its goodput and score (they
+differ for a run whose queue was still growing, ``unstable``; see
+:mod:`easerve_core.has.ladder`), the last rung it climbed and whether it was
+pruned there, whether it was a reused evaluation, its wall time
+(``trial_s``, from Optuna's start and end stamps) and the best goodput so
+far among stable trials that finished the ladder (the convergence curve).
+:func:`top_k` lists the best distinct deployments that finished the ladder,
+stable ones first.
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ from optuna.trial import TrialState
 
 from easerve_core import checks
 from easerve_core.deployment import Deployment
+from easerve_core.has.storage import finished_trials
 
 TRIAL_COLUMNS = (
-    "trial", "sampler", "goodput_rps", "best_so_far_rps", "alloc", "max_encode_batch",
+    "trial", "sampler", "goodput_rps", "best_so_far_rps", "score", "unstable", "rung", "pruned",
+    "alloc", "max_encode_batch",
     "remote_fraction", "s_suggested", "label", "cached", "trial_s",
     "encode_workers", "encode_tp", "prefill_workers", "prefill_tp", "decode_workers",
     "decode_tp", "batch_timeout_s", "key", "deployment_json",
@@ -29,10 +36,17 @@ TRIAL_COLUMNS = (
 
 def _row(trial: optuna.trial.FrozenTrial, sampler: str) -> dict[str, Any]:
     dep = json.loads(trial.user_attrs["deployment"])
+    pruned = trial.state == TrialState.PRUNED
+    score = trial.value if trial.value is not None else trial.intermediate_values.get(
+        max(trial.intermediate_values, default=-1), float("nan"))
     return {
         "trial": trial.number,
         "sampler": sampler,
-        "goodput_rps": float(trial.value if trial.value is not None else float("nan")),
+        "goodput_rps": float(trial.user_attrs.get("goodput_rps", score)),
+        "score": float(score),
+        "unstable": bool(trial.user_attrs.get("unstable", False)),
+        "rung": int(trial.user_attrs.get("rung", 0)),
+        "pruned": pruned,
         "alloc": trial.params.get("alloc"),
         "max_encode_batch": dep["max_encode_batch"],
         "remote_fraction": dep["remote_fraction"],
@@ -55,18 +69,20 @@ def _row(trial: optuna.trial.FrozenTrial, sampler: str) -> dict[str, Any]:
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """One row per COMPLETE trial, in trial order (see the module docstring)."""
     sampler = str(study.user_attrs.get("sampler", ""))
-    trials = sorted(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)),
-                    key=lambda t: t.number)
+    trials = sorted(finished_trials(study), key=lambda t: t.number)
     rows = [_row(t, sampler) for t in trials if "deployment" in t.user_attrs]
     frame = pd.DataFrame(rows, columns=[c for c in TRIAL_COLUMNS if c != "best_so_far_rps"])
-    frame.insert(3, "best_so_far_rps", frame["goodput_rps"].cummax())
+    final = frame["goodput_rps"].where(~frame["pruned"] & ~frame["unstable"])
+    frame.insert(3, "best_so_far_rps", final.cummax().ffill().fillna(0.0))
     return frame
 
 
 def top_k(frame: pd.DataFrame, k: int) -> pd.DataFrame:
-    """The ``k`` best distinct deployments (ties: the earlier trial first)."""
+    """The ``k`` best distinct deployments that finished the ladder, by score (ties: the earlier trial)."""
     checks.integer("top", k, minimum=1)
-    ordered = frame.sort_values(["goodput_rps", "trial"], ascending=[False, True], kind="stable")
+    final = frame[~frame["pruned"]] if "pruned" in frame else frame
+    by = "score" if "score" in final else "goodput_rps"
+    ordered = final.sort_values([by, "trial"], ascending=[False, True], kind="stable")
     return ordered.drop_duplicates("key").head(k).reset_index(drop=True)
 
 

@@ -7,6 +7,10 @@ has a timeout range, builds
 the deployment (s clamped to what the allocation allows) and asks the
 injected evaluator for its goodput. A deployment already evaluated in the
 study is not evaluated again: its value is reused (the trial still counts).
+With a ladder (:class:`SearchSettings`'s ``ladder``) a trial climbs from a
+short stream to the full one and successive halving prunes the weaker
+trials on the way (:mod:`easerve_core.has.ladder`); a pruned trial counts
+toward the plan like a complete one.
 
 Samplers (:data:`SAMPLERS`): ``tpe`` (seeded, multivariate, constant liar),
 ``random`` and ``grid``, the exhaustive baseline: every distinct point of
@@ -14,7 +18,7 @@ Samplers (:data:`SAMPLERS`): ``tpe`` (seeded, multivariate, constant liar),
 apply to it.
 
 :func:`run_search` opens the storage, resumes the study (stale RUNNING trials
-become FAIL, COMPLETE ones are kept) and runs only the remainder as
+become FAIL, COMPLETE and ladder-PRUNED ones are kept) and runs only the remainder as
 ``num_workers`` jobs that each open the same storage and call
 ``study.optimize``: in this process for one job, else on a backend
 (:mod:`easerve_core.parallel`): by default a local pool, whose workers die
@@ -35,14 +39,23 @@ from dataclasses import dataclass
 
 import numpy as np
 import optuna
+from optuna.pruners import NopPruner
 from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from easerve_core import checks
 from easerve_core.deployment import Deployment
+from easerve_core.has.ladder import Ladder, LadderEvaluator, Verdict
 from easerve_core.has.space import SearchSpace, deployment_key
-from easerve_core.has.storage import MEMORY, normalize_url, open_storage, prepare_study
+from easerve_core.has.storage import (
+    MEMORY,
+    SURPLUS,
+    finished_trials,
+    normalize_url,
+    open_storage,
+    prepare_study,
+)
 from easerve_core.parallel import Backend, BackendSettings, open_backend
 
 Evaluator = Callable[[Deployment], float]
@@ -74,6 +87,9 @@ class SearchSettings:
         poll_s: how often the pool driver counts finished trials for progress.
         join: add workers to a study other processes are running: leave its
             RUNNING trials alone (no stale cleanup); surplus trials are pruned.
+        ladder: climb trials from short streams to long ones, pruning by
+            successive halving (:mod:`easerve_core.has.ladder`); needs an
+            evaluator with ``verdict`` (a plain callable runs without it).
     """
 
     sampler: str = "tpe"
@@ -85,6 +101,7 @@ class SearchSettings:
     tpe_startup_trials: int = 10
     poll_s: float = 0.5
     join: bool = False
+    ladder: Ladder | None = None
 
     def __post_init__(self) -> None:
         checks.one_of("sampler", self.sampler, SAMPLERS)
@@ -107,10 +124,21 @@ def short_key(deployment: Deployment) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Objective:
-    """The study's objective: suggest, build, evaluate (or reuse) and record."""
+    """The study's objective: suggest, build, evaluate (or reuse) and record.
+
+    With a :class:`~easerve_core.has.ladder.Ladder` of several rungs and an
+    evaluator that runs streams of several lengths (:class:`LadderEvaluator`),
+    a trial climbs the ladder: it is scored on each rung's stream in turn,
+    reports the score to the pruner and stops where the pruner says so
+    (:mod:`easerve_core.has.ladder`). Each rung's verdict is a user
+    attribute (``rung0``, ``rung1``, ...), so a deployment suggested again
+    reuses the rungs it already climbed. Otherwise every trial is one call
+    of the evaluator (its goodput, or a verdict's score).
+    """
 
     space: SearchSpace
-    evaluator: Evaluator
+    evaluator: Evaluator | LadderEvaluator
+    ladder: Ladder | None = None
 
     def suggest(self, trial: Trial) -> Deployment:
         label = trial.suggest_categorical("alloc", list(self.space.labels))
@@ -123,6 +151,10 @@ class Objective:
             timeout_s = trial.suggest_float("timeout_s", low, high, log=True)
         return self.space.deployment(str(label), batch, s, timeout_s=timeout_s)
 
+    @property
+    def climbs(self) -> bool:
+        return self.ladder is not None and isinstance(self.evaluator, LadderEvaluator)
+
     def __call__(self, trial: Trial) -> float:
         _guard_budget(trial)
         dep = self.suggest(trial)
@@ -131,27 +163,69 @@ class Objective:
         trial.set_user_attr("label", dep.label())
         trial.set_user_attr("s_eff", dep.remote_fraction)
         trial.set_user_attr("deployment", json.dumps(dep.to_dict(), sort_keys=True))
+        if self.climbs:
+            return self._climb(trial, dep, key)
         for done in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             if done.user_attrs.get("key") == key and done.value is not None:
                 trial.set_user_attr("cached", True)
                 return float(done.value)
         trial.set_user_attr("cached", False)
+        assert callable(self.evaluator)
         return float(self.evaluator(dep))
+
+    def _climb(self, trial: Trial, dep: Deployment, key: str) -> float:
+        assert self.ladder is not None and isinstance(self.evaluator, LadderEvaluator)
+        known = _climbed(trial.study, key)
+        trial.set_user_attr("cached", bool(known))
+        last = len(self.ladder.rungs) - 1
+        for rung, fraction in enumerate(self.ladder.rungs):
+            verdict = known.get(rung) or self.evaluator.verdict(dep, fraction=fraction)
+            self._record(trial, rung, verdict)
+            if rung == last:
+                return verdict.score
+            trial.report(verdict.score, self.ladder.step(rung))
+            if trial.should_prune():
+                raise optuna.TrialPruned(f"pruned at rung {rung}")
+        raise AssertionError("unreachable: the last rung returns")
+
+    @staticmethod
+    def _record(trial: Trial, rung: int, verdict: Verdict) -> Verdict:
+        trial.set_user_attr(f"rung{rung}", verdict.to_dict())
+        trial.set_user_attr("rung", rung)
+        trial.set_user_attr("goodput_rps", verdict.goodput_rps)
+        trial.set_user_attr("unstable", verdict.unstable)
+        return verdict
 
 
 def _guard_budget(trial: Trial) -> None:
     """Prune (and stop) a trial that would take the study past its planned size.
 
     Trials are numbered by the storage; one whose number ranks past the plan
-    among COMPLETE and RUNNING trials is surplus (several workers raced).
+    among finished and RUNNING trials is surplus (several workers raced); it
+    is marked ``surplus`` so it does not count as a ladder-pruned trial.
     """
     planned = trial.study.user_attrs.get("planned_trials")
     if planned is None:
         return
     live = trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+    live = [*live, *(t for t in trial.study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))
+                     if not t.user_attrs.get(SURPLUS))]
     if sum(t.number < trial.number for t in live) >= int(planned):
+        trial.set_user_attr(SURPLUS, True)
         trial.study.stop()
         raise optuna.TrialPruned("the study already holds its planned trials")
+
+
+def _climbed(study: optuna.Study, key: str) -> dict[int, Verdict]:
+    """The rungs other finished trials of the study climbed with deployment ``key``."""
+    known: dict[int, Verdict] = {}
+    for done in finished_trials(study):
+        if done.user_attrs.get("key") != key:
+            continue
+        for name, value in done.user_attrs.items():
+            if name.startswith("rung") and name[4:].isdigit():
+                known.setdefault(int(name[4:]), Verdict.from_dict(value))
+    return known
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,8 +251,9 @@ def _run_job(job: _Job, callbacks: list[Callable[[optuna.Study, FrozenTrial], No
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = make_sampler(job.sampler, seed=job.seed, tpe_startup_trials=job.tpe_startup_trials)
+    ladder = job.objective.ladder if job.objective.climbs else None
     study = optuna.load_study(study_name=job.study_name, storage=storage or open_storage(job.storage),
-                              sampler=sampler)
+                              sampler=sampler, pruner=ladder.pruner() if ladder else NopPruner())
     study.optimize(job.objective, n_trials=job.num_trials, callbacks=callbacks)
     return job.num_trials
 
@@ -203,7 +278,7 @@ def _quotas(remaining: int, workers: int) -> list[int]:
 
 
 def _count_complete(study: optuna.Study) -> int:
-    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    return len(finished_trials(study))
 
 
 def run_search(space: SearchSpace, evaluator: Evaluator, settings: SearchSettings, *,
@@ -238,7 +313,7 @@ def run_search(space: SearchSpace, evaluator: Evaluator, settings: SearchSetting
         _Job(storage=settings.storage, study_name=settings.study_name, sampler=settings.sampler,
              seed=_worker_seed(settings.seed, existing, w),
              tpe_startup_trials=settings.tpe_startup_trials, num_trials=n,
-             objective=Objective(space=space, evaluator=evaluator))
+             objective=Objective(space=space, evaluator=evaluator, ladder=settings.ladder))
         for w, n in enumerate(_quotas(remaining, settings.num_workers))
     ]
     if len(jobs) == 1 and backend is None:

@@ -29,7 +29,7 @@ from pathlib import Path
 import optuna
 from optuna.storages import BaseStorage, InMemoryStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 _JOURNAL_PREFIX = "journal:"
 #: the storage URL of a study held in this process only
@@ -74,6 +74,16 @@ def open_storage(url: str) -> BaseStorage:
         raise ValueError(f"storage {url!r} is unreachable: {reason}") from None
 
 
+#: the user attribute that marks a trial pruned only because the study already held its planned trials
+SURPLUS = "surplus"
+
+
+def finished_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """The trials that count toward a study's plan: COMPLETE, and PRUNED by the ladder (not surplus)."""
+    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+            if t.state == TrialState.COMPLETE or not t.user_attrs.get(SURPLUS)]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StudyState:
     """What a (re)opened study holds."""
@@ -94,7 +104,7 @@ def prepare_study(storage: BaseStorage, study_name: str, *, fail_stale: bool = T
     for trial in running:
         if storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
             stale += 1
-    complete = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    complete = len(finished_trials(study))
     waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
     return StudyState(study_name=study_name, num_complete=complete,
                       num_failed_stale=stale, num_waiting=waiting)

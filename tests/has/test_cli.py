@@ -63,7 +63,7 @@ def test_empty_space_names_the_bottleneck_stage(config: Path, tmp_path: Path,
 def test_small_search_writes_every_output(config: Path, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
-    argv = ["search", str(config), "--rate", "2", "--trials", "4", "--num-requests", "20",
+    argv = ["search", str(config), "--rate", "2", "--trials", "4", "--trial-s", "10",
             "--sampler", "random", "--top", "2", "--out", str(out)]
     assert main(argv) == 0
     for name in ("trials.parquet", "trials.csv", "best.toml", "convergence.png", "search.json"):
@@ -82,7 +82,7 @@ def test_small_search_writes_every_output(config: Path, tmp_path: Path,
 @pytest.mark.usefixtures("ray_session")
 def test_search_on_ray_jobs_writes_the_planned_trials(config: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    argv = ["search", str(config), "--rate", "2", "--trials", "6", "--num-requests", "20",
+    argv = ["search", str(config), "--rate", "2", "--trials", "6", "--trial-s", "10",
             "--sampler", "random", "--backend", "ray", "--workers", "2", "--out", str(out)]
     assert main(argv) == 0
     trials = pd.read_parquet(out / "trials.parquet")

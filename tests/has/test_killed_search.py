@@ -27,7 +27,7 @@ import pandas as pd
 import pytest
 from optuna.trial import TrialState
 
-from easerve_core.has import open_storage
+from easerve_core.has import finished_trials, open_storage
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "llava34b_rtx6000ada.toml"
@@ -108,7 +108,7 @@ def storage_args(request: pytest.FixtureRequest) -> list[str]:
 
 def _command(out: Path, storage_args: list[str]) -> list[str]:
     return [sys.executable, "-m", "easerve", "search", str(CONFIG), "--rate", "2",
-            "--trials", str(NUM_TRIALS), "--num-requests", "20", "--sampler", "random",
+            "--trials", str(NUM_TRIALS), "--trial-s", "10", "--sampler", "random",
             "--workers", "2", *storage_args, "--out", str(out)]
 
 
@@ -196,8 +196,9 @@ def test_killed_search_loses_no_trial_and_a_rerun_finishes(tmp_path: Path, stora
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     after = {t.number: t for t in _study(url).get_trials(deepcopy=False)}
     states = [t.state for t in after.values()]
-    assert states.count(TrialState.COMPLETE) == NUM_TRIALS
-    assert set(states) <= {TrialState.COMPLETE, TrialState.FAIL}
+    finished = finished_trials(_study(url))  # COMPLETE, and PRUNED on the ladder (not surplus)
+    assert len(finished) == NUM_TRIALS
+    assert set(states) <= {TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL}
     assert {n: after[n].value for n in complete} == complete  # none lost, none rerun
     assert {n for n, t in after.items() if t.state == TrialState.FAIL} == running
     assert len(pd.read_csv(out / "trials.csv")) == NUM_TRIALS

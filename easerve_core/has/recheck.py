@@ -1,0 +1,133 @@
+"""After the search: the top K re-run on longer streams and new seeds, and the pick made there.
+
+A search judges every trial on the same streams, so its best few are the
+few that did best *there*; a deployment whose queue grows too slowly to
+show in a trial, or that was lucky on those streams, can lead. The recheck
+(docs/has.md §3) takes the ``recheck_top`` best distinct deployments that
+finished the ladder (by score: stable ones first), runs each on
+``recheck_seeds`` new streams ``recheck_factor`` times the full trial
+length (the first drawn with the search's seed, as ``easerve sim`` draws
+the config's workload, the others with seeds derived from it), and picks
+the best by the mean over those streams: stable first (a deployment
+unstable on any long stream ranks below every stable one), then mean
+goodput. The pick's goodput is reported with a 95%
+Student-t confidence interval over the seeds.
+
+Every long run is written to the study as a user attribute
+(``recheck:<key>:<k>``, the verdict of seed ``k``) as soon as it finishes,
+so a resumed or joined search reuses what is there and runs only the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import optuna
+import pandas as pd
+from scipy import stats
+
+from easerve_core.deployment import Deployment
+from easerve_core.has.ladder import Ladder, LadderEvaluator, Verdict
+from easerve_core.has.results import top_k
+
+#: columns of the recheck table (one row per rechecked deployment, the pick first)
+RECHECK_COLUMNS = ("rank", "label", "search_score", "goodput_rps", "ci_low_rps", "ci_high_rps",
+                   "attainment", "unstable", "num_seeds", "requests_per_stream", "key", "deployment_json")
+
+
+def recheck_seed(seed: int, k: int) -> int:
+    """The stream seed of the ``k``-th recheck: the first is ``seed`` itself, the rest derived.
+
+    The first long stream is drawn with the config's seed, as ``easerve sim``
+    draws the config's workload, so the written pick (whose ``num_requests``
+    is the recheck's length) replays it exactly; the others are new.
+    """
+    if k == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, 0x5EC, k]).generate_state(1)[0])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rechecked:
+    """One deployment's long runs."""
+
+    key: str
+    label: str
+    deployment: Deployment
+    search_score: float
+    verdicts: tuple[Verdict, ...]
+
+    @property
+    def merged(self) -> Verdict:
+        return Verdict.mean(self.verdicts)
+
+    @property
+    def goodputs(self) -> list[float]:
+        return [v.goodput_rps for v in self.verdicts]
+
+    def interval(self, confidence: float = 0.95) -> tuple[float, float]:
+        """Student-t interval of the mean goodput over the seeds (a point with one seed)."""
+        values = np.asarray(self.goodputs, dtype=float)
+        mean = float(values.mean())
+        if len(values) < 2:
+            return mean, mean
+        half = float(stats.t.ppf(0.5 + confidence / 2, len(values) - 1)) * float(
+            values.std(ddof=1)) / math.sqrt(len(values))
+        return mean - half, mean + half
+
+    def rank_key(self) -> tuple[bool, float]:
+        return (not self.merged.unstable, self.merged.goodput_rps)
+
+
+def _attr(key: str, k: int) -> str:
+    return f"recheck:{key}:{k}"
+
+
+def recheck(study: optuna.Study, evaluator: LadderEvaluator, ladder: Ladder, *,
+            trials: pd.DataFrame) -> list[Rechecked]:
+    """Re-run the top ``ladder.recheck_top`` of ``trials`` (the study's table); best first."""
+    if ladder.recheck_top == 0 or trials.empty:
+        return []
+    held = study.user_attrs
+    out = []
+    for _, row in top_k(trials, ladder.recheck_top).iterrows():
+        dep = Deployment.from_dict(_json(row["deployment_json"]))
+        verdicts = []
+        for k in range(ladder.recheck_seeds):
+            name = _attr(str(row["key"]), k)
+            if name in held:
+                verdicts.append(Verdict.from_dict(held[name]))
+                continue
+            v = evaluator.recheck(dep, factor=ladder.recheck_factor, index=k)
+            study.set_user_attr(name, v.to_dict())
+            verdicts.append(v)
+        out.append(Rechecked(key=str(row["key"]), label=str(row["label"]), deployment=dep,
+                             search_score=float(row["score"]), verdicts=tuple(verdicts)))
+    return sorted(out, key=lambda r: r.rank_key(), reverse=True)
+
+
+def recheck_frame(rechecked: list[Rechecked]) -> pd.DataFrame:
+    """The recheck as a table (:data:`RECHECK_COLUMNS`), the pick first."""
+    rows = []
+    for rank, r in enumerate(rechecked, start=1):
+        low, high = r.interval()
+        merged = r.merged
+        rows.append({"rank": rank, "label": r.label, "search_score": r.search_score,
+                     "goodput_rps": merged.goodput_rps, "ci_low_rps": low, "ci_high_rps": high,
+                     "attainment": merged.attainment, "unstable": merged.unstable,
+                     "num_seeds": len(r.verdicts),
+                     "requests_per_stream": merged.num_requests // max(1, len(r.verdicts)),
+                     "key": r.key, "deployment_json": _dumps(r.deployment)})
+    return pd.DataFrame(rows, columns=list(RECHECK_COLUMNS))
+
+
+def _json(text: str) -> dict[str, object]:
+    out: dict[str, object] = json.loads(text)
+    return out
+
+
+def _dumps(dep: Deployment) -> str:
+    return json.dumps(dep.to_dict(), sort_keys=True)
