@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "validate": "easerve.cli.validate_cmd",
     "reproduce": "easerve.cli.reproduce_cmd",
     "plan-table": "easerve.cli.plan_table_cmd",
+    "recipe": "easerve.cli.recipe_cmd",
 }
 #: set to 1 to see the traceback of an internal error (like ``--debug``)
 DEBUG_ENV = "EASERVE_DEBUG"

@@ -1,0 +1,37 @@
+"""Golden recipes: every engine's files for every case in tests/recipes/cases.py, byte for byte.
+
+To regenerate after a deliberate change, run
+``EASERVE_UPDATE_GOLDEN=1 PYTHONPATH=$PWD .venv/bin/python -m pytest -q tests/recipes/test_golden.py``
+and review the diff under tests/recipes/golden/<engine>/<case>/.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from easerve.recipes import build_recipe
+from tests.recipes.cases import CASES, ENGINE_NAMES
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE_ENV = "EASERVE_UPDATE_GOLDEN"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_recipe_matches_golden(engine: str, case: str) -> None:
+    make, rate = CASES[case]
+    config = make()
+    recipe = build_recipe(engine, deployment=config.deployment, config=config, rate_hz=rate)
+    folder = GOLDEN / engine / case
+    if os.environ.get(UPDATE_ENV, "") not in ("", "0"):
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.iterdir():
+            stale.unlink()
+        for name, text in recipe.files.items():
+            (folder / name).write_text(text)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(recipe.files)
+    for name, text in recipe.files.items():
+        assert (folder / name).read_text() == text, f"{engine}/{case}/{name} differs from its golden file"
