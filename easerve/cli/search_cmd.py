@@ -42,6 +42,7 @@ from calibration.plans import Resolved, plan_for, scaled_mix
 from easerve.cli import confirm_step
 from easerve.cli.common import add_backend, add_config, add_out, backend_settings
 from easerve.cli.outputs import check_study_folder
+from easerve.recipes import ENGINES, write_recipe
 from easerve.resources import load_config
 from easerve_core import checks
 from easerve_core.config import ExperimentConfig
@@ -97,6 +98,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         f"pick (default {Ladder().recheck_top}; 0: pick from the trials)")
     p.add_argument("--recheck-seeds", type=int, default=Ladder().recheck_seeds,
                    help=f"new streams per rechecked deployment (default {Ladder().recheck_seeds})")
+    p.add_argument("--emit", default=None, metavar="ENGINE",
+                   help=f"also write the pick as a serving engine's recipe into OUT/recipe-ENGINE/: "
+                        f"{', '.join(sorted(ENGINES))} (docs/recipes.md)")
     add_out(p, "output folder")
     confirm_step.add_arguments(p)
     p.set_defaults(func=run)
@@ -115,6 +119,8 @@ def _validate(args: argparse.Namespace) -> list[str]:
                          "of arrivals per trial; docs/has.md)")
     trial_length(args)
     ladder(args, "tpe")
+    if args.emit is not None:
+        checks.one_of("--emit", args.emit, sorted(ENGINES))
     samplers = list(SAMPLERS) if args.compare else [args.sampler]
     if args.join and "grid" in samplers:
         raise ValueError("--join: the grid is enqueued by one process; join tpe or random studies")
@@ -268,11 +274,14 @@ def _write_outputs(folder: Path, config: ExperimentConfig, args: argparse.Namesp
     try:
         _write_files(staging, config, args, report, frames, walls, rechecked)
         for item in sorted(staging.iterdir()):
+            if item.is_dir() and (folder / item.name).is_dir():  # a rerun's recipe
+                shutil.rmtree(folder / item.name)
             os.replace(item, folder / item.name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    recipe = f", recipe-{args.emit}/" if args.emit else ""
     print(f"wrote {folder}/: trials.parquet, trials.csv, recheck.csv, best.toml, convergence.png, "
-          "search.json")
+          f"search.json{recipe}")
 
 
 def _pick_doc(rechecked: list[Rechecked]) -> dict[str, Any] | None:
@@ -294,7 +303,14 @@ def _write_files(out: Path, config: ExperimentConfig, args: argparse.Namespace,
     trials.to_parquet(out / "trials.parquet", index=False)
     trials.to_csv(out / "trials.csv", index=False)
     recheck_frame(rechecked).to_csv(out / "recheck.csv", index=False)
+    if trials.empty:
+        raise ValueError("--emit: the study holds no finished trial, so there is no deployment to write"
+                         if args.emit else "the study holds no finished trial")
     best = rechecked[0].deployment if rechecked else best_deployment(trials)
+    if args.emit is not None:
+        recipe = out / f"recipe-{args.emit}"
+        recipe.mkdir()
+        write_recipe(args.emit, deployment=best, config=config, rate_hz=args.rate, folder=recipe)
     resolved = config.to_dict()
     resolved["deployment"] = {k: v for k, v in best.to_dict().items() if v is not None}
     resolved["workload"] = {**resolved["workload"], "rate_hz": args.rate}

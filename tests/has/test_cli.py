@@ -44,6 +44,14 @@ def config(tmp_path: Path) -> Path:
     (["--backend", "dask"], "unknown backend 'dask'; known: local, ray"),
     (["--address", "auto"], "address: only the ray backend"),
     (["--backend", "ray", "--address", "head:6379"], "not an SQLite file"),
+    (["--trial-s", "0"], "trial-s"),
+    (["--trial-s", "-5"], "trial-s"),
+    (["--trial-s", "nan"], "trial-s"),
+    (["--trial-s", "1e12"], "trial-s"),
+    (["--num-requests", "250"], "--num-requests: trials are sized in time now; give --trial-s"),
+    (["--recheck-top", "-1"], "recheck-top"),
+    (["--recheck-seeds", "0"], "recheck-seeds"),
+    (["--emit", "triton"], "--emit 'triton'; known: dynamo, sglang, vllm"),
 ])
 def test_bad_input_is_one_line_and_exit_2(config: Path, tmp_path: Path, extra: list[str],
                                           field: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -58,6 +66,18 @@ def test_empty_space_names_the_bottleneck_stage(config: Path, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["search", str(config), "--rate", "500", "--out", str(tmp_path / "o")]) == 2
     assert "limited by its" in capsys.readouterr().err
+
+
+def test_search_emits_the_pick_as_a_recipe(config: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    argv = ["search", str(config), "--rate", "2", "--trials", "3", "--trial-s", "10", "--sampler", "random",
+            "--recheck-top", "1", "--recheck-seeds", "1", "--emit", "vllm", "--out", str(out)]
+    assert main(argv) == 0
+    launch = (out / "recipe-vllm" / "launch.sh").read_text()
+    best = load_experiment(out / "best.toml").deployment
+    assert "vllm serve" in launch and f"max-num-seqs {best.max_encode_batch}" in launch.replace("=", " ")
+    assert main(argv) == 0  # a rerun replaces the recipe
+    assert (out / "recipe-vllm" / "RECIPE.md").is_file()
 
 
 def test_small_search_writes_every_output(config: Path, tmp_path: Path,
