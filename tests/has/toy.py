@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from easerve_core.deployment import Deployment
+from easerve_core.has.ladder import Verdict
 
 
 @dataclass(frozen=True)
@@ -71,3 +72,39 @@ class AnalyticEvaluator:
         b = math.exp(-((math.log2(dep.max_encode_batch) - 3.0) ** 2) / 4.0)
         s = 1.0 - 0.8 * (dep.remote_fraction - 0.75) ** 2
         return weight * b * s
+
+
+def alloc_label(dep: Deployment) -> str:
+    e, p, d = dep.encode, dep.prefill, dep.decode
+    return f"E{e.num_workers}x{e.tp} P{p.num_workers}x{p.tp} D{d.num_workers}x{d.tp}"
+
+
+@dataclass(frozen=True)
+class LadderToy:
+    """:class:`AnalyticEvaluator` on a ladder: a verdict per stream fraction, and long rechecks.
+
+    ``unstable_label``'s (an allocation's) queue grows: it is unstable on every stream. The
+    deployments labelled in ``fragile`` are stable on the trials' streams but unstable on
+    the long rechecks (the failure HAS's recheck exists for). ``calls`` records (kind,
+    label, fraction or index).
+    """
+
+    analytic: AnalyticEvaluator
+    unstable_label: str | None = None
+    fragile: frozenset[str] = frozenset()
+    calls: list[tuple[str, str, float]] = field(default_factory=list, compare=False)
+
+    def _verdict(self, dep: Deployment, *, unstable: bool, jitter: float) -> Verdict:
+        goodput = self.analytic(dep) + jitter
+        return Verdict(goodput_rps=goodput, attainment=0.6 if unstable else 1.0, unstable=unstable,
+                       offered_rps=3.0, num_requests=100, reason="trend" if unstable else "")
+
+    def verdict(self, deployment: Deployment, *, fraction: float = 1.0) -> Verdict:
+        self.calls.append(("verdict", deployment.label(), fraction))
+        return self._verdict(deployment, unstable=alloc_label(deployment) == self.unstable_label,
+                             jitter=0.01 * fraction)
+
+    def recheck(self, deployment: Deployment, *, factor: float, index: int) -> Verdict:
+        self.calls.append(("recheck", deployment.label(), index))
+        unstable = alloc_label(deployment) == self.unstable_label or deployment.label() in self.fragile
+        return self._verdict(deployment, unstable=unstable, jitter=0.001 * index)

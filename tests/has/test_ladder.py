@@ -1,0 +1,108 @@
+"""HAS's ladder: successive halving over stream length, unstable runs last, the recheck's pick."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from easerve_core.deployment import Cluster
+from easerve_core.has import (
+    Ladder,
+    SearchSettings,
+    SearchSpace,
+    Verdict,
+    enumerate_allocations,
+    finished_trials,
+    recheck,
+    recheck_frame,
+    run_search,
+    top_k,
+    trials_frame,
+)
+from tests.has.toy import AnalyticEvaluator, LadderToy, ToyProfile
+
+BEST = "E2x2 P1x2 D1x2"
+
+
+@pytest.fixture(scope="module")
+def space() -> SearchSpace:
+    return SearchSpace(allocations=tuple(enumerate_allocations(ToyProfile(), Cluster(gpu="toy", num_gpus=8))))
+
+
+def _settings(tmp_path: Path, **kw: object) -> SearchSettings:
+    base = {"storage": str(tmp_path / "study.db"), "study_name": "t", "num_trials": 27, "ladder": Ladder()}
+    return SearchSettings(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_unstable_scores_rank_below_every_stable_one() -> None:
+    stable_zero = Verdict(goodput_rps=0.0, attainment=0.0, unstable=False, offered_rps=3.0, num_requests=9)
+    unstable_high = Verdict(goodput_rps=2.9, attainment=0.9, unstable=True, offered_rps=3.0, num_requests=9)
+    unstable_low = Verdict(goodput_rps=1.0, attainment=0.3, unstable=True, offered_rps=3.0, num_requests=9)
+    assert stable_zero.score > unstable_high.score > unstable_low.score
+
+
+def test_the_ladder_prunes_and_the_study_holds_its_planned_trials(tmp_path: Path, space: SearchSpace) -> None:
+    toy = LadderToy(AnalyticEvaluator(BEST))
+    study = run_search(space, toy, _settings(tmp_path))
+    frame = trials_frame(study)
+    assert len(frame) == 27 == len(finished_trials(study))
+    assert frame["pruned"].any() and (~frame["pruned"]).any()
+    # a pruned trial stopped below the last rung; a complete one climbed all three
+    assert set(frame.loc[frame["pruned"], "rung"]) <= {0, 1}
+    assert set(frame.loc[~frame["pruned"], "rung"]) == {2}
+    fractions = [f for kind, _, f in toy.calls if kind == "verdict"]
+    assert fractions.count(1 / 9) > fractions.count(1 / 3) > fractions.count(1.0) > 0
+    assert top_k(frame, 1).iloc[0]["alloc"] == BEST
+
+
+def test_an_unstable_deployment_is_never_the_best(tmp_path: Path, space: SearchSpace) -> None:
+    toy = LadderToy(AnalyticEvaluator(BEST), unstable_label=BEST)
+    frame = trials_frame(run_search(space, toy, _settings(tmp_path)))
+    assert frame.loc[frame["alloc"] == BEST, "unstable"].all()
+    assert top_k(frame, 1).iloc[0]["alloc"] != BEST
+    assert not top_k(frame, 1).iloc[0]["unstable"]
+
+
+def test_the_recheck_picks_the_best_stable_on_long_streams_and_resumes(tmp_path: Path,
+                                                                       space: SearchSpace) -> None:
+    settings = _settings(tmp_path, num_trials=40)
+    study = run_search(space, LadderToy(AnalyticEvaluator(BEST)), settings)
+    frame = trials_frame(study)
+    leader = str(top_k(frame, 1).iloc[0]["label"])
+    toy = LadderToy(AnalyticEvaluator(BEST), fragile=frozenset({leader}))  # the trials could not tell
+    picked = recheck(study, toy, Ladder(), trials=frame)
+    assert len(picked) == 3 and all(len(r.verdicts) == 3 for r in picked)
+    assert picked[0].label != leader and not picked[0].merged.unstable
+    assert picked[-1].merged.unstable  # the fragile one ranks last
+    low, high = picked[0].interval()
+    assert low < picked[0].merged.goodput_rps < high
+    table = recheck_frame(picked)
+    assert list(table["rank"]) == [1, 2, 3] and table["unstable"].iloc[-1]
+
+    # resumed: no trial and no long run again
+    calls = len(toy.calls)
+    again = run_search(space, toy, settings)
+    picked_again = recheck(again, toy, Ladder(), trials=trials_frame(again))
+    assert len(toy.calls) == calls
+    assert [r.key for r in picked_again] == [r.key for r in picked]
+
+
+def test_a_rerun_reuses_rungs_a_deployment_already_climbed(tmp_path: Path, space: SearchSpace) -> None:
+    small = SearchSpace(allocations=space.allocations[:1], max_encode_batch=1, grid_batches=(1,),
+                        remote_fraction=1.0)
+    toy = LadderToy(AnalyticEvaluator(BEST))
+    study = run_search(small, toy, _settings(tmp_path, num_trials=6))  # one point, six times
+    frame = trials_frame(study)
+    assert frame["cached"].sum() == 5
+    assert len([c for c in toy.calls if c[0] == "verdict"]) == 3  # each rung once
+
+
+def test_surplus_trials_do_not_count_as_pruned(tmp_path: Path, space: SearchSpace) -> None:
+    study = run_search(space, LadderToy(AnalyticEvaluator(BEST)), _settings(tmp_path, num_trials=9))
+    pruned = study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))
+    assert all(not t.user_attrs.get("surplus") for t in pruned)
+    assert len(finished_trials(optuna.load_study(study_name="t", storage=str(
+        "sqlite:///" + str(tmp_path / "study.db"))))) == 9
