@@ -106,7 +106,7 @@ def parse_spec(base: Deployment, spec: str) -> Deployment:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = with_device(load_config(args.config), args.device)
+    config = with_device(load_config(args.config, runs_deployment=True), args.device)
     doc = load_profile_doc(args.profile)
     if args.repeats < 1:
         raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
