@@ -43,6 +43,7 @@ gives the resolved config every run writes beside its results.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,8 +170,15 @@ class ExperimentConfig:
             deployment_given="deployment" in data,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """The resolved config, as plain data (written beside every run)."""
+    def to_dict(self, *, relative_to: Path | None = None) -> dict[str, Any]:
+        """The resolved config, as plain data (written beside every run).
+
+        ``relative_to``: the folder the data will be written into; its file
+        paths (``[profile] path``, ``[workload] trace``) are then relative to
+        it, so the written file loads on any machine, from any checkout
+        (paths in a config are resolved against the config's folder).
+        Without it they are absolute, as resolved.
+        """
         dep = self.deployment.to_dict()
         if self.deployment_preset is not None:
             dep["preset"] = self.deployment_preset
@@ -179,18 +187,32 @@ class ExperimentConfig:
             "model": {"name": self.model, "size": self.model_size},
             "cluster": dict(self.cluster),
             "deployment": dep,
-            "workload": dict(self.workload_table),
+            "workload": _with_portable_trace(self.workload_table, relative_to),
             "slo": self.slo.to_dict(),
         }
         profile: dict[str, Any] = {}
         if self.profile_path is not None:
-            profile["path"] = str(self.profile_path)
+            profile["path"] = portable_path(self.profile_path, relative_to)
         if self.sm_share_table is not None:
             profile["sm_share_table"] = self.sm_share_table.to_dict()["shares"]
         if profile:
             out["profile"] = profile
         out.update({k: dict(v) for k, v in self.engine.items()})
         return out
+
+
+def portable_path(path: Path | str, relative_to: Path | None) -> str:
+    """``path`` relative to the folder ``relative_to`` (POSIX separators), or as it is without one."""
+    if relative_to is None:
+        return str(path)
+    return Path(os.path.relpath(Path(path).resolve(), Path(relative_to).resolve())).as_posix()
+
+
+def _with_portable_trace(table: Mapping[str, Any], relative_to: Path | None) -> dict[str, Any]:
+    out = dict(table)
+    if "trace" in out:
+        out["trace"] = portable_path(str(out["trace"]), relative_to)
+    return out
 
 
 def _share_table(raw: Any) -> SMShareTable:
