@@ -125,7 +125,7 @@ class Trial:
             spec = WorkerSpec(me=worker, model=self.spec, weights_dir=str(folder),
                               options=self.options, deployment=self.plan.deployment,
                               sm_table=self.plan.sm_table, frontend_pid=os.getpid(), seed=self.plan.seed)
-            proc = ctx.Process(target=run_worker, args=(spec, self._channels), daemon=True,
+            proc = ctx.Process(target=run_worker, args=(spec, self._channels.for_worker(worker)), daemon=True,
                                name=f"easerve-{worker[0]}-{worker[1]}")
             proc.start()
             self.procs[worker] = proc
