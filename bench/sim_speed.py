@@ -136,7 +136,8 @@ def _medians(runs: Mapping[K, list[Row]], field: str) -> dict[K, float]:
 def paired(other: Path, num_requests: int, rate_hz: float, repeat: int) -> None:
     """Medians of ``repeat`` alternating runs per row here and in ``other``, side by side."""
     trees = {"this": ROOT, "other": other.resolve()}
-    print(f"this:  {trees['this']}\nother: {trees['other']}\n"
+    # relative to the working folder: the output is quoted in docs, where a machine path means nothing
+    print(f"this:  {os.path.relpath(trees['this'])}\nother: {os.path.relpath(trees['other'])}\n"
           f"{num_requests} requests, median of {repeat} alternating runs per row")
     for label, rate, n in _rows(rate_hz):
         runs = _alternating(repeat, {side: partial(_run_in, tree, num_requests, rate, n)
@@ -151,7 +152,7 @@ def paired(other: Path, num_requests: int, rate_hz: float, repeat: int) -> None:
 
 def paired_idle(num_requests: int, rate_hz: float, repeat: int) -> None:
     """Medians of ``repeat`` alternating runs per row here, without and with an idle controller."""
-    print(f"{ROOT}: {num_requests} requests, median of {repeat} alternating runs per row")
+    print(f"{os.path.relpath(ROOT)}: {num_requests} requests, median of {repeat} alternating runs per row")
     for label, rate, n in _rows(rate_hz):
         runs = _alternating(repeat, {idle: partial(_run_in, ROOT, num_requests, rate, n, controller_idle=idle)
                                      for idle in (False, True)})

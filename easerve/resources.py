@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from easerve_core.checks import notice
 from easerve_core.config import ExperimentConfig, load_experiment
 
 #: the example configs shipped with the package
@@ -40,6 +41,14 @@ def find_config(path: str | Path) -> Path:
     raise ValueError(f"config file not found: {given} (shipped examples, by name: {known})")
 
 
-def load_config(path: str | Path) -> ExperimentConfig:
-    """:func:`easerve_core.config.load_experiment` on :func:`find_config`'s file."""
-    return load_experiment(find_config(path))
+def load_config(path: str | Path, *, runs_deployment: bool = False) -> ExperimentConfig:
+    """:func:`easerve_core.config.load_experiment` on :func:`find_config`'s file.
+
+    ``runs_deployment``: the command runs the config's own deployment, so a
+    config without ``[deployment]`` gets a notice that the defaults run
+    (docs/cli.md); commands that search deployments leave it False.
+    """
+    config = load_experiment(find_config(path))
+    if runs_deployment and not config.deployment_given:
+        notice(f"{path}: no [deployment] table; running the default deployment {config.deployment.label()}")
+    return config

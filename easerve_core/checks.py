@@ -3,13 +3,28 @@
 Every public constructor and loader in easerve rejects bad input with a
 ``ValueError`` that names the field and the value; these helpers keep those
 messages uniform ("max_batch must be >= 1, got 0").
+
+A choice easerve makes for the user where the input leaves it open (rows
+sorted by arrival, a default filled in) is a :class:`Notice`, issued with
+:func:`notice` as a Python warning: the ``easerve`` command prints each as
+one line on stderr (docs/cli.md), a library caller sees an ordinary warning.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable
 from typing import Any
+
+
+class Notice(UserWarning):
+    """A choice made for the user that they should see (the module docstring)."""
+
+
+def notice(message: str) -> None:
+    """Tell the user, as a :class:`Notice`, of a choice made for them (one line)."""
+    warnings.warn(message, Notice, stacklevel=2)
 
 
 def finite(name: str, value: Any) -> float:

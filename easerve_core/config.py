@@ -34,12 +34,16 @@ tier = "moderate"            # strict | tight | moderate | loose | relaxed (or s
 ```
 
 Paths (profile, trace) are resolved relative to the config file. Unknown
-tables or keys fail with the field named; :meth:`ExperimentConfig.to_dict`
+tables or keys fail with the field named; a key that moved between releases
+(:data:`MOVED`) fails naming its old place and its new one. Without a
+``[deployment]`` table the deployment is :class:`Deployment`'s defaults
+(``deployment_given`` is then False, so a command can say so); :meth:`ExperimentConfig.to_dict`
 gives the resolved config every run writes beside its results.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +60,22 @@ _TOP = {"seed", "model", "cluster", "profile", "deployment", "workload", "slo", 
 _CLUSTER_KEYS = {"gpu", "num_gpus", "link_bytes_per_s", "link_latency_s", "num_links", "num_nodes",
                  "nic_bytes_per_s", "nic_latency_s", "link_sharing"}
 _PROFILE_KEYS = {"path", "sm_share_table"}
+#: keys that moved between releases: (old table, or "" for the top level, key) -> where they live now
+MOVED = {
+    ("live", "sm_share_table"): "[profile] sm_share_table",
+    ("sim", "sm_share_table"): "[profile] sm_share_table",
+    ("deployment", "sm_share_table"): "[profile] sm_share_table",
+    ("", "sm_share_table"): "[profile] sm_share_table",
+}
+
+
+def _refuse_moved(data: Mapping[str, Any]) -> None:
+    """A key at its old place: one error naming the old place and the new (no misleading later error)."""
+    for (table, key), now in MOVED.items():
+        node = data if not table else data.get(table)
+        if isinstance(node, Mapping) and key in node:
+            was = f"[{table}] {key}" if table else f"top-level {key}"
+            raise ValueError(f"{was} has moved to {now}; move it there")
 
 
 def _table(data: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -82,6 +102,8 @@ class ExperimentConfig:
     sm_share_table: SMShareTable | None = None
     engine: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     source: Path | None = None
+    #: whether the file had a [deployment] table (else the deployment is the defaults)
+    deployment_given: bool = True
 
     @property
     def slo_tier(self) -> str:
@@ -98,6 +120,7 @@ class ExperimentConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, base_dir: Path | None = None) -> ExperimentConfig:
+        _refuse_moved(data)
         unknown = sorted(set(data) - _TOP)
         if unknown:
             raise ValueError(f"unknown config table(s): {', '.join(unknown)}")
@@ -144,10 +167,18 @@ class ExperimentConfig:
             profile_path=profile_path,
             sm_share_table=table,
             engine={k: _table(data, k) for k in ("sim", "live") if k in data},
+            deployment_given="deployment" in data,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """The resolved config, as plain data (written beside every run)."""
+    def to_dict(self, *, relative_to: Path | None = None) -> dict[str, Any]:
+        """The resolved config, as plain data (written beside every run).
+
+        ``relative_to``: the folder the data will be written into; its file
+        paths (``[profile] path``, ``[workload] trace``) are then relative to
+        it, so the written file loads on any machine, from any checkout
+        (paths in a config are resolved against the config's folder).
+        Without it they are absolute, as resolved.
+        """
         dep = self.deployment.to_dict()
         if self.deployment_preset is not None:
             dep["preset"] = self.deployment_preset
@@ -156,18 +187,32 @@ class ExperimentConfig:
             "model": {"name": self.model, "size": self.model_size},
             "cluster": dict(self.cluster),
             "deployment": dep,
-            "workload": dict(self.workload_table),
+            "workload": _with_portable_trace(self.workload_table, relative_to),
             "slo": self.slo.to_dict(),
         }
         profile: dict[str, Any] = {}
         if self.profile_path is not None:
-            profile["path"] = str(self.profile_path)
+            profile["path"] = portable_path(self.profile_path, relative_to)
         if self.sm_share_table is not None:
             profile["sm_share_table"] = self.sm_share_table.to_dict()["shares"]
         if profile:
             out["profile"] = profile
         out.update({k: dict(v) for k, v in self.engine.items()})
         return out
+
+
+def portable_path(path: Path | str, relative_to: Path | None) -> str:
+    """``path`` relative to the folder ``relative_to`` (POSIX separators), or as it is without one."""
+    if relative_to is None:
+        return str(path)
+    return Path(os.path.relpath(Path(path).resolve(), Path(relative_to).resolve())).as_posix()
+
+
+def _with_portable_trace(table: Mapping[str, Any], relative_to: Path | None) -> dict[str, Any]:
+    out = dict(table)
+    if "trace" in out:
+        out["trace"] = portable_path(str(out["trace"]), relative_to)
+    return out
 
 
 def _share_table(raw: Any) -> SMShareTable:

@@ -17,11 +17,12 @@ Rules, in the order they apply at each check (every ``check_every_s``):
    ``window_s`` (over the time since the start while that is shorter; no
    estimate before ``min_arrivals`` arrivals were seen);
 2. hysteresis: the controller moves up only when the rate exceeds the
-   current band's planned rate by ``hysteresis_frac`` (to the table's band
-   for that rate), and down only to a band that covers the rate with that
-   margin to spare (the table's band for ``rate * (1 + hysteresis_frac)``),
-   so noise around a band edge moves nothing, and a move down needs the rate
-   to fall a margin below where it moved up;
+   current band's planned rate by ``hysteresis_frac``, and down only when
+   the rate falls that margin below the current band's planned rate; either
+   way to the table's band for the rate (the lowest band planned for at
+   least it), so noise around a band edge moves nothing, a move down needs
+   the rate to fall a margin below where it moved up, and a band planned
+   for exactly the low rate is reached;
 3. SLO escalation: when at least ``min_finished`` requests finished in the
    window, fewer than ``attainment_floor`` of them met the SLO and the queue
    grew over the window, the target is one band above the current (an
@@ -272,10 +273,16 @@ class Controller:
         if math.isnan(rate):
             return self.band
         h = self.settings.hysteresis_frac
-        up = self._band_for(rate)
-        if up > self.band:
-            return up if rate > self._band_rate(self.band) * (1 + h) else self.band
-        return min(self.band, self._band_for(rate * (1 + h)))
+        covering = self._band_for(rate)  # the lowest band planned for at least the rate
+        if covering > self.band:
+            return covering if rate > self._band_rate(self.band) * (1 + h) else self.band
+        # down, the mirror of up: the rate a margin below the current band's planned rate, to the
+        # band that covers it (not a band planned for a margin more than the rate: that put the
+        # threshold below the lower band's own rate, and a band planned for exactly the low rate
+        # was never reached)
+        if covering < self.band and rate * (1 + h) < self._band_rate(self.band):
+            return covering
+        return self.band
 
     def _target(self, now: float, rate: float) -> int:
         target = self._rate_target(rate)

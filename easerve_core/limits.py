@@ -16,7 +16,11 @@ letting it hang or exhaust the machine:
 * :data:`MAX_TOKENS`: prompt, output and per-item token counts; 2^20 = 1M
   tokens, the longest context of public LLMs;
 * :data:`MAX_ITEMS_PER_REQUEST`: images, clips or audio segments per request;
-* :data:`MAX_NUM_DECODE_SEQS`: sequences one Decode worker batches.
+* :data:`MAX_NUM_DECODE_SEQS`: sequences one Decode worker batches;
+* :data:`MAX_ARRIVAL_S`: a request's arrival time, one year after the
+  stream starts: longer than any published serving trace (Azure's spans a
+  week), and far inside the range where float seconds still resolve a
+  microsecond (2^33 s).
 """
 
 from __future__ import annotations
@@ -28,6 +32,11 @@ MAX_TP = 64
 MAX_TOKENS = 1 << 20
 MAX_ITEMS_PER_REQUEST = 256
 MAX_NUM_DECODE_SEQS = 65_536
+MAX_ARRIVAL_S = 365 * 86_400
+
+#: why a token count is bounded, and why an arrival time is (the reasons the errors give)
+TOKENS_WHY = "the longest context of public LLMs"
+ARRIVAL_WHY = "one year of arrivals; split longer traces"
 
 
 def at_most(name: str, value: int, limit: int, why: str) -> int:

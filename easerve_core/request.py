@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from easerve_core import checks
+from easerve_core import checks, limits
 
 
 class Modality(StrEnum):
@@ -57,13 +57,22 @@ class Request:
 
     def __post_init__(self) -> None:
         checks.integer("request_id", self.request_id, minimum=0)
-        checks.non_negative("arrival_s", self.arrival_s)
+        arrival = checks.non_negative("arrival_s", self.arrival_s)
+        if arrival > limits.MAX_ARRIVAL_S:
+            raise ValueError(f"arrival_s must be <= {limits.MAX_ARRIVAL_S:,} s ({limits.ARRIVAL_WHY}), "
+                             f"got {self.arrival_s!r}")
         object.__setattr__(self, "modality", Modality.parse(self.modality))
-        checks.integer("prompt_tokens", self.prompt_tokens, minimum=0)
-        checks.integer("output_tokens", self.output_tokens, minimum=1)
+        # the bounds a mix's ranges have (easerve_core.limits), so a trace row is held to them too
+        for name, least in (("prompt_tokens", 0), ("output_tokens", 1)):
+            limits.at_most(name, checks.integer(name, getattr(self, name), minimum=least),
+                           limits.MAX_TOKENS, limits.TOKENS_WHY)
         items = tuple(self.mm_tokens_per_item)
+        limits.at_most("number of mm_tokens_per_item", len(items), limits.MAX_ITEMS_PER_REQUEST,
+                       "items one request carries")
         for i, tokens in enumerate(items):
-            checks.integer(f"mm_tokens_per_item[{i}]", tokens, minimum=1)
+            limits.at_most(f"mm_tokens_per_item[{i}]", checks.integer(f"mm_tokens_per_item[{i}]", tokens,
+                                                                      minimum=1),
+                           limits.MAX_TOKENS, limits.TOKENS_WHY)
         if self.modality is Modality.TEXT and items:
             raise ValueError("mm_tokens_per_item must be empty for a text request")
         if self.modality is not Modality.TEXT and not items:

@@ -35,6 +35,14 @@ class FanIn:
         self._order = list(self.queues)
         self._next = 0
 
+    def only(self, writers: Iterable[WriterId]) -> FanIn:
+        """The same queues, only ``writers``' (what a process writing as them needs to be handed)."""
+        view = FanIn.__new__(FanIn)
+        view.queues = {w: self.queues[w] for w in writers if w in self.queues}
+        view._order = list(view.queues)
+        view._next = 0
+        return view
+
     def put(self, writer: WriterId, item: Any) -> None:
         self.queues[writer].put(item)
 

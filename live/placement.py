@@ -14,9 +14,10 @@ with one line naming the reason:
   :data:`FDS_PER_QUEUE` descriptors; the soft ``RLIMIT_NOFILE`` is raised
   toward the hard one when that helps;
 * the forkserver start method hands a new process at most
-  ``multiprocessing.forkserver.MAXFDS_TO_SEND`` (256) descriptors, and every
-  worker receives every queue: beyond six workers the trial starts its
-  workers with ``spawn`` instead (slower to start, no such limit), and says so;
+  ``multiprocessing.forkserver.MAXFDS_TO_SEND`` (256) descriptors; a worker
+  receives only the queues it reads or writes (:func:`queues_per_worker`,
+  about four per worker of the trial): beyond 30 workers the trial starts
+  its workers with ``spawn`` instead (slower to start, no such limit), and says so;
 * host memory: each worker process holds about :data:`WORKER_BASE_BYTES`
   (torch and transformers loaded; 306-314 MB anonymous RSS measured for the
   tiny and small models on this CPU host, 2026-12-01) plus its weights twice
@@ -77,9 +78,17 @@ def mem_available_bytes() -> int | None:
     return None
 
 
+def queues_per_worker(workers: int) -> int:
+    """Queues one worker is handed (live.transport.Channels.for_worker): its inbox and its acks
+    from every writer, and its own queue into each other worker's inbox and acks, the front end's
+    acks and the events."""
+    writers = workers + 1
+    return 2 * writers + (workers - 1) + workers + 1
+
+
 def start_method(workers: int, wanted: str) -> str:
-    """``wanted``, unless it is the forkserver and these workers' queues exceed what it can hand over."""
-    passed = FDS_PER_QUEUE * queues_needed(workers) + 4  # the forkserver's own four
+    """``wanted``, unless it is the forkserver and a worker's queues exceed what it can hand over."""
+    passed = FDS_PER_QUEUE * queues_per_worker(workers) + 4  # the forkserver's own four
     return "spawn" if wanted == "forkserver" and passed >= forkserver.MAXFDS_TO_SEND else wanted
 
 

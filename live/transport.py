@@ -126,7 +126,7 @@ EVENT_KINDS = (
 
 @dataclass(slots=True)
 class Channels:
-    """Every queue of a trial, handed to each worker at start.
+    """Every queue of a trial; each worker is handed its own part (:meth:`for_worker`) at start.
 
     ``inboxes[w]`` and ``acks[w]`` are what worker ``w`` reads, ``events`` what
     the front end reads; each is a :class:`~live.fanin.FanIn` with one queue per
@@ -143,6 +143,15 @@ class Channels:
         return cls(inboxes={w: FanIn(ctx, everyone) for w in workers},
                    acks={w: FanIn(ctx, everyone) for w in everyone},
                    events=FanIn(ctx, everyone))
+
+    def for_worker(self, me: WorkerId) -> Channels:
+        """What worker ``me`` reads and writes, and nothing more: its own inbox and acks whole, and
+        of every other reader only the queue it writes as ``me``. A worker is handed this view, so
+        it holds about 4 x workers queues, not every queue of the trial (workers squared)."""
+        return Channels(
+            inboxes={w: fan if w == me else fan.only([me]) for w, fan in self.inboxes.items()},
+            acks={w: fan if w == me else fan.only([me]) for w, fan in self.acks.items()},
+            events=self.events.only([me]))
 
     def emit(self, event: Event) -> None:
         self.events.put(event.worker, event)

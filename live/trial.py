@@ -54,6 +54,17 @@ _MAX_TEXT_ID = 32000  # and below every full-size model's special tokens
 _BYTES_PER_PARAM = 4  # the random-weight models are float32
 
 
+def _check_modalities(spec: ModelSpec, requests: list[Request]) -> None:
+    """Refuse requests of a modality the model does not take (they would all fail, or be skipped,
+    and the run would report nothing but empty metrics)."""
+    takes = spec.family.modalities
+    wrong = sorted({r.modality.value for r in requests if r.modality is not Modality.TEXT
+                    and r.modality not in takes})
+    if wrong:
+        raise ValueError(f"workload.mix: {wrong[0]} requests, but model {spec.name} takes "
+                         f"{', '.join(sorted(m.value for m in takes))} input; choose a mix of that modality")
+
+
 class Trial:
     """The live front end (see the module docstring). Use as a context manager.
 
@@ -70,6 +81,7 @@ class Trial:
         self.spec = ModelSpec(name=plan.model, size=plan.model_size,
                               init_std=self.options.init_std, seed=self.options.model_seed)
         self.requests = list(plan.requests)
+        _check_modalities(self.spec, self.requests)
         dep = plan.deployment
         self.overrides = dict(inputs or {})
         self.workers: list[WorkerId] = (
@@ -113,7 +125,7 @@ class Trial:
             spec = WorkerSpec(me=worker, model=self.spec, weights_dir=str(folder),
                               options=self.options, deployment=self.plan.deployment,
                               sm_table=self.plan.sm_table, frontend_pid=os.getpid(), seed=self.plan.seed)
-            proc = ctx.Process(target=run_worker, args=(spec, self._channels), daemon=True,
+            proc = ctx.Process(target=run_worker, args=(spec, self._channels.for_worker(worker)), daemon=True,
                                name=f"easerve-{worker[0]}-{worker[1]}")
             proc.start()
             self.procs[worker] = proc

@@ -16,6 +16,12 @@ the link from the measured transfers; the decode-loop overhead added to
 every step); a config's own ``[sim]`` table wins over those. The simulator
 is deterministic, so it runs once; the live side runs ``repeats`` times
 (weights saved once, shared).
+
+A Ctrl-C (or SIGTERM) during :func:`compare` keeps what was done: it raises
+:class:`CompareInterrupted` holding every finished deployment and the one in
+progress with the live trials it finished and the interrupted trial's
+records so far (open requests end ``failed``, error ``interrupted``), with
+its simulator run, so ``easerve validate`` writes them all.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from easerve_core.reference import slo_for
 from easerve_core.request import Request
 from easerve_core.result import RunResult
 from live.options import LiveOptions
-from live.trial import Trial, run_trial
+from live.trial import Trial
 from sim import simulate
 
 
@@ -72,10 +78,35 @@ def run_sim(plan: RunPlan, requests: Sequence[Request], s: Resolved) -> RunResul
     return simulate(replan(plan, profile, requests=requests), profile, options=s.sim_options())
 
 
-def run_live(plan: RunPlan, repeats: int, *, weights_dir: str) -> list[RunResult]:
-    """``repeats`` live trials of ``plan``, the weights saved once in ``weights_dir``."""
+def run_live(plan: RunPlan, repeats: int, *, weights_dir: str,
+             done: list[RunResult] | None = None) -> list[RunResult]:
+    """``repeats`` live trials of ``plan``, the weights saved once in ``weights_dir``.
+
+    Each result is appended to ``done`` (a new list by default) as it ends;
+    on a Ctrl-C the interrupted trial's records so far are appended too, then
+    the interrupt goes on.
+    """
     options = replace(LiveOptions.from_dict(plan.engine("live")), weights_dir=weights_dir)
-    return [run_trial(plan, options) for _ in range(repeats)]
+    done = [] if done is None else done
+    for _ in range(repeats):
+        with Trial(plan, options) as trial:
+            trial.start()
+            try:
+                done.append(trial.run())
+            except KeyboardInterrupt:
+                trial.close()
+                done.append(trial.result())
+                raise
+    return done
+
+
+class CompareInterrupted(KeyboardInterrupt):
+    """A Ctrl-C during :func:`compare`, with what it had (the module docstring); ``__cause__`` is
+    the interrupt itself."""
+
+    def __init__(self, results: list[Comparison]) -> None:
+        super().__init__(f"interrupted after {len(results)} deployment(s)")
+        self.results = results
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,8 +138,17 @@ def compare(config: ExperimentConfig, s: Resolved, deployments: Sequence[tuple[s
         for name, dep in deployments:
             here = s if host_cores is None else setup(config, s.doc, host_cores=host_cores(name))
             plan = replan(here.plan, here.profile, deployment=dep)
-            live = (run_live(plan, repeats, weights_dir=folder) if recorded is None
-                    else _matching(recorded[name], sim_reqs, name))
+            live: list[RunResult] = []
+            try:
+                if recorded is None:
+                    run_live(plan, repeats, weights_dir=folder, done=live)
+                else:
+                    live = _matching(recorded[name], sim_reqs, name)
+            except KeyboardInterrupt as exc:
+                if live:  # the unfinished deployment, with the trials it has
+                    out.append(Comparison(name=name, deployment=dep, sim=run_sim(plan, sim_reqs, here),
+                                          live=live, host=here.host))
+                raise CompareInterrupted(out) from exc
             out.append(Comparison(name=name, deployment=dep, sim=run_sim(plan, sim_reqs, here), live=live,
                                   host=here.host))
     return out

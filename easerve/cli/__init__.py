@@ -12,7 +12,10 @@ argparse's own errors too (no usage block). Anything else is a bug: one
 line, exit status 1, and the traceback with ``easerve --debug ...`` or
 ``EASERVE_DEBUG=1``. SIGTERM stops a command as Ctrl-C does (exit status 143;
 130 for Ctrl-C). Commands check their outputs before they start and write
-them whole (:mod:`easerve.cli.outputs`), so nothing is half-written.
+them whole (:mod:`easerve.cli.outputs`), so nothing is half-written. A choice
+made for the user (:class:`easerve_core.checks.Notice`: a trace sorted, a
+default deployment, folders created for ``--out``) is one line on stderr,
+``easerve CMD: note: ...``, and the command goes on.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ import importlib
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
 from easerve import __version__
+from easerve_core.checks import Notice
 
 #: subcommand name -> module under easerve.cli that registers it
 COMMANDS: dict[str, str] = {
@@ -96,6 +101,23 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextmanager
+def notices_on_stderr(command: str) -> Iterator[None]:
+    """While a command runs, each :class:`Notice` is one line on stderr (every time it is issued)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", Notice)
+        shown = warnings.showwarning
+
+        def show(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+            if issubclass(category, Notice):
+                print(f"easerve {command}: note: {one_line(str(message))}", file=sys.stderr)
+            else:
+                shown(message, category, *args, **kwargs)
+
+        warnings.showwarning = show
+        yield
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="easerve",
@@ -122,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
-        with sigterm_as_interrupt():
+        with sigterm_as_interrupt(), notices_on_stderr(args.command):
             return int(args.func(args) or 0)
     except KeyboardInterrupt as exc:
         why = "terminated" if isinstance(exc, Terminated) else "interrupted"

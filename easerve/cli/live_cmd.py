@@ -35,7 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    plan = plan_for(load_config(args.config), preset=args.preset, need_profile=False).plan
+    config = load_config(args.config, runs_deployment=True)
+    plan = plan_for(config, preset=args.preset, need_profile=False).plan
     options = LiveOptions.from_dict(plan.engine("live"))
     check_placement(plan.deployment, device=options.device)  # before the slow imports below
     folder = RunFolder(args.out, force=args.force)

@@ -17,7 +17,9 @@ written and removed. Then:
   it is written through a temporary file and a rename, replacing an earlier one.
 
 Folders this module created for a run that then failed are removed again
-when empty.
+when empty. Missing parent folders of ``--out`` are created, with a notice
+(one line on stderr, docs/cli.md) naming them: when a run folder is written,
+or, for a file or study folder, when its output is checked.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import shutil
 import tempfile
 from pathlib import Path
 from types import TracebackType
+
+from easerve_core.checks import notice
 
 
 def _created_parents(path: Path) -> list[Path]:
@@ -66,6 +70,14 @@ def _make_folder(folder: Path, flag: str, target: Path) -> list[Path]:
     return created
 
 
+def _note_missing(folder: Path, flag: str, target: Path) -> None:
+    """A notice naming the folders above ``target`` that do not exist (and will be created)."""
+    missing = _created_parents(folder)
+    if missing:
+        notice(f"{flag} {target}: creating the missing folder{'s' if len(missing) > 1 else ''} "
+               + ", ".join(str(m) for m in missing))
+
+
 def _remove_empty(folders: list[Path]) -> None:
     for folder in reversed(folders):
         try:
@@ -80,12 +92,14 @@ def check_file(path: Path, flag: str = "--out") -> None:
     if path.is_dir():
         raise ValueError(f"{flag} {path}: is a folder; give a file name")
     _check_folder(path.parent, flag, path)
+    _note_missing(path.parent, flag, path)
 
 
 def check_study_folder(path: Path, flag: str = "--out") -> None:
     """A study folder: a folder that can be created and written; it may hold an earlier run of the study."""
     path = Path(path)
     _check_folder(path, flag, path)
+    _note_missing(path.parent, flag, path)
 
 
 class RunFolder:
@@ -107,6 +121,7 @@ class RunFolder:
         self._created: list[Path] = []
 
     def __enter__(self) -> Path:
+        _note_missing(self.path.parent, self.flag, self.path)
         self._created = _make_folder(self.path.parent, self.flag, self.path)
         self.staging = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=f".{self.path.name}.tmp-"))
         return self.staging

@@ -30,7 +30,7 @@ from calibration import (
 from calibration.specs import gpu_spec, model_spec
 from easerve.cli.common import add_out, command_parser
 from easerve.cli.outputs import check_file
-from easerve_core import capacity
+from easerve_core import StageGroup, capacity
 from easerve_core.capacity import RequestShape
 from easerve_core.profile import ProfileDoc, load_profile_doc, profile_for_tp, save_profile_doc
 
@@ -64,9 +64,21 @@ def _today() -> str:
     return dt.date.today().isoformat()
 
 
+def check_lm_tp(model: str, tp: int, flag: str = "--tp") -> int:
+    """``tp`` if a deployment could run ``model``'s LM at it: the rule ``easerve sim`` applies to a
+    group's ``tp`` (a power of two, at most 64), and the LM's attention heads split evenly."""
+    try:
+        StageGroup(num_workers=1, tp=tp)
+    except ValueError as exc:
+        raise ValueError(f"--{exc}" if flag == "--tp" else f"{flag}: {exc}") from None
+    heads = model_spec(model).lm.num_heads
+    if heads % tp:
+        raise ValueError(f"{flag} {tp} does not split {model}'s {heads} attention heads evenly")
+    return tp
+
+
 def run_analytic(args: argparse.Namespace) -> int:
-    if args.tp < 1:
-        raise ValueError(f"--tp must be >= 1, got {args.tp}")
+    check_lm_tp(args.model, args.tp)
     doc = analytic_doc(args.model, args.gpu, lm_tp=args.tp, created=_today())
     check_file(args.out)
     save_profile_doc(doc, args.out)

@@ -61,7 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    resolved = plan_for(load_config(args.config), preset=args.preset, rate_hz=args.rate)
+    resolved = plan_for(load_config(args.config, runs_deployment=True), preset=args.preset, rate_hz=args.rate)
     plan, profile = resolved.plan, resolved.sim_profile()
     options = resolved.sim_options()
     steering: dict[str, Any] = {}

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import signal
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -44,6 +45,7 @@ from calibration.loop.fidelity import (
     ranking,
     side_metrics,
 )
+from easerve.cli import Terminated
 from easerve.cli.common import add_config, add_force, add_out, command_parser
 from easerve.cli.outputs import RunFolder
 from easerve.resources import load_config
@@ -106,7 +108,7 @@ def parse_spec(base: Deployment, spec: str) -> Deployment:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = with_device(load_config(args.config), args.device)
+    config = with_device(load_config(args.config, runs_deployment=True), args.device)
     doc = load_profile_doc(args.profile)
     if args.repeats < 1:
         raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
@@ -120,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         deployments = [("base", config.deployment)]
     # imported here: torch, transformers and the engines take seconds to import
-    from calibration.loop.runner import compare, setup
+    from calibration.loop.runner import CompareInterrupted, compare, setup
     from live.zoo import ModelSpec
 
     if ModelSpec(name=config.model).name != doc.model:
@@ -132,8 +134,21 @@ def run(args: argparse.Namespace) -> int:
     recorded = None if args.live_from is None else recorded_live(args.live_from, names)
     if recorded is not None and remeasure is not None:
         remeasure = recorded_cores(args.live_from, names)
-    results = compare(config, s, deployments, repeats=args.repeats, host_cores=remeasure, recorded=recorded)
     speed = remeasure.speed_hz if isinstance(remeasure, _Remeasure) else {}
+    try:
+        results = compare(config, s, deployments, repeats=args.repeats, host_cores=remeasure,
+                          recorded=recorded)
+    except CompareInterrupted as exc:  # keep the finished deployments and the unfinished one's trials
+        for signum in (signal.SIGINT, signal.SIGTERM):  # a second signal must not cut the write short
+            signal.signal(signum, signal.SIG_IGN)
+        why = "terminated" if isinstance(exc.__cause__, Terminated) else "interrupted"
+        if exc.results:
+            with folder as staging:
+                _write(args, config, s.plan.slo, exc.results, host_speed_hz=speed, out=staging,
+                       interrupted=why)
+        print(f"easerve validate: {why}; {len(exc.results)} deployment(s) of {len(deployments)} written "
+              f"to {args.out if exc.results else 'nowhere (none had a trial)'}", file=sys.stderr)
+        return 143 if why == "terminated" else 130
     with folder as staging:
         table = _write(args, config, s.plan.slo, results, host_speed_hz=speed, out=staging)
     print(markdown_table(table[["deployment", "metric", "sim", "live", "rel_error"]]))
@@ -229,7 +244,7 @@ def _host_cores(value: str) -> tuple[float | None, Any]:
 
 
 def _write(args: argparse.Namespace, config: ExperimentConfig, slo: Any, results: list[Any], *,
-           host_speed_hz: dict[str, float], out: Path) -> pd.DataFrame:
+           host_speed_hz: dict[str, float], out: Path, interrupted: str | None = None) -> pd.DataFrame:
     rows, sides = [], []
     for c in results:
         sim_m, _ = side_metrics([c.sim.records], slo)
@@ -256,6 +271,8 @@ def _write(args: argparse.Namespace, config: ExperimentConfig, slo: Any, results
                "deployments": {c.name: c.deployment.label() for c in results},
                "bars": bars.to_dict(orient="records"), "ranking": rank,
                "command": f"easerve validate {command}"}
+    if interrupted is not None:  # the last deployment may be unfinished: its live side holds what ran
+        summary["interrupted"] = {"why": interrupted, "deployments_done": [c.name for c in results]}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     (out / "fidelity.md").write_text(_markdown(table, bars, rank, summary))
     return table

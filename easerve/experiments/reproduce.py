@@ -160,9 +160,9 @@ def reproduce(out: Path, *, quick: bool = False, quiet: bool = False,
                             "backend": settings.describe(), "cuts": cuts(plan) if quick else [],
                             "wall_s": time.perf_counter() - log.start}
     (out / "meta.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
-    path = report.write_report(out, tables, meta)
-    log(f"report: {path}")
-    return path
+    # no "report: PATH" line here: ``out`` may be a staging folder renamed after we return
+    # (easerve reproduce prints the final path)
+    return report.write_report(out, tables, meta)
 
 
 def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,

@@ -15,7 +15,10 @@ docs/workloads.md:
   ``output_length``; ``hash_ids`` (prefix-cache blocks) is not used.
 
 Rows may come in any order: they are sorted by arrival (ties keep file
-order) and arrivals count from the earliest row. Date-times with a UTC
+order; a :class:`~easerve_core.checks.Notice` says so when the file was not)
+and arrivals count from the earliest row. Token counts are held to
+:data:`~easerve_core.limits.MAX_TOKENS` and the trace's span to
+:data:`~easerve_core.limits.MAX_ARRIVAL_S`, as a generated workload's are. Date-times with a UTC
 offset are taken in UTC, those without as they are. A malformed row is one
 ``ValueError`` naming the file, the line and the field; so is an empty file
 or a missing column. Pure: no clock, no randomness.
@@ -34,6 +37,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from easerve_core import checks, limits
 from easerve_core.files import jsonl_objects, read_text
 from easerve_core.workload.replay import TokenTrace
 
@@ -93,7 +97,7 @@ def _count(row: Mapping[str, Any], name: str, where: str) -> int:
     out = _number(row, name, where)
     if not out.is_integer():
         raise ValueError(f"{where}: field {name!r} is not a whole number: {row[name]!r}")
-    return int(out)
+    return limits.at_most(f"{where}: field {name!r}", int(out), limits.MAX_TOKENS, limits.TOKENS_WHY)
 
 
 def _instant(row: Mapping[str, Any], name: str, where: str) -> datetime:
@@ -106,11 +110,17 @@ def _instant(row: Mapping[str, Any], name: str, where: str) -> datetime:
     return out.astimezone(UTC).replace(tzinfo=None) if out.tzinfo else out
 
 
-def _token_trace(times: list[float], inputs: list[int], outputs: list[int]) -> TokenTrace:
+def _token_trace(times: list[float], inputs: list[int], outputs: list[int], *, path: Path) -> TokenTrace:
     """Rows sorted by time (stable), arrivals from the earliest row."""
     t = np.asarray(times, dtype=float)
     order = np.argsort(t, kind="stable")
     start = t[order[0]]
+    span = float(t[order[-1]] - start)
+    if span > limits.MAX_ARRIVAL_S:
+        raise ValueError(f"{path}: the trace spans {span:,.0f} s; at most {limits.MAX_ARRIVAL_S:,} s "
+                         f"({limits.ARRIVAL_WHY})")
+    if len(t) > 1 and bool(np.any(np.diff(t) < 0)):
+        checks.notice(f"{path}: rows are not in time order; sorted by time")
     return TokenTrace(
         arrival_s=tuple(float(x) for x in t[order] - start),
         input_tokens=tuple(inputs[i] for i in order),
@@ -140,7 +150,7 @@ def read_azure(path: str | os.PathLike[str]) -> TokenTrace:
         path, _csv_rows(path, "azure", AZURE_COLUMNS),
         lambda row, where: _instant(row, "TIMESTAMP", where), "ContextTokens", "GeneratedTokens")
     start = min(instants)
-    return _token_trace([(t - start).total_seconds() for t in instants], inputs, outputs)
+    return _token_trace([(t - start).total_seconds() for t in instants], inputs, outputs, path=path)
 
 
 def read_burstgpt(path: str | os.PathLike[str]) -> TokenTrace:
@@ -148,7 +158,7 @@ def read_burstgpt(path: str | os.PathLike[str]) -> TokenTrace:
     path = Path(path)
     return _token_trace(*_collect(
         path, _csv_rows(path, "burstgpt", BURSTGPT_COLUMNS),
-        lambda row, where: _number(row, "Timestamp", where), "Request tokens", "Response tokens"))
+        lambda row, where: _number(row, "Timestamp", where), "Request tokens", "Response tokens"), path=path)
 
 
 def read_mooncake(path: str | os.PathLike[str]) -> TokenTrace:
@@ -156,4 +166,5 @@ def read_mooncake(path: str | os.PathLike[str]) -> TokenTrace:
     path = Path(path)
     return _token_trace(*_collect(
         path, _jsonl_rows(path),
-        lambda row, where: _number(row, "timestamp", where) / 1000.0, "input_length", "output_length"))
+        lambda row, where: _number(row, "timestamp", where) / 1000.0, "input_length", "output_length"),
+        path=path)

@@ -72,6 +72,12 @@ class WorkloadSpec:
                        limits.MAX_NUM_REQUESTS, "about 2 KB each while a run lasts; split longer studies")
         if self.trace is None and self.arrivals is None:
             raise ValueError("a workload needs arrivals or a trace")
+        if self.arrivals is not None and self.trace is None:
+            rate = self.arrivals.mean_rate_hz
+            if self.num_requests > rate * limits.MAX_ARRIVAL_S:  # the requests' arrival times are bounded
+                raise ValueError(f"rate_hz {rate:g}: {self.num_requests:,} requests would arrive over about "
+                                 f"{self.num_requests / rate:,.3g} s, more than {limits.MAX_ARRIVAL_S:,} s "
+                                 f"({limits.ARRIVAL_WHY}); raise the rate")
 
     @property
     def mean_rate_hz(self) -> float:

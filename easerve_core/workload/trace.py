@@ -4,9 +4,13 @@ A trace is CSV or JSONL (by file suffix), one request per row, with the
 columns ``arrival_s, modality, prompt_tokens, output_tokens,
 mm_tokens_per_item`` and optionally ``request_id``. In CSV,
 ``mm_tokens_per_item`` is a ``;``-separated list ("2928;1948"), empty for
-text; in JSONL it is a list. Rows are sorted by arrival time on load and
-renumbered when they carry no ids. A malformed row is refused with its line
-number and field.
+text; in JSONL it is a list. Rows are renumbered when they carry no ids. A
+malformed row is refused with its line number and field, and so is a row a
+generated workload could not hold: a token count or item count over
+:mod:`easerve_core.limits`, an arrival time over a year, a CSV row with more
+fields than the header, an unknown column or JSONL key. Rows out of arrival
+order are sorted by arrival time, with a :class:`~easerve_core.checks.Notice`
+(one line on the command's stderr) naming the first row out of order.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from easerve_core import checks
 from easerve_core.files import jsonl_objects, read_text, write_text_atomic
 from easerve_core.request import Request
 
@@ -80,24 +85,51 @@ def _row_to_request(row: Mapping[str, Any], index: int, where: str) -> Request:
         raise ValueError(msg if msg.startswith(where) else f"{where}: {msg}") from None
 
 
+def _csv_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
+    """(line, fields) of each CSV row: no unknown column, no row longer than the header."""
+    reader = csv.DictReader(io.StringIO(text))
+    unknown = [name for name in reader.fieldnames or () if name not in TRACE_FIELDS]
+    if unknown:
+        raise ValueError(f"{path}:1: unknown trace column(s): {', '.join(map(repr, unknown))}; "
+                         f"known: {', '.join(TRACE_FIELDS)}")
+    rows = []
+    for row in reader:
+        if None in row:  # DictReader's key for the fields past the header's
+            raise ValueError(f"{path}:{reader.line_num}: {len(row[None])} more field(s) than the header's "
+                             f"{len(reader.fieldnames or ())} ({', '.join(reader.fieldnames or ())})")
+        rows.append((reader.line_num, dict(row)))
+    return rows
+
+
+def _jsonl_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
+    """(line, fields) of each JSONL object: no unknown key."""
+    rows = list(jsonl_objects(path, text))
+    for line_no, row in rows:
+        unknown = sorted(set(row) - set(TRACE_FIELDS))
+        if unknown:
+            raise ValueError(f"{path}:{line_no}: unknown field(s) {', '.join(map(repr, unknown))}; "
+                             f"known: {', '.join(TRACE_FIELDS)}")
+    return rows
+
+
 def read_trace(path: str | os.PathLike[str]) -> list[Request]:
-    """Load a trace file as requests sorted by arrival time."""
+    """Load a trace file as requests sorted by arrival time (a notice when the file was not)."""
     path = Path(path)
     suffix = _suffix(path)
     text = read_text(path, what="trace")
-    rows: list[tuple[int, dict[str, Any]]] = []
-    if suffix == ".csv":
-        reader = csv.DictReader(io.StringIO(text))
-        for line_no, row in enumerate(reader, start=2):
-            rows.append((line_no, dict(row)))
-    else:
-        rows.extend(jsonl_objects(path, text))
+    rows = _csv_rows(path, text) if suffix == ".csv" else _jsonl_rows(path, text)
     if not rows:
         raise ValueError(f"trace file {path} holds no requests")
     requests = [_row_to_request(row, i, f"{path}:{ln}") for i, (ln, row) in enumerate(rows)]
     ids = [r.request_id for r in requests]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{path}: request_id values must be unique")
+    late = next((k for k in range(1, len(requests))
+                 if requests[k].arrival_s < requests[k - 1].arrival_s), None)
+    if late is not None:
+        checks.notice(f"{path}:{rows[late][0]}: rows are not in arrival order (arrival_s "
+                      f"{requests[late].arrival_s!r} after {requests[late - 1].arrival_s!r}); "
+                      "sorted by arrival_s")
     return sorted(requests, key=lambda r: (r.arrival_s, r.request_id))
 
 

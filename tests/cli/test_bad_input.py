@@ -98,6 +98,7 @@ def raw(name: str, content: bytes | str) -> Callable[[Path], Path]:
 
 
 BINARY = bytes(range(256)) * 4
+TRACE_HEADER = "arrival_s,modality,prompt_tokens,output_tokens,mm_tokens_per_item\n"
 
 
 def with_file(make: Callable[[Path], Path], argv: Callable[[Path], list[str]]) -> Setup:
@@ -194,6 +195,53 @@ CASES = [
     Case("sim-trace-bad-row", with_file(raw("t.csv", "arrival_s,modality,prompt_tokens,output_tokens,"
                                                      "mm_tokens_per_item\n0.5,image,x,4,2928\n"),
                                         sim(("workload.trace", "t.csv"))), "prompt_tokens"),
+    # trace rows are held to the rules a mix follows (easerve_core.limits), and to their header
+    Case("sim-trace-prompt-huge", with_file(raw("t.csv", TRACE_HEADER + "0.5,image,1000000000000,4,2928\n"),
+                                            sim(("workload.trace", "t.csv"))),
+         "t.csv:2: prompt_tokens must be <= 1,048,576"),
+    Case("sim-trace-output-huge", with_file(raw("t.csv", TRACE_HEADER + "0.5,image,10,2000000,2928\n"),
+                                            sim(("workload.trace", "t.csv"))),
+         "t.csv:2: output_tokens must be <= 1,048,576"),
+    Case("sim-trace-item-huge", with_file(raw("t.csv", TRACE_HEADER + "0.5,image,10,4,3000000\n"),
+                                          sim(("workload.trace", "t.csv"))),
+         "t.csv:2: mm_tokens_per_item[0] must be <= 1,048,576"),
+    Case("sim-trace-items-many", with_file(raw("t.csv", TRACE_HEADER + "0.5,image,10,4,"
+                                                + ";".join(["5"] * 300) + "\n"),
+                                           sim(("workload.trace", "t.csv"))),
+         "t.csv:2: number of mm_tokens_per_item must be <= 256"),
+    Case("sim-trace-arrival-huge", with_file(raw("t.csv", TRACE_HEADER + "0.5,image,10,4,2928\n"
+                                                  "1e300,image,10,4,2928\n"),
+                                             sim(("workload.trace", "t.csv"))),
+         "t.csv:3: arrival_s must be <= 31,536,000 s"),
+    Case("sim-trace-arrival-inf", with_file(raw("t.csv", TRACE_HEADER + "inf,image,10,4,2928\n"),
+                                            sim(("workload.trace", "t.csv"))),
+         "t.csv:2: arrival_s must be finite"),
+    Case("sim-trace-extra-field", with_file(raw("t.csv", TRACE_HEADER + "0.5,image,10,4,2928,99\n"),
+                                            sim(("workload.trace", "t.csv"))),
+         "t.csv:2: 1 more field(s) than the header's 5"),
+    Case("sim-trace-unknown-column", with_file(raw("t.csv", TRACE_HEADER.strip() + ",note\n"
+                                                            "0.5,image,10,4,2928,x\n"),
+                                               sim(("workload.trace", "t.csv"))),
+         "t.csv:1: unknown trace column(s): 'note'"),
+    Case("sim-trace-jsonl-unknown-key",
+         with_file(raw("t.jsonl", '{"arrival_s": 0.5, "modality": "image", "prompt_tokens": 10, '
+                                  '"output_tokens": 4, "mm_tokens_per_item": [2928], "prio": 1}\n'),
+                   sim(("workload.trace", "t.jsonl"))),
+         "t.jsonl:1: unknown field(s) 'prio'"),
+    Case("workload-trace-prompt-huge",
+         with_file(raw("t.csv", TRACE_HEADER + "0.5,image,1000000000000,4,2928\n"),
+                   lambda tmp: ["workload", str(config(SIM, ("workload.trace", "t.csv"))(tmp)),
+                                "--out", "o.csv"]),
+         "t.csv:2: prompt_tokens must be <= 1,048,576"),
+    Case("sim-rate-tiny", sim(extra=("--rate", "1e-9")), "rate_hz 1e-09: 50 requests would arrive over"),
+    Case("sim-workload-rate-tiny", sim(("workload.rate_hz", 1e-300)), "more than 31,536,000 s"),
+    # keys that moved between releases name their old place and their new one
+    Case("sim-moved-share-table-live", sim(("live.sm_share_table", {"1": 0.5})),
+         "[live] sm_share_table has moved to [profile] sm_share_table"),
+    Case("sim-moved-share-table-sim", sim(("sim.sm_share_table", {"1": 0.5})),
+         "[sim] sm_share_table has moved to [profile] sm_share_table"),
+    Case("sim-moved-share-table-deployment", sim(("deployment.sm_share_table", {"1": 0.5})),
+         "[deployment] sm_share_table has moved to [profile] sm_share_table"),
     Case("sim-profile-missing", sim(("profile.path", "nope.json")), "profile file not found"),
     Case("sim-profile-binary", with_file(raw("p.json", BINARY), sim(("profile.path", "p.json"))),
          "p.json: not a text profile file"),
@@ -250,6 +298,14 @@ CASES = [
                                                                              ("workload.trace_format",
                                                                               "azure"))(tmp)),
                                                       "--out", "t.csv"]), "az.csv:3"),
+    Case("workload-azure-tokens-huge",
+         with_file(raw("az.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                 "2023-11-16 18:15:46.6805900,10000000000,44\n"),
+                                                 lambda tmp: ["workload", str(config(
+                                                     SIM, ("workload.trace", "az.csv"),
+                                                     ("workload.trace_format", "azure"))(tmp)),
+                                                              "--out", "t.csv"]),
+         "az.csv:2: field 'ContextTokens' must be <= 1,048,576"),
     Case("workload-seed-flag", lambda tmp: ["workload", str(config(SIM)(tmp)), "--out", "t.csv", "--seed",
                                             "x"],
          "argument --seed"),
@@ -288,6 +344,15 @@ CASES = [
     Case("profile-analytic-out-folder", lambda tmp: ((tmp / "p.json").mkdir(), [
         "profile", "analytic", "--model", "llava-v1.6-34b", "--gpu", "h200", "--out", "p.json"])[1],
          "--out p.json: is a folder"),
+    Case("profile-analytic-tp-three", lambda tmp: ["profile", "analytic", "--model", "llava-v1.6-34b",
+                                                   "--gpu", "h200", "--tp", "3", "--out", "p.json"],
+         "--tp must be a power of two, got 3"),
+    Case("profile-analytic-tp-heads", lambda tmp: ["profile", "analytic", "--model", "llava-v1.6-34b",
+                                                   "--gpu", "h200", "--tp", "16", "--out", "p.json"],
+         "--tp 16 does not split llava-v1.6-34b's 56 attention heads evenly"),
+    Case("profile-analytic-tp-huge", lambda tmp: ["profile", "analytic", "--model", "llava-v1.6-34b",
+                                                  "--gpu", "h200", "--tp", "128", "--out", "p.json"],
+         "--tp must be <= 64"),
     Case("profile-show-missing", lambda tmp: ["profile", "show", "nope.json"], "profile file not found"),
     Case("profile-show-binary", with_file(raw("p.json", BINARY), lambda tmp: ["profile", "show", "p.json"]),
          "p.json: not a text profile file"),
@@ -301,6 +366,10 @@ CASES = [
     Case("live-too-many-workers", live(("cluster.num_gpus", 400), ("deployment.decode.num_workers", 300)),
          "302 worker processes need about"),
     Case("live-no-table", live(("profile", None)), "'dynamic' needs an SM-share table"),
+    Case("live-moved-share-table", live(("profile", None), ("live.sm_share_table", {"1": 0.5})),
+         "[live] sm_share_table has moved to [profile] sm_share_table"),
+    Case("live-mix-other-modality", live(("workload.mix", "llava-image")),
+         "workload.mix: image requests, but model qwen2-audio takes audio input"),
     Case("live-option-key", live(("live.threads", 2)), "unknown live field(s): threads"),
     Case("live-option-table", live(("live.sm_share_table", {"1": 0.5})), "[profile] sm_share_table"),
     Case("live-device", live(("live.device", "tpu")), "live.device must be one of"),

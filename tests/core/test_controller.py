@@ -58,18 +58,28 @@ def test_a_step_in_rate_makes_exactly_one_replan_once_it_settles():
     assert d.deployment.max_encode_batch == 8
 
 
-def test_a_fall_in_rate_moves_down_to_the_band_that_covers_it_with_the_margin():
-    # 3 req/s, then 1 req/s from t = 600.5: from the 3 req/s band down to the 2 req/s band, the
-    # lowest whose planned rate covers 1 req/s * 1.15; the 1 req/s band would need under 0.87 req/s
+def test_a_fall_in_rate_moves_down_to_the_band_that_covers_it():
+    # 3 req/s, then 1 req/s from t = 600.5: from the 3 req/s band down to the 1 req/s band, the
+    # lowest whose planned rate covers 1 req/s (the move down mirrors the move up: the rate a margin
+    # below the current band's planned rate, 3 / 1.15 = 2.61 req/s)
     arrivals = np.concatenate([_steady(3.0, 0.0, 600.0), _steady(1.0, 600.5, 1500.0)])
     decisions = _drive(Controller(TABLE, SETTINGS, start_band=2), arrivals, 1500.0)
-    assert [(d.from_band, d.band, d.reason) for d in decisions] == [(2, 1, "rate")]
-    # the window's estimate is 2 / 1.15 = 1.739 req/s or less from the check of t = 640 on
-    # (59 arrivals at 3 req/s in (580, 600], 40 at 1 req/s up to 639.5: 99 / 60 = 1.65; at 635,
-    # 74 + 35 = 109, 1.82 req/s); it holds for settle_s = 60 s: the decision is at t = 700
-    assert decisions[0].at_s == pytest.approx(700.0)
-    slow = np.concatenate([_steady(3.0, 0.0, 600.0), _steady(0.8, 600.5, 1500.0)])
-    assert [d.band for d in _drive(Controller(TABLE, SETTINGS, start_band=2), slow, 1500.0)] == [0]
+    assert [(d.from_band, d.band, d.reason) for d in decisions] == [(2, 0, "rate")]
+    # the window's estimate is 1 req/s from the check of t = 660 on (60 arrivals in (600, 660];
+    # at 655, 14 at 3 req/s in (595, 600] and 55 after: 1.15 req/s, band 1), and holds for
+    # settle_s = 60 s: the decision is at t = 720
+    assert decisions[0].at_s == pytest.approx(720.0)
+    middle = np.concatenate([_steady(3.0, 0.0, 600.0), _steady(1.6, 600.5, 1500.0)])
+    assert [d.band for d in _drive(Controller(TABLE, SETTINGS, start_band=2), middle, 1500.0)] == [1]
+
+
+def test_the_down_threshold_is_the_lower_band_s_own_rate_not_a_margin_below_it():
+    # at the 2 req/s band, a steady 1 req/s (exactly the 1 req/s band's planned rate, and more than the
+    # margin below 2 req/s) moves down; until 2026-12 the move needed the rate under 1 / 1.15 req/s
+    decisions = _drive(Controller(TABLE, SETTINGS, start_band=1), _steady(1.0, 0.5, 900.0), 900.0)
+    assert [(d.from_band, d.band) for d in decisions] == [(1, 0)]
+    # a rate the lower band does not cover stays put, however long it lasts
+    assert _drive(Controller(TABLE, SETTINGS, start_band=1), _steady(1.05, 0.5, 900.0), 900.0) == []
 
 
 def test_a_band_that_holds_the_current_deployment_is_followed_without_a_decision():

@@ -1,0 +1,71 @@
+"""Choices easerve makes for the user are one line on stderr ("easerve CMD: note: ..."), and the run goes on.
+
+docs/cli.md lists them: a trace out of arrival order is sorted, a config
+without ``[deployment]`` runs the default deployment, missing parent folders
+of ``--out`` are created. Each is checked here as a user sees it: exit 0,
+the note named once, the outputs written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from easerve.cli import main
+from easerve.cli.search_cmd import dump_toml
+from tests.cli.test_bad_input import SIM, TRACE_HEADER, _set
+
+
+def _run(argv: list[str], capsys) -> tuple[int, list[str]]:
+    status = main(argv)
+    err = capsys.readouterr().err
+    return status, [line for line in err.splitlines() if line.strip()]
+
+
+def _write(tmp: Path, data: dict, name: str = "c.toml") -> str:
+    (tmp / name).write_text(dump_toml(data))
+    return str(tmp / name)
+
+
+def test_an_unsorted_trace_is_sorted_with_a_note(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text(TRACE_HEADER + "1.0,image,10,4,2928\n0.5,image,10,4,2928\n")
+    status, lines = _run(["sim", _write(tmp_path, _set(SIM, "workload", {"mix": "llava-image",
+                                                                         "trace": "t.csv"})),
+                          "--out", "out", "--no-plots"], capsys)
+    assert status == 0, lines
+    assert lines == [f"easerve sim: note: {tmp_path / 't.csv'}:3: rows are not in arrival order "
+                     "(arrival_s 0.5 after 1.0); sorted by arrival_s"]
+    assert (tmp_path / "out" / "records.parquet").is_file()
+
+
+def test_a_sorted_trace_gets_no_note(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text(TRACE_HEADER + "0.5,image,10,4,2928\n1.0,image,10,4,2928\n")
+    status, lines = _run(["sim", _write(tmp_path, _set(SIM, "workload", {"mix": "llava-image",
+                                                                         "trace": "t.csv"})),
+                          "--out", "out", "--no-plots"], capsys)
+    assert (status, lines) == (0, [])
+
+
+def test_a_config_without_deployment_runs_the_default_with_a_note(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    status, lines = _run(["sim", _write(tmp_path, _set(SIM, "deployment", None)), "--out", "out",
+                          "--no-plots"], capsys)
+    assert status == 0, lines
+    assert len(lines) == 1 and lines[0].startswith("easerve sim: note: "), lines
+    assert "no [deployment] table; running the default deployment E1x1 P1x2 D1x2" in lines[0]
+
+
+def test_missing_out_parents_are_created_with_a_note(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    config = _write(tmp_path, SIM)
+    status, lines = _run(["sim", config, "--out", "a/b/run", "--no-plots"], capsys)
+    assert status == 0, lines
+    assert lines == ["easerve sim: note: --out a/b/run: creating the missing folders a, a/b"]
+    assert (tmp_path / "a" / "b" / "run" / "summary.json").is_file()
+    status, lines = _run(["workload", config, "--out", "w/t.csv"], capsys)
+    assert status == 0, lines
+    assert lines == ["easerve workload: note: --out w/t.csv: creating the missing folder w"]
+    assert (tmp_path / "w" / "t.csv").is_file()
+    status, lines = _run(["sim", config, "--out", "a/b/again", "--no-plots"], capsys)
+    assert (status, lines) == (0, [])  # the folders exist now: nothing to say
