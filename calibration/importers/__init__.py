@@ -91,7 +91,7 @@ def import_model(
     built = family.build(tower, top, value(lm["hidden_size"]), pre, modality)
     spec = {
         "name": name or file.parent.name,
-        "hf_id": hf_id or str(raw.get("_name_or_path") or file.parent.name),
+        "hf_id": hf_id or str(raw.get("_name_or_path") or name or file.parent.name),
         "modality": modality,
         "marks": MARKS,
         "imported_from": {"file": str(file), "model_type": model_type, "family": family.what},

@@ -103,10 +103,10 @@ class Keys:
     def get(self, name: str, *, kind: type = int, default: Any = None) -> dict[str, Any]:
         """The marked value of key ``name`` (required unless ``default`` is given)."""
         if self.raw.get(name) is not None:
-            found, source = self.raw[name], f"config.json {self.key(name)}"
+            found, source = self.raw[name], f"{self.file.name} {self.key(name)}"
         elif getattr(self.obj, name, None) is not None:
             found = getattr(self.obj, name)
-            source = f"{type(self.obj).__name__} default {name} (absent from config.json)"
+            source = f"{type(self.obj).__name__} default {name} (absent from {self.file.name})"
         elif default is not None:
             return guess(default, f"{self.key(name)} absent; {default!r} assumed")
         else:
