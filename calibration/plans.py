@@ -32,7 +32,7 @@ from calibration.analytic import Efficiency
 from calibration.fit import FittedProfile
 from calibration.loop.host import HostModel, host_of, with_overheads
 from calibration.registry import analytic_profile, cluster_for, profile_from_doc
-from calibration.specs import gpu_names, gpu_spec, model_names
+from calibration.specs import gpu_names, gpu_spec, is_model
 from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Cluster
 from easerve_core.plan import RunPlan, resolve
@@ -115,7 +115,7 @@ def config_profile(config: ExperimentConfig, *, efficiency: Efficiency | None = 
             raise ValueError(f"profile.path is for {doc.model} on {doc.gpu}, "
                              f"but the config asks for {config.model} on {gpu}")
         return profile_from_doc(doc), doc
-    if config.model in model_names() and gpu in gpu_names():
+    if is_model(config.model) and gpu in gpu_names():
         return analytic_profile(config.model, gpu, efficiency=efficiency), None
     committed = committed_profile_path(config.model, config.model_size, gpu)
     if committed.is_file():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,6 +41,14 @@ class LMSpec:
     sliding_window_tokens: int
     num_sliding_layers: int
     dtype_bytes: int
+    # Mixture of experts (all 0 for a dense model): ``num_moe_layers`` layers replace the dense
+    # MLP by ``num_experts`` experts of ``moe_intermediate_size``, ``num_experts_per_token`` of
+    # them active per token, beside an always-on shared MLP of ``shared_expert_intermediate_size``.
+    num_experts: int = 0
+    num_experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    num_moe_layers: int = 0
 
     def __post_init__(self) -> None:
         validate(self, positive=frozenset({
@@ -50,16 +59,65 @@ class LMSpec:
                              f"{self.num_sliding_layers!r}")
         if self.num_sliding_layers and not self.sliding_window_tokens:
             raise ValueError("LMSpec.sliding_window_tokens must be > 0 when there are sliding layers")
+        if self.num_moe_layers or self.num_experts:
+            if not 1 <= self.num_moe_layers <= self.num_layers:
+                raise ValueError(f"LMSpec.num_moe_layers must be in [1, num_layers] for an MoE model, "
+                                 f"got {self.num_moe_layers!r}")
+            if not 1 <= self.num_experts_per_token <= self.num_experts:
+                raise ValueError(f"LMSpec.num_experts_per_token must be in [1, num_experts], got "
+                                 f"{self.num_experts_per_token!r}")
+            if not self.moe_intermediate_size:
+                raise ValueError("LMSpec.moe_intermediate_size must be > 0 for an MoE model")
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_moe_layers > 0
 
     @property
     def q_width(self) -> int:
         return self.num_heads * self.head_dim
 
     @property
+    def attention_params(self) -> int:
+        return 2 * self.hidden_size * self.q_width + 2 * self.hidden_size * self.num_kv_heads * self.head_dim
+
+    @property
     def layer_params(self) -> int:
-        """Weights of one decoder layer (norms and biases ignored)."""
-        attn = 2 * self.hidden_size * self.q_width + 2 * self.hidden_size * self.num_kv_heads * self.head_dim
-        return attn + self.mlp_num_matrices * self.hidden_size * self.intermediate_size
+        """Weights of one dense decoder layer (norms and biases ignored)."""
+        return self.attention_params + self.mlp_num_matrices * self.hidden_size * self.intermediate_size
+
+    @property
+    def expert_params(self) -> int:
+        return self.mlp_num_matrices * self.hidden_size * self.moe_intermediate_size
+
+    def moe_layer_params(self, experts: float) -> float:
+        """Weights of one MoE layer holding ``experts`` experts (plus router and shared MLP)."""
+        shared = self.mlp_num_matrices * self.hidden_size * self.shared_expert_intermediate_size
+        router = self.hidden_size * self.num_experts
+        return self.attention_params + shared + router + experts * self.expert_params
+
+    def layers_params(self, experts: float) -> float:
+        """Weights of all decoder layers, MoE layers holding ``experts`` experts each."""
+        if not self.is_moe:
+            return self.num_layers * self.layer_params
+        dense = (self.num_layers - self.num_moe_layers) * self.layer_params
+        return dense + self.num_moe_layers * self.moe_layer_params(experts)
+
+    @property
+    def active_intermediate_size(self) -> float:
+        """The MLP width one token computes through, averaged over layers (compute, not memory)."""
+        if not self.is_moe:
+            return self.intermediate_size
+        moe = self.num_experts_per_token * self.moe_intermediate_size + self.shared_expert_intermediate_size
+        dense = self.num_layers - self.num_moe_layers
+        return (dense * self.intermediate_size + self.num_moe_layers * moe) / self.num_layers
+
+    def experts_touched(self, num_tokens: float) -> float:
+        """Expected distinct experts per MoE layer that ``num_tokens`` tokens route to (uniform routing)."""
+        if not self.is_moe:
+            return 0.0
+        miss = (1.0 - self.num_experts_per_token / self.num_experts) ** max(0.0, num_tokens)
+        return self.num_experts * (1.0 - miss)
 
     @property
     def embedding_params(self) -> int:
@@ -68,7 +126,13 @@ class LMSpec:
 
     @property
     def params(self) -> int:
-        return self.num_layers * self.layer_params + self.embedding_params
+        """All weights (every expert: what memory holds)."""
+        return int(self.layers_params(self.num_experts)) + self.embedding_params
+
+    @property
+    def active_params(self) -> int:
+        """Weights one token computes through (``num_experts_per_token`` experts per MoE layer)."""
+        return int(self.layers_params(self.num_experts_per_token)) + self.embedding_params
 
     @property
     def weight_bytes(self) -> int:
@@ -113,6 +177,9 @@ class EncoderSpec:
     def params(self) -> int:
         return self.num_layers * self.layer_params + self.projector_params + self.stem_params
 
+
+_MOE_FIELDS = ("num_experts", "num_experts_per_token", "moe_intermediate_size",
+               "shared_expert_intermediate_size", "num_moe_layers")
 
 _MAPPING_KINDS = ("tiles", "linear")
 
@@ -194,6 +261,9 @@ class ModelSpec:
         out = asdict(self)
         out.pop("provenance")
         out["typical_request"]["mm_tokens_per_item"] = list(self.typical_request.mm_tokens_per_item)
+        if not self.lm.is_moe:  # a dense model's dict (and every profile embedding it) stays as before
+            for key in _MOE_FIELDS:
+                out["lm"].pop(key)
         return out
 
     @classmethod
@@ -266,33 +336,86 @@ def strip_marks(node: Any, path: str, provenance: dict[str, str]) -> Any:
     return node
 
 
-def _read(kind: str, name: str) -> tuple[dict[str, Any], dict[str, str]]:
-    folder = SPEC_DIR / kind
-    known = sorted(p.stem for p in folder.glob("*.json"))
-    if name not in known:
-        raise unknown_name("model" if kind == "models" else "GPU", name, known)
+#: the environment variable naming more spec folders (``os.pathsep``-separated), read at each lookup
+SPEC_PATH_ENV = "EASERVE_SPEC_PATH"
+_KIND_WORD = {"models": "model", "gpus": "GPU"}
+
+
+def spec_dirs(kind: str) -> list[Path]:
+    """The folders searched for ``kind`` (``models`` or ``gpus``) specs, first match wins: the
+    shipped ``specs/<kind>``, then ``<dir>/<kind>`` for each folder on ``EASERVE_SPEC_PATH``."""
+    extra = [Path(d) / kind for d in os.environ.get(SPEC_PATH_ENV, "").split(os.pathsep) if d]
+    return [SPEC_DIR / kind, *extra]
+
+
+def spec_files(kind: str) -> dict[str, Path]:
+    """Spec name -> its file, over :func:`spec_dirs` (a name found twice keeps the first)."""
+    found: dict[str, Path] = {}
+    for folder in spec_dirs(kind):
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            found.setdefault(path.stem, path)
+    return found
+
+
+def is_spec_path(ref: str) -> bool:
+    """Whether ``ref`` names a spec by file (``*.json``) rather than by registry name."""
+    return ref.endswith(".json")
+
+
+def _locate(kind: str, ref: str) -> Path:
+    if is_spec_path(ref):
+        path = Path(ref)
+        if not path.is_file():
+            raise ValueError(f"{_KIND_WORD[kind]} spec file {ref} does not exist")
+        return path.resolve()
+    for folder in spec_dirs(kind):
+        if (folder / f"{ref}.json").is_file():
+            return (folder / f"{ref}.json").resolve()
+    raise unknown_name(_KIND_WORD[kind], ref, list(spec_files(kind)))
+
+
+def read_spec_file(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """(plain values, provenance) of one marked spec file; a file that is not JSON is a ValueError."""
+    try:
+        raw = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"spec {path} is not JSON: {exc}") from None
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"spec {path} is not a JSON object")
     provenance: dict[str, str] = {}
-    data = strip_marks(json.loads((folder / f"{name}.json").read_text()), "", provenance)
-    return data, provenance
+    return strip_marks(raw, "", provenance), provenance
 
 
 def model_names() -> list[str]:
-    return sorted(p.stem for p in (SPEC_DIR / "models").glob("*.json"))
+    return sorted(spec_files("models"))
 
 
 def gpu_names() -> list[str]:
-    return sorted(p.stem for p in (SPEC_DIR / "gpus").glob("*.json"))
+    return sorted(spec_files("gpus"))
+
+
+def is_model(ref: str) -> bool:
+    """Whether ``ref`` (a name or a ``*.json`` path) names a model spec."""
+    return Path(ref).is_file() if is_spec_path(ref) else ref in spec_files("models")
+
+
+def model_spec(ref: str) -> ModelSpec:
+    """The spec of model ``ref``: a name (e.g. ``llava-v1.6-34b``) or a spec file ``*.json``."""
+    return _model_file(_locate("models", ref))
+
+
+def gpu_spec(ref: str) -> GPUSpec:
+    """The spec of GPU ``ref``: a name (e.g. ``rtx6000ada``) or a spec file ``*.json``."""
+    return _gpu_file(_locate("gpus", ref))
 
 
 @functools.cache
-def model_spec(name: str) -> ModelSpec:
-    """The spec of model ``name`` (e.g. ``llava-v1.6-34b``)."""
-    data, provenance = _read("models", name)
+def _model_file(path: Path) -> ModelSpec:
+    data, provenance = read_spec_file(path)
     return ModelSpec.from_dict(data, provenance=provenance)
 
 
 @functools.cache
-def gpu_spec(name: str) -> GPUSpec:
-    """The spec of GPU ``name`` (e.g. ``rtx6000ada``)."""
-    data, provenance = _read("gpus", name)
+def _gpu_file(path: Path) -> GPUSpec:
+    data, provenance = read_spec_file(path)
     return GPUSpec.from_dict(data, provenance=provenance)

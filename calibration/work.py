@@ -6,6 +6,11 @@ plus the bytes it must stream from memory. Counting per kernel matters because
 a small kernel cannot fill the GPU (see ``fill`` in :mod:`calibration.analytic`),
 so one big sum of FLOPs would hide exactly the effect SM sharing exploits.
 
+A mixture-of-experts LM computes through its active experts (the layer-averaged
+MLP width :attr:`LMSpec.active_intermediate_size`) and a decode step reads the
+experts its tokens route to (:meth:`LMSpec.experts_touched`, uniform routing);
+expert parallelism is not modelled: TP splits experts like a dense MLP.
+
 Tensor parallelism splits every LM matrix over ``tp`` GPUs (column-parallel
 QKV and up/gate, row-parallel output and down projections); the counts here are
 per GPU. Encoders are not split: an encode worker of ``tp`` GPUs runs one
@@ -45,7 +50,7 @@ class StageWork:
         return sum(k.flops * k.count for k in self.kernels)
 
 
-def _layer_gemms(m: float, *, hidden: int, q: int, kv: int, ffn: int, mats: int, tp: int) -> list[float]:
+def _layer_gemms(m: float, *, hidden: int, q: int, kv: int, ffn: float, mats: int, tp: int) -> list[float]:
     """FLOPs of the four GEMMs of one transformer layer over ``m`` tokens (per GPU)."""
     return [
         2.0 * m * hidden * (q + 2 * kv) / tp,  # QKV (column-parallel)
@@ -88,7 +93,7 @@ def prefill_work(lm: LMSpec, seq_lens: Sequence[int], *, tp: int) -> StageWork:
     """Work of one prefill forward over sequences of ``seq_lens`` tokens (per GPU)."""
     tokens = float(sum(seq_lens))
     gemms = _layer_gemms(tokens, hidden=lm.hidden_size, q=lm.q_width,
-                         kv=lm.num_kv_heads * lm.head_dim, ffn=lm.intermediate_size,
+                         kv=lm.num_kv_heads * lm.head_dim, ffn=lm.active_intermediate_size,
                          mats=lm.mlp_num_matrices, tp=tp)
     kernels = [Kernel(f, lm.num_layers) for f in gemms]
     pairs = sum(_attended(lm, float(n), causal_prefix=True) for n in seq_lens)
@@ -118,9 +123,10 @@ def decode_shape(lm: LMSpec, batch_size: int, *, tp: int) -> DecodeShape:
     """The context-free part of :func:`decode_work` (see :class:`DecodeShape`)."""
     b = float(batch_size)
     gemms = _layer_gemms(b, hidden=lm.hidden_size, q=lm.q_width, kv=lm.num_kv_heads * lm.head_dim,
-                         ffn=lm.intermediate_size, mats=lm.mlp_num_matrices, tp=tp)
-    # Weights once per step (the input embedding is a lookup, so a tied table is read once).
-    read_params = lm.num_layers * lm.layer_params + lm.vocab_size * lm.hidden_size
+                         ffn=lm.active_intermediate_size, mats=lm.mlp_num_matrices, tp=tp)
+    # Weights once per step (the input embedding is a lookup, so a tied table is read once); an
+    # MoE layer reads only the experts the batch's tokens route to.
+    read_params = lm.layers_params(lm.experts_touched(b)) + lm.vocab_size * lm.hidden_size
     return DecodeShape(before=tuple(Kernel(f, lm.num_layers) for f in gemms),
                        after=(Kernel(2.0 * b * lm.hidden_size * lm.vocab_size / tp),),
                        weight_bytes=read_params * lm.dtype_bytes, num_layers=lm.num_layers,

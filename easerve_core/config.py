@@ -4,6 +4,7 @@
 seed = 0
 [model]
 name = "llava-v1.6-34b"      # a model spec (sim) or zoo family (live)
+# spec = "my-model.json"     # or a spec file (easerve model import), instead of name
 size = "full"                # live only: tiny | small | full
 [cluster]
 gpu = "rtx6000ada"
@@ -126,11 +127,16 @@ class ExperimentConfig:
             raise ValueError(f"unknown config table(s): {', '.join(unknown)}")
         base = base_dir or Path.cwd()
         model = _table(data, "model")
-        if "name" not in model:
-            raise ValueError("model.name is required")
-        extra = sorted(set(model) - {"name", "size"})
+        extra = sorted(set(model) - {"name", "size", "spec"})
         if extra:
             raise ValueError(f"unknown model field(s): {', '.join(extra)}")
+        if ("name" in model) == ("spec" in model):
+            raise ValueError("model.name or model.spec is required (one of them)")
+        if "spec" in model:  # a spec file: the model is named by its resolved path
+            spec = (base / str(model["spec"])).resolve()
+            if spec.suffix != ".json" or not spec.is_file():
+                raise ValueError(f"model.spec {model['spec']}: no such spec file (*.json)")
+            model["name"] = str(spec)
         cluster = _table(data, "cluster")
         bad = sorted(set(cluster) - _CLUSTER_KEYS)
         if bad:
@@ -184,7 +190,8 @@ class ExperimentConfig:
             dep["preset"] = self.deployment_preset
         out: dict[str, Any] = {
             "seed": self.seed,
-            "model": {"name": self.model, "size": self.model_size},
+            "model": {"spec" if self.model.endswith(".json") else "name": self.model,
+                      "size": self.model_size},
             "cluster": dict(self.cluster),
             "deployment": dep,
             "workload": _with_portable_trace(self.workload_table, relative_to),

@@ -46,6 +46,8 @@ COMMANDS: dict[str, str] = {
     "reproduce": "easerve.cli.reproduce_cmd",
     "plan-table": "easerve.cli.plan_table_cmd",
     "recipe": "easerve.cli.recipe_cmd",
+    "model": "easerve.cli.model_cmd",
+    "gpu": "easerve.cli.gpu_cmd",
 }
 #: set to 1 to see the traceback of an internal error (like ``--debug``)
 DEBUG_ENV = "EASERVE_DEBUG"

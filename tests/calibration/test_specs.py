@@ -8,7 +8,7 @@ from calibration.networks import network_names, network_spec
 from calibration.specs import ItemMapping, gpu_names, gpu_spec, model_names, model_spec
 
 MODELS = ["llava-v1.6-34b", "qwen2.5-vl-32b", "ultravox-v0.6-gemma3-27b"]
-GPUS = ["a100-sxm4-80gb", "h100-sxm", "h200", "rtx6000ada"]
+GPUS = ["a100-sxm4-80gb", "b200", "h100-sxm", "h20", "h200", "l40s", "mi300x", "rtx6000ada", "rtxpro6000"]
 
 
 def test_registries_list_the_paper_models_and_gpus():

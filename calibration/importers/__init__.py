@@ -1,0 +1,115 @@
+"""``easerve model import``: a model spec from a ``transformers`` config.json.
+
+:func:`import_model` reads a model folder (or its ``config.json``) with
+``transformers.AutoConfig`` (``local_files_only``) and the processor's
+``preprocessor_config.json`` when present, looks the ``model_type`` up in the
+one table :data:`~calibration.importers.families.FAMILIES`, and returns the spec
+as marked JSON (V read from the file, naming the key; D derived, with the
+arithmetic; G guessed). What the cost model has no rule for is listed under the
+spec's ``unmodelled``. The result is checked by building the
+:class:`~calibration.specs.ModelSpec` before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from calibration.importers._read import Keys, guess, read_config_file, value
+from calibration.importers.families import FAMILIES, REFUSED, Family
+from calibration.importers.lm import lm_block
+from calibration.specs import ModelSpec, strip_marks
+
+MARKS = "V = read in the cited source; D = derived from V facts (arithmetic in 'source'); G = guess, re-check"
+__all__ = ["FAMILIES", "REFUSED", "import_model"]
+
+
+def known_types() -> list[str]:
+    return sorted(FAMILIES)
+
+
+def _family(raw: Mapping[str, Any], file: Path) -> tuple[str, Family]:
+    model_type = raw.get("model_type")
+    if model_type is None:
+        raise ValueError(f"{file}: missing required key model_type")
+    if model_type in REFUSED:
+        raise ValueError(f"{file}: model_type {model_type!r} is refused: {REFUSED[model_type]}")
+    if model_type not in FAMILIES:
+        raise ValueError(f"{file}: unknown model_type {model_type!r}; known: {', '.join(known_types())}")
+    return str(model_type), FAMILIES[model_type]
+
+
+def _transformers_config(file: Path, raw: Mapping[str, Any], model_type: str) -> Any:
+    """transformers' config object (its defaults fill absent keys); None for types it lacks."""
+    from transformers import CONFIG_MAPPING, AutoConfig  # heavy: only when importing
+
+    if model_type not in CONFIG_MAPPING:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return AutoConfig.from_pretrained(str(file), local_files_only=True)
+    except Exception as exc:  # transformers' own validation: report it as bad input
+        raise ValueError(f"{file}: transformers cannot read it: {' '.join(str(exc).split())}") from None
+
+
+def _sub_without_class(keys: Keys, name: str) -> Keys:
+    """A sub-config of a type transformers lacks (Ultravox): build it from its own model_type."""
+    from transformers import CONFIG_MAPPING
+
+    sub = keys.sub(name)
+    sub_type = sub.raw.get("model_type")
+    obj = CONFIG_MAPPING[sub_type](**sub.raw) if sub_type in CONFIG_MAPPING else None
+    if obj is not None and sub.raw.get("text_config") is not None and name == "text_config":
+        return Keys(sub.raw["text_config"], obj.get_text_config(), f"{name}.text_config", keys.file)
+    return Keys(sub.raw, obj, sub.where, keys.file)
+
+
+def import_model(
+    path: str | Path, *, name: str | None = None, hf_id: str | None = None, modality: str | None = None
+) -> dict[str, Any]:
+    """The marked spec of the model at ``path`` (a folder or a config.json)."""
+    file, raw = read_config_file(Path(path))
+    model_type, family = _family(raw, file)
+    obj = _transformers_config(file, raw, model_type)
+    top = Keys(raw, obj, "", file)
+    if obj is None:
+        text, tower = _sub_without_class(top, family.text_key), _sub_without_class(top, family.tower_key)
+    else:
+        text, tower = top.sub(family.text_key), top.sub(family.tower_key)
+        if text.raw.get("text_config") is not None:  # a full multimodal config nested as the LM
+            text = text.sub("text_config")
+    modality = modality or family.modalities[0]
+    if modality not in family.modalities:
+        raise ValueError(f"--modality {modality!r}: {model_type} serves {', '.join(family.modalities)}")
+    pre_file = file.parent / "preprocessor_config.json"
+    pre = json.loads(pre_file.read_text()) if pre_file.is_file() else {}
+    lm, notes = lm_block(text, top)
+    built = family.build(tower, top, value(lm["hidden_size"]), pre, modality)
+    spec = {
+        "name": name or file.parent.name,
+        "hf_id": hf_id or str(raw.get("_name_or_path") or name or file.parent.name),
+        "modality": modality,
+        "marks": MARKS,
+        "imported_from": {"file": str(file), "model_type": model_type, "family": family.what},
+        "lm": lm,
+        "encoder": built.encoder,
+        "mapping": built.mapping,
+        "typical_request": {
+            "prompt_tokens": guess(64, "short instruction around an audio clip")
+            if modality == "audio"
+            else guess(128, "text length unknown; random-mm examples use 128-512"),
+            "output_tokens": guess(128, "random-mm examples use 128-256 output tokens"),
+            "mm_tokens_per_item": {
+                **built.typical_tokens,
+                "value": [value(built.typical_tokens)],
+                "mark": "D",
+            },
+        },
+        "unmodelled": notes + built.notes,
+    }
+    ModelSpec.from_dict(strip_marks(spec, "", {}))  # refuse a spec the cost model cannot load
+    return spec

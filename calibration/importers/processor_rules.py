@@ -1,0 +1,118 @@
+"""How a processor turns a raw item (image size, video frames, audio seconds) into LM tokens.
+
+Pure arithmetic, one function per rule, each checked against the
+``transformers`` processor on tiny inputs (tests/calibration/test_processor_rules.py):
+LLaVA-NeXT anyres grids, Qwen's resize to whole merged patches within pixel
+bounds (images and videos), fixed-token towers, and Whisper-based audio
+(Qwen2-Audio's pooling, Ultravox's frame stacking).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+#: Whisper's log-mel features per second (hop 160 at 16 kHz)
+MEL_FRAMES_PER_S = 100
+
+
+def select_best_resolution(height: int, width: int, pinpoints: Sequence[Sequence[int]]) -> tuple[int, int]:
+    """The anyres grid (height, width) an image of ``height`` x ``width`` is resized into: the most
+    effective resolution, then the least waste."""
+    best, best_effective, best_waste = (0, 0), -1, math.inf
+    for grid_h, grid_w in pinpoints:
+        scale = min(grid_w / width, grid_h / height)
+        effective = min(int(width * scale) * int(height * scale), width * height)
+        waste = grid_w * grid_h - effective
+        if effective > best_effective or (effective == best_effective and waste < best_waste):
+            best, best_effective, best_waste = (int(grid_h), int(grid_w)), effective, waste
+    return best
+
+
+def llava_next_tokens(
+    width: int,
+    height: int,
+    *,
+    tile_px: int,
+    patch_px: int,
+    pinpoints: Sequence[Sequence[int]],
+    base_extra: int = 0,
+) -> int:
+    """LM tokens of one image under LLaVA-NeXT anyres: the base view, then the grid's features
+    with the padding rows or columns removed, plus one newline per row. ``base_extra`` is 1 when
+    the CLS position is kept (``vision_feature_select_strategy = "full"``)."""
+    per_side = tile_px // patch_px
+    grid_h, grid_w = select_best_resolution(height, width, pinpoints)
+    cur_h, cur_w = grid_h // tile_px * per_side, grid_w // tile_px * per_side
+    if width / height > cur_w / cur_h:
+        new_h = int(round(height * (cur_w / width), 7))
+        cur_h -= (cur_h - new_h) // 2 * 2
+    else:
+        new_w = int(round(width * (cur_h / height), 7))
+        cur_w -= (cur_w - new_w) // 2 * 2
+    return per_side * per_side + base_extra + cur_h * cur_w + cur_h
+
+
+def smart_resize(
+    height: int, width: int, *, factor: int, min_pixels: int, max_pixels: int
+) -> tuple[int, int]:
+    """Qwen's resize: each side to a multiple of ``factor`` (patch x merge), the area within bounds."""
+    h_bar = max(factor, round(height / factor) * factor)
+    w_bar = max(factor, round(width / factor) * factor)
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def qwen_image_tokens(
+    width: int, height: int, *, patch_px: int, merge: int, min_pixels: int, max_pixels: int
+) -> int:
+    """LM tokens of one image under Qwen2/2.5/3-VL: resized patches / merge^2."""
+    h, w = smart_resize(height, width, factor=patch_px * merge, min_pixels=min_pixels, max_pixels=max_pixels)
+    return (h // patch_px) * (w // patch_px) // (merge * merge)
+
+
+def qwen_video_tokens(
+    width: int,
+    height: int,
+    num_frames: int,
+    *,
+    patch_px: int,
+    merge: int,
+    temporal_patch: int,
+    min_pixels: int,
+    max_pixels: int,
+) -> int:
+    """LM tokens of a video of ``num_frames`` sampled frames (padded to whole temporal patches)."""
+    groups = math.ceil(num_frames / temporal_patch)
+    return groups * qwen_image_tokens(
+        width, height, patch_px=patch_px, merge=merge, min_pixels=min_pixels, max_pixels=max_pixels
+    )
+
+
+def sampled_frames(seconds: float, fps: float, *, temporal_patch: int = 1) -> int:
+    """Frames sampled from ``seconds`` of video at ``fps``, rounded to whole temporal patches."""
+    frames = max(temporal_patch, round(seconds * fps))
+    return math.ceil(frames / temporal_patch) * temporal_patch
+
+
+def whisper_positions(seconds: float) -> int:
+    """Encoder positions of ``seconds`` of audio: mel frames through Whisper's stride-2 conv."""
+    frames = math.ceil(seconds * MEL_FRAMES_PER_S)
+    return (frames - 1) // 2 + 1
+
+
+def qwen2_audio_tokens(seconds: float, *, max_seconds: float = 30.0) -> int:
+    """LM tokens of a clip under Qwen2-Audio: Whisper positions, then average-pooled by 2."""
+    return (whisper_positions(min(seconds, max_seconds)) - 2) // 2 + 1
+
+
+def ultravox_tokens(seconds: float, *, stack_factor: int) -> int:
+    """LM tokens of a clip under Ultravox: Whisper positions stacked ``stack_factor`` at a time."""
+    return math.ceil(whisper_positions(seconds) / stack_factor)

@@ -1,0 +1,86 @@
+"""``easerve gpu``: import a GPU spec from a file, list the GPU specs easerve finds.
+
+  easerve gpu import FILE [--name NAME] --out SPEC.json
+  easerve gpu list
+
+``import`` reads a GPU spec (JSON, the fields of calibration/specs/gpus/*.json,
+each a plain value or marked ``{"value", "mark", "source"}``), checks every
+field and writes it marked: a plain value becomes G ("given in FILE without a
+source"). Use it as ``[cluster] gpu = NAME`` with its folder on
+``EASERVE_SPEC_PATH`` (``DIR/gpus/NAME.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from calibration.specs import SPEC_PATH_ENV, GPUSpec, gpu_spec, read_spec_file, spec_dirs, spec_files
+from easerve.cli.common import add_out, command_parser
+from easerve.cli.model_cmd import write_json
+from easerve.cli.outputs import check_file
+
+MARKS = "V = read in the cited source; D = derived from V facts; G = guess, re-check"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = command_parser(subparsers, "gpu", help="import a GPU spec from a file; list GPU specs",
+                       doc=__doc__, func=None)
+    sub = p.add_subparsers(dest="gpu_command", metavar="ACTION", required=True)
+    i = sub.add_parser("import", help="check a GPU spec file and write it marked")
+    i.add_argument("file", type=Path, help="GPU spec JSON")
+    i.add_argument("--name", default=None, help="spec name (default: the file's 'name')")
+    add_out(i, "GPU spec JSON to write")
+    i.set_defaults(func=run_import)
+    ls = sub.add_parser("list", help=f"list GPU specs (shipped and on {SPEC_PATH_ENV})")
+    ls.set_defaults(func=run_list)
+
+
+def marked_gpu(file: Path, name: str | None) -> dict[str, Any]:
+    """The marked spec of the GPU in ``file``, checked field by field."""
+    if not file.is_file():
+        raise ValueError(f"{file}: no such GPU spec file")
+    values, provenance = read_spec_file(file)
+    if name:
+        values["name"] = name
+    try:
+        GPUSpec.from_dict(values)
+    except ValueError as exc:
+        raise ValueError(f"{file}: {exc}") from None
+    out: dict[str, Any] = {"name": values["name"], "full_name": values.get("full_name", values["name"]),
+                           "marks": MARKS}
+    for key, item in values.items():
+        if key in ("name", "full_name"):
+            continue
+        mark = provenance.get(key)
+        if mark:
+            out[key] = {"value": item, "mark": mark[1], "source": mark[4:]}
+        else:
+            out[key] = {"value": item, "mark": "G", "source": f"given in {file.name} without a source"}
+    return out
+
+
+def run_import(args: argparse.Namespace) -> int:
+    if args.out.suffix != ".json":
+        raise ValueError(f"--out {args.out}: a GPU spec is a .json file")
+    check_file(args.out)
+    spec = marked_gpu(args.file, args.name)
+    write_json(args.out, spec)
+    gpu = gpu_spec(str(args.out))
+    print(f"wrote {args.out}: {gpu.name} ({gpu.full_name}): {gpu.num_sms} SMs, "
+          f"{gpu.dense_bf16_flops / 1e12:.0f} TFLOPS BF16, {gpu.mem_bandwidth_bytes_per_s / 1e12:.2f} TB/s, "
+          f"{gpu.memory_bytes / 2**30:.0f} GiB")
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    print(f"GPU specs (searched: {', '.join(str(d) for d in spec_dirs('gpus'))})")
+    for name, path in sorted(spec_files("gpus").items()):
+        try:
+            gpu = gpu_spec(str(path))
+            what = f"{gpu.full_name:42} {gpu.num_sms:4} SMs {gpu.mem_bandwidth_bytes_per_s / 1e12:5.2f} TB/s"
+        except ValueError as exc:
+            what = f"unreadable: {exc}"
+        print(f"  {name:16} {what}  {path}")
+    return 0

@@ -1,0 +1,84 @@
+"""The processor rules (calibration.importers.processor_rules) against transformers' processors.
+
+Each rule is run beside the processor on tiny inputs, offline: LLaVA-NeXT's
+anyres token count, Qwen's resize (``smart_resize``) and image/video token
+counts, Qwen2-Audio's pooled audio length. Defaults the importer assumes are
+checked against the processor classes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from calibration.importers import processor_rules as rules
+
+PINS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
+
+
+@pytest.mark.parametrize("size", [(672, 672), (1280, 720), (500, 300), (336, 1008), (100, 900), (640, 480)])
+def test_llava_next_tokens_match_processor(size: tuple[int, int]) -> None:
+    from transformers import LlavaNextProcessor
+
+    width, height = size
+    proc = LlavaNextProcessor.__new__(LlavaNextProcessor)  # only the token-count arithmetic is used
+    proc.patch_size, proc.num_additional_image_tokens = 14, 1
+    proc.vision_feature_select_strategy = "default"
+    proc.image_processor = type("IP", (), {"image_grid_pinpoints": PINS, "size": {"shortest_edge": 336},
+                                           "crop_size": {"height": 336, "width": 336}})()
+    expected = proc._get_number_of_features(height, width, 336, 336) - 1  # "default" drops the CLS
+    assert rules.llava_next_tokens(width, height, tile_px=336, patch_px=14, pinpoints=PINS) == expected
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (120, 170), (28, 28), (4000, 3000), (57, 2000)])
+def test_smart_resize_matches_transformers(size: tuple[int, int]) -> None:
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
+
+    width, height = size
+    kw = {"factor": 28, "min_pixels": 56 * 56, "max_pixels": 28 * 28 * 1280}
+    assert rules.smart_resize(height, width, **kw) == smart_resize(height, width, **kw)
+
+
+def test_qwen_image_tokens_match_processor() -> None:
+    import numpy as np
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    proc = Qwen2VLImageProcessorPil(min_pixels=56 * 56, max_pixels=224 * 224, patch_size=14, merge_size=2,
+                                    temporal_patch_size=2)
+    for width, height in [(170, 120), (64, 64), (300, 90)]:
+        image = np.zeros((height, width, 3), dtype=np.uint8)
+        grid = proc(images=[image], return_tensors="np")["image_grid_thw"][0]
+        expected = int(grid[0] * grid[1] * grid[2]) // 4
+        assert rules.qwen_image_tokens(width, height, patch_px=14, merge=2, min_pixels=56 * 56,
+                                       max_pixels=224 * 224) == expected
+
+
+def test_qwen_video_defaults() -> None:
+    size = {"shortest_edge": 128 * 28 * 28, "longest_edge": 768 * 28 * 28}
+    try:  # the video processor class needs torchvision, which these machines lack
+        from transformers.models.qwen2_vl import video_processing_qwen2_vl as video
+
+        assert video.Qwen2VLVideoProcessor.size == size
+    except ImportError:
+        pass
+    # 10 s of 720p at 2 fps: 20 frames, 10 temporal groups of 720 tokens (the paper's Qwen spec).
+    frames = rules.sampled_frames(10, 2, temporal_patch=2)
+    assert rules.qwen_video_tokens(1280, 720, frames, patch_px=14, merge=2, temporal_patch=2,
+                                   min_pixels=size["shortest_edge"], max_pixels=size["longest_edge"]) == 7200
+
+
+@pytest.mark.parametrize("seconds", [1.0, 3.0, 10.0, 29.5])
+def test_qwen2_audio_tokens_match_model_rule(seconds: float) -> None:
+    import torch
+    from transformers import Qwen2AudioConfig, Qwen2AudioEncoder
+
+    config = Qwen2AudioConfig().audio_config
+    frames = round(seconds * 100)
+    encoder = Qwen2AudioEncoder.__new__(Qwen2AudioEncoder)
+    _, out = Qwen2AudioEncoder._get_feat_extract_output_lengths(encoder, torch.tensor([frames]))
+    assert config.max_source_positions == 1500
+    assert rules.qwen2_audio_tokens(seconds) == int(out[0])
+
+
+def test_ultravox_tokens() -> None:
+    """10 s -> 500 Whisper positions -> 63 stacks of 8 (the paper's Ultravox spec)."""
+    assert rules.ultravox_tokens(10.0, stack_factor=8) == 63

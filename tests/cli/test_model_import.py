@@ -1,0 +1,221 @@
+"""``easerve model import`` / ``model list`` / ``gpu import`` and specs by path or EASERVE_SPEC_PATH.
+
+Real configs come from the installed aiconfigurator-core (read in place);
+the other families are tiny configs built in code (tests/calibration/importer_configs.py).
+The three paper models, imported from configs carrying their published numbers,
+equal the hand-written specs field for field.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from calibration.specs import model_spec
+from easerve.cli import main
+from tests.calibration import importer_configs as cfgs
+
+ROOT = Path(__file__).resolve().parents[2]
+PAPER = {
+    "llava-v1.6-34b": (cfgs.llava_v16_34b, "image", "llava-hf/llava-v1.6-34b-hf"),
+    "qwen2.5-vl-32b": (cfgs.qwen25_vl_32b, "video", "Qwen/Qwen2.5-VL-32B-Instruct"),
+    "ultravox-v0.6-gemma3-27b": (cfgs.ultravox_gemma3_27b, "audio", "fixie-ai/ultravox-v0_6-gemma-3-27b"),
+}
+
+
+def _import(src: Path, out: Path, *extra: str) -> int:
+    return main(["model", "import", str(src), "--out", str(out), *extra])
+
+
+@pytest.mark.parametrize("name", cfgs.AIC_CONFIGS)
+def test_aiconfigurator_configs_import(tmp_path: Path, name: str) -> None:
+    out = tmp_path / "spec.json"
+    assert _import(cfgs.aic_config(name), out) == 0
+    spec = model_spec(str(out))
+    assert spec.lm.active_params <= spec.lm.params
+    assert spec.lm.is_moe == ("A3B" in name or "A22B" in name or "16E" in name or "128E" in name
+                              or "26B-A4B" in name)
+    raw = json.loads(out.read_text())
+    assert raw["lm"]["num_layers"]["mark"] == "V" and "num_hidden_layers" in raw["lm"]["num_layers"]["source"]
+
+
+def test_moe_active_and_total() -> None:
+    """Qwen3-VL-30B-A3B: about 30.5 B weights held, about 3.3 B computed per token."""
+    from calibration.importers import import_model
+    from calibration.specs import ModelSpec, strip_marks
+
+    spec = ModelSpec.from_dict(strip_marks(import_model(cfgs.aic_config("Qwen--Qwen3-VL-30B-A3B-Instruct")),
+                                           "", {}))
+    assert 30.0e9 < spec.lm.params < 31.0e9 and 3.2e9 < spec.lm.active_params < 3.5e9
+    assert spec.lm.num_experts == 128 and spec.lm.num_experts_per_token == 8
+    assert spec.lm.experts_touched(1) == pytest.approx(8)
+    assert spec.lm.experts_touched(1000) == pytest.approx(128)
+
+
+@pytest.mark.parametrize("family", list(cfgs.tiny_configs()))
+def test_tiny_families_import(tmp_path: Path, family: str) -> None:
+    folder = cfgs.write(tmp_path / family, cfgs.tiny_configs()[family])
+    out = tmp_path / f"{family}.json"
+    assert _import(folder, out) == 0
+    spec = model_spec(str(out))
+    if family == "mqa_sliding_llama":
+        assert spec.lm.num_kv_heads == 1 and spec.lm.num_sliding_layers == spec.lm.num_layers == 2
+        assert spec.lm.sliding_window_tokens == 16
+
+
+@pytest.mark.parametrize("name", list(PAPER))
+def test_paper_models_equal_hand_written(tmp_path: Path, name: str) -> None:
+    build, modality, hf_id = PAPER[name]
+    folder = cfgs.write(tmp_path / name, build())
+    out = tmp_path / f"{name}.json"
+    assert _import(folder, out, "--modality", modality, "--hf-id", hf_id) == 0
+    assert model_spec(str(out)).to_dict() == model_spec(name).to_dict()
+
+
+def test_spec_path_env_and_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    folder = cfgs.write(tmp_path / "m", cfgs.tiny_configs()["qwen2_5_vl"])
+    assert _import(folder, tmp_path / "specs" / "models" / "tiny-qwen.json") == 0
+    monkeypatch.setenv("EASERVE_SPEC_PATH", str(tmp_path / "specs"))
+    capsys.readouterr()
+    assert main(["model", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert "tiny-qwen" in listed and str(tmp_path / "specs" / "models") in listed
+    assert model_spec("tiny-qwen").name == "tiny-qwen"
+
+
+def _sim_config(tmp_path: Path, model: dict[str, Any], gpu: str = "h200") -> Path:
+    text = "\n".join([
+        "seed = 0", "[model]", *[f'{k} = "{v}"' for k, v in model.items()],
+        "[cluster]", f'gpu = "{gpu}"', "num_gpus = 8",
+        "[deployment]", "encode = { num_workers = 2, tp = 1 }", "prefill = { num_workers = 1, tp = 2 }",
+        "decode = { num_workers = 2, tp = 2 }", "max_encode_batch = 4", "remote_fraction = 1.0",
+        "[workload]", 'mix = "llava-image"', "item_tokens = [880]", "rate_hz = 1.0", "num_requests = 40", ""])
+    path = tmp_path / "run.toml"
+    path.write_text(text)
+    return path
+
+
+def test_sim_on_spec_by_path(tmp_path: Path) -> None:
+    spec = tmp_path / "q.json"
+    assert _import(cfgs.aic_config("Qwen--Qwen3-VL-8B-Instruct"), spec) == 0
+    config = _sim_config(tmp_path, {"spec": "q.json"}, gpu="l40s")
+    assert main(["sim", str(config), "--out", str(tmp_path / "run")]) == 0
+    resolved = (tmp_path / "run").rglob("*.json")
+    assert any(p.is_file() for p in resolved)
+
+
+SHIPPED = sorted(p.name for p in (ROOT / "configs").glob("*.toml") if "specs/models" in p.read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", SHIPPED)
+def test_shipped_imported_configs_sim_and_search(tmp_path: Path, config: str) -> None:
+    path = ROOT / "configs" / config
+    assert main(["sim", str(path), "--out", str(tmp_path / "sim")]) == 0
+    assert main(["search", str(path), "--rate", "1", "--trials", "10", "--num-requests", "60",
+                 "--out", str(tmp_path / "search")]) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", list(cfgs.tiny_configs()))
+def test_tiny_families_sim_and_search(tmp_path: Path, family: str) -> None:
+    folder = cfgs.write(tmp_path / family, cfgs.tiny_configs()[family])
+    assert _import(folder, tmp_path / "m.json") == 0
+    config = _sim_config(tmp_path, {"spec": "m.json"})
+    assert main(["sim", str(config), "--out", str(tmp_path / "sim")]) == 0
+    assert main(["search", str(config), "--rate", "1", "--trials", "10", "--num-requests", "40",
+                 "--out", str(tmp_path / "search")]) == 0
+
+
+# Bad input: one line naming the key, exit 2, nothing written.
+
+def _bad(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], *needles: str) -> None:
+    before = sorted(tmp_path.rglob("*"))
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def _raw(tmp_path: Path, data: Any) -> Path:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(data if isinstance(data, str) else json.dumps(data))
+    return folder
+
+
+def test_bad_unknown_model_type(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = _raw(tmp_path, {"model_type": "no_such_vlm"})
+    _bad(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")],
+         "no_such_vlm", "qwen2_5_vl", "llava_next")
+
+
+def test_bad_refused_cross_attention(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = _raw(tmp_path, {"model_type": "mllama"})
+    _bad(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")],
+         "mllama", "cross-attention")
+
+
+def test_bad_missing_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = cfgs.tiny_configs()["qwen2_5_vl"].to_dict()
+    del data["model_type"]
+    src = _raw(tmp_path, data)
+    _bad(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")], "model_type")
+
+
+def test_bad_missing_ultravox_sub_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = cfgs.ultravox_gemma3_27b()
+    del data["audio_config"]
+    src = _raw(tmp_path, data)
+    _bad(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")], "audio_config")
+
+
+@pytest.mark.parametrize("heads", ["8", 8.5])
+def test_bad_non_integer_heads(tmp_path: Path, capsys: pytest.CaptureFixture[str], heads: Any) -> None:
+    data = cfgs.tiny_configs()["qwen2_5_vl"].to_dict()
+    data["text_config"]["num_attention_heads"] = heads
+    src = _raw(tmp_path, data)
+    _bad(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")],
+         "text_config.num_attention_heads", "integer")
+
+
+def test_bad_folder_without_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    _bad(tmp_path, capsys, ["model", "import", str(tmp_path / "empty"), "--out", str(tmp_path / "o.json")],
+         "no config.json")
+
+
+def test_bad_config_not_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = _raw(tmp_path, "{not json")
+    _bad(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")], "not JSON")
+
+
+def test_bad_spec_file_not_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "bad.json").write_text("{nope")
+    config = _sim_config(tmp_path, {"spec": "bad.json"})
+    _bad(tmp_path, capsys, ["sim", str(config), "--out", str(tmp_path / "run")], "bad.json", "not JSON")
+
+
+def test_bad_gpu_negative_bandwidth(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.loads((ROOT / "calibration/specs/gpus/h200.json").read_text())
+    data["mem_bandwidth_bytes_per_s"] = -1.0
+    (tmp_path / "g.json").write_text(json.dumps(data))
+    _bad(tmp_path, capsys, ["gpu", "import", str(tmp_path / "g.json"), "--out", str(tmp_path / "o.json")],
+         "mem_bandwidth_bytes_per_s", "> 0")
+
+
+def test_gpu_import_marks_plain_values(tmp_path: Path) -> None:
+    marked = json.loads((ROOT / "calibration/specs/gpus/l40s.json").read_text())
+    data = {k: (v["value"] if isinstance(v, dict) else v) for k, v in marked.items() if k != "marks"}
+    (tmp_path / "mine.json").write_text(json.dumps(data))
+    assert main(["gpu", "import", str(tmp_path / "mine.json"), "--name", "mine", "--out",
+                 str(tmp_path / "gpus" / "mine.json")]) == 0
+    written = json.loads((tmp_path / "gpus" / "mine.json").read_text())
+    assert written["num_sms"]["mark"] == "G" and written["name"] == "mine"
