@@ -79,7 +79,8 @@ def _kendall_z(values: np.ndarray) -> float:
     m = len(values)
     if m < 3:
         return 0.0
-    diff = np.sign(values[None, :] - values[:, None])  # [i, j]: sign(v_j - v_i)
+    with np.errstate(invalid="ignore"):  # inf - inf: a tie
+        diff = np.sign(values[None, :] - values[:, None])  # [i, j]: sign(v_j - v_i)
     upper = np.triu(np.nan_to_num(diff, nan=0.0), k=1)
     tau = upper.sum() / (m * (m - 1) / 2)
     sd = math.sqrt(2.0 * (2 * m + 5) / (9.0 * m * (m - 1)))

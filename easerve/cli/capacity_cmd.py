@@ -8,9 +8,13 @@ each other. A run sustains the SLO (easerve_core.slo.sustains) when its P99
 TTFT and P99 TPOT are within the limits, or, with ``[slo] attainment``,
 when at least that fraction of its requests meet both limits. The SLO is
 the config's ``[slo]`` (a tier, or absolute ``ttft_s`` / ``tpot_s``);
-``--tier`` replaces the tier. Every run draws the config's workload with
-the config's seed at its rate (the same requests, their gaps scaled), so
-the answer is deterministic. Writes into DIR: ``capacity.csv`` (one row per
+``--tier`` replaces the tier. A run whose queue is still growing at the
+end of its stream (:mod:`easerve_core.stability`) does not sustain the SLO
+either, however its percentiles read. Every run draws the config's workload
+with the config's seed at its rate, as many requests as the trial-length
+rule asks at that rate (:mod:`easerve_core.trial_length`: at least
+``--trial-s`` seconds of arrivals and the SLO's growth horizon; at least
+the config's ``num_requests``), so the answer is deterministic. Writes into DIR: ``capacity.csv`` (one row per
 run, by rate: goodput, attainment, throughput, P99 TTFT and TPOT,
 sustained, the step and phase that ran it), ``capacity.json`` (the answer,
 the SLO and the search settings), ``config.json`` (the resolved config)
@@ -36,14 +40,16 @@ from easerve_core.config import ExperimentConfig
 from easerve_core.presets import PRESETS
 from easerve_core.rate_search import Capacity, RateBisection
 from easerve_core.slo import SLO, TIER_NAMES, sustains
+from easerve_core.stability import assess
+from easerve_core.trial_length import DEFAULT_TRIAL_S, TrialLength
 from sim import simulate
 from sim.plots import capacity_plot
 
 #: the search's highest rate is this multiple of the start rate unless --max-rate is given
 DEFAULT_MAX_RATE_FACTOR = 64.0
 #: columns of capacity.csv (and of the printed curve)
-CURVE_COLUMNS = ("rate_hz", "sustained", "goodput_rps", "attainment", "throughput_rps", "ttft_p99_s",
-                 "tpot_p99_s", "num_ok", "num_requests", "step", "phase")
+CURVE_COLUMNS = ("rate_hz", "sustained", "unstable", "goodput_rps", "attainment", "throughput_rps",
+                 "ttft_p99_s", "tpot_p99_s", "num_ok", "num_requests", "step", "phase")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -62,12 +68,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="stop when the sustained and the failing rate are within this fraction "
                         "(default 0.02)")
     p.add_argument("--max-steps", type=int, default=30, help="at most this many runs (default 30)")
+    p.add_argument("--trial-s", type=float, default=DEFAULT_TRIAL_S,
+                   help=f"seconds of arrivals each run covers at least (default {DEFAULT_TRIAL_S:g}; "
+                        "longer where the SLO's growth horizon asks)")
     p.add_argument("--no-plots", action="store_true", help="skip capacity.png")
     add_force(p)
 
 
 def _search(args: argparse.Namespace, config: ExperimentConfig) -> RateBisection:
     start = config.workload.mean_rate_hz if args.start_rate is None else args.start_rate
+    TrialLength(trial_s=args.trial_s)  # a bad --trial-s fails before any run
     settings = {"start_hz": start, "max_rate_hz": args.max_rate if args.max_rate is not None
                 else DEFAULT_MAX_RATE_FACTOR * start, "rel_tol_frac": args.tolerance,
                 "max_steps": args.max_steps}
@@ -85,7 +95,8 @@ def _search(args: argparse.Namespace, config: ExperimentConfig) -> RateBisection
 def run(args: argparse.Namespace) -> int:
     if args.tier is not None:
         checks.one_of("--tier", args.tier, TIER_NAMES)
-    config = load_config(args.config)
+    config = load_config(args.config, runs_deployment=True)
+    length = TrialLength(trial_s=args.trial_s, min_requests=config.workload.num_requests)
     search = _search(args, config)
     base = plan_for(config, preset=args.preset, tier=args.tier)
     slo = base.plan.slo
@@ -95,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     folder = RunFolder(args.out, force=args.force)  # checked before the runs, written whole after them
     rows: list[dict[str, Any]] = []
     while (probe := search.next_probe()) is not None:
-        row = _run_at(config, base, probe.rate_hz, slo, preset=args.preset, tier=args.tier)
+        row = _run_at(config, base, probe.rate_hz, slo, preset=args.preset, tier=args.tier, length=length)
         search.observe(probe.rate_hz, bool(row["sustained"]))
         rows.append({**row, "step": probe.step, "phase": str(probe.phase)})
     answer = search.result()
@@ -116,14 +127,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_at(config: ExperimentConfig, base: Resolved, rate_hz: float, slo: SLO, *, preset: str | None,
-            tier: str | None) -> dict[str, Any]:
+            tier: str | None, length: TrialLength) -> dict[str, Any]:
     """One simulation at ``rate_hz``, judged by ``slo``: a row of the curve."""
+    if config.workload.trace is None:  # a trace keeps its own requests
+        n = length.requests_at(rate_hz, slo.ttft_s)
+        config = replace(config, workload=replace(config.workload, num_requests=n))
     resolved = plan_for(config, preset=preset, tier=tier, rate_hz=rate_hz, profile=base.profile,
                         doc=base.doc)
     plan = replace(resolved.plan, slo=slo)
     result = simulate(plan, resolved.sim_profile(), options=resolved.sim_options())
     s = result.summary(slo)
-    return {"rate_hz": rate_hz, "sustained": sustains(result.records, slo), "goodput_rps": s.goodput_rps,
+    unstable = assess(result.records, slo).unstable
+    return {"rate_hz": rate_hz, "sustained": sustains(result.records, slo) and not unstable,
+            "unstable": unstable, "goodput_rps": s.goodput_rps,
             "attainment": s.attainment, "throughput_rps": s.throughput_rps, "ttft_p99_s": s.ttft_p99_s,
             "tpot_p99_s": s.tpot_p99_s, "num_ok": s.num_ok, "num_requests": s.num_requests}
 

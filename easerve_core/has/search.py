@@ -35,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import optuna
@@ -47,6 +47,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 from easerve_core import checks
 from easerve_core.deployment import Deployment
 from easerve_core.has.ladder import Ladder, LadderEvaluator, Verdict
+from easerve_core.has.seen import SeenTrials
 from easerve_core.has.space import SearchSpace, deployment_key
 from easerve_core.has.storage import (
     MEMORY,
@@ -139,6 +140,8 @@ class Objective:
     space: SearchSpace
     evaluator: Evaluator | LadderEvaluator
     ladder: Ladder | None = None
+    #: what the study already evaluated, read incrementally (set per process by the job that runs it)
+    seen: SeenTrials | None = field(default=None, compare=False)
 
     def suggest(self, trial: Trial) -> Deployment:
         label = trial.suggest_categorical("alloc", list(self.space.labels))
@@ -165,17 +168,27 @@ class Objective:
         trial.set_user_attr("deployment", json.dumps(dep.to_dict(), sort_keys=True))
         if self.climbs:
             return self._climb(trial, dep, key)
-        for done in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            if done.user_attrs.get("key") == key and done.value is not None:
-                trial.set_user_attr("cached", True)
-                return float(done.value)
+        value = self._seen_value(trial, key)
+        if value is not None:
+            trial.set_user_attr("cached", True)
+            return value
         trial.set_user_attr("cached", False)
         assert callable(self.evaluator)
         return float(self.evaluator(dep))
 
+    def _seen_value(self, trial: Trial, key: str) -> float | None:
+        if self.seen is not None:
+            return self.seen.value_of(key)
+        for done in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if done.user_attrs.get("key") == key and done.value is not None:
+                return float(done.value)
+        return None
+
     def _climb(self, trial: Trial, dep: Deployment, key: str) -> float:
         assert self.ladder is not None and isinstance(self.evaluator, LadderEvaluator)
-        known = _climbed(trial.study, key)
+        done = (self.seen.finished_with(key) if self.seen is not None
+                else [t for t in finished_trials(trial.study) if t.user_attrs.get("key") == key])
+        known = _climbed(done)
         trial.set_user_attr("cached", bool(known))
         last = len(self.ladder.rungs) - 1
         for rung, fraction in enumerate(self.ladder.rungs):
@@ -216,12 +229,10 @@ def _guard_budget(trial: Trial) -> None:
         raise optuna.TrialPruned("the study already holds its planned trials")
 
 
-def _climbed(study: optuna.Study, key: str) -> dict[int, Verdict]:
-    """The rungs other finished trials of the study climbed with deployment ``key``."""
+def _climbed(trials: list[FrozenTrial]) -> dict[int, Verdict]:
+    """The rungs finished trials of one deployment climbed (the earliest trial's verdict per rung)."""
     known: dict[int, Verdict] = {}
-    for done in finished_trials(study):
-        if done.user_attrs.get("key") != key:
-            continue
+    for done in trials:
         for name, value in done.user_attrs.items():
             if name.startswith("rung") and name[4:].isdigit():
                 known.setdefault(int(name[4:]), Verdict.from_dict(value))
@@ -252,9 +263,11 @@ def _run_job(job: _Job, callbacks: list[Callable[[optuna.Study, FrozenTrial], No
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     sampler = make_sampler(job.sampler, seed=job.seed, tpe_startup_trials=job.tpe_startup_trials)
     ladder = job.objective.ladder if job.objective.climbs else None
-    study = optuna.load_study(study_name=job.study_name, storage=storage or open_storage(job.storage),
-                              sampler=sampler, pruner=ladder.pruner() if ladder else NopPruner())
-    study.optimize(job.objective, n_trials=job.num_trials, callbacks=callbacks)
+    storage = storage or open_storage(job.storage)
+    study = optuna.load_study(study_name=job.study_name, storage=storage, sampler=sampler,
+                              pruner=ladder.pruner() if ladder else NopPruner())
+    objective = replace(job.objective, seen=SeenTrials(storage, job.study_name))
+    study.optimize(objective, n_trials=job.num_trials, callbacks=callbacks)
     return job.num_trials
 
 

@@ -40,6 +40,7 @@ class SeenTrials:
         self._study_id = storage.get_study_id_from_name(study_name)
         self._key_attr = key_attr
         self._values: dict[Hashable, tuple[int, float]] = {}  # key -> (trial number, value)
+        self._finished: dict[Hashable, list[FrozenTrial]] = {}  # key -> finished trials, by number
         self._next = 0  # the first trial number not read yet
         self._open: set[int] = set()  # numbers read before they finished: read again
         #: trials read from the storage so far (tests and benchmarks count them)
@@ -51,6 +52,12 @@ class SeenTrials:
             self.refresh()
         found = self._values.get(key)
         return None if found is None else found[1]
+
+    def finished_with(self, key: Hashable) -> list[FrozenTrial]:
+        """The finished trials (COMPLETE, or PRUNED on HAS's ladder) with ``key``, by number."""
+        if key not in self._finished:
+            self.refresh()
+        return list(self._finished.get(key, ()))
 
     def refresh(self) -> None:
         """Read the trials added since the last refresh, and those that were still running then."""
@@ -68,6 +75,10 @@ class SeenTrials:
 
     def _record(self, trial: FrozenTrial) -> None:
         key = trial.user_attrs.get(self._key_attr)
+        if key is not None and trial.state in (TrialState.COMPLETE, TrialState.PRUNED) and not (
+                trial.user_attrs.get("surplus")):
+            self._finished.setdefault(key, []).append(trial)
+            self._finished[key].sort(key=lambda t: t.number)
         if trial.state is not TrialState.COMPLETE or trial.value is None or key is None:
             return
         known = self._values.get(key)
