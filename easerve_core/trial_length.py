@@ -69,7 +69,7 @@ class TrialLength:
         growth = checks.finite("growth_frac", self.growth_frac)
         if not 0.0 <= growth < 1.0:
             raise ValueError(f"growth_frac must be in [0, 1), got {self.growth_frac!r}")
-        checks.integer("min_requests", self.min_requests, minimum=1)
+        checks.integer("min-requests", self.min_requests, minimum=1)
         checks.integer("max_requests", self.max_requests, minimum=self.min_requests)
 
     def horizon_s(self, ttft_limit_s: float | None = None) -> float:

@@ -49,13 +49,13 @@ class SearchArgs:
     repeats: int
     baselines: str
     refit: bool = True
-    num_requests: int | None = None  # requests per simulated trial (None: easerve search's default)
+    num_requests: int | None = None  # fewest requests per simulated trial (None: search's default)
 
     def argv(self, config: str, out: str) -> list[str]:
         return ["search", config, "--rate", f"{self.rate_hz:g}", "--trials", str(self.trials),
                 "--confirm", str(self.confirm), "--repeats", str(self.repeats),
                 "--baselines", self.baselines, *(["--refit"] if self.refit else []),
-                *(["--num-requests", str(self.num_requests)] if self.num_requests else []), "--out", out]
+                *(["--min-requests", str(self.num_requests)] if self.num_requests else []), "--out", out]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

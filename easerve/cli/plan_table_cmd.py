@@ -42,7 +42,7 @@ from easerve_core.controller import Band, ControllerSettings, PlanTable
 from easerve_core.has import Ladder, SearchSettings, best_deployment, recheck, run_search, trials_frame
 from easerve_core.plan_check import cross_check
 from easerve_core.slo import TIER_NAMES
-from easerve_core.trial_length import DEFAULT_TRIAL_S, TrialLength
+from easerve_core.trial_length import DEFAULT_MAX_REQUESTS, DEFAULT_MIN_REQUESTS, DEFAULT_TRIAL_S, TrialLength
 from sim.evaluate import make_evaluator
 
 
@@ -58,6 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                       help=f"seconds of arrivals a trial covers at least (default {DEFAULT_TRIAL_S:g}; "
                            "longer where the SLO's growth horizon asks)")
     size.add_argument("--num-requests", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--min-requests", type=int, default=DEFAULT_MIN_REQUESTS,
+                   help=f"requests a trial's full stream holds at least (default {DEFAULT_MIN_REQUESTS})")
     size.add_argument("--horizon-s", type=float, default=None,
                       help="search each band on streams rate x HORIZON_S requests long")
     p.add_argument("--samples", type=int, default=1, help="request streams per trial")
@@ -85,7 +87,9 @@ def run(args: argparse.Namespace) -> int:
     if args.num_requests is not None:
         raise ValueError("--num-requests: trials are sized in time now; give --trial-s SECONDS "
                          "(docs/has.md), or --horizon-s for phase-long streams")
-    length = TrialLength(trial_s=args.trial_s)
+    least = checks.integer("min-requests", args.min_requests, minimum=1)
+    length = TrialLength(trial_s=args.trial_s, min_requests=least,
+                         max_requests=max(DEFAULT_MAX_REQUESTS, least))
     if args.horizon_s is not None:
         checks.positive("horizon-s", args.horizon_s)
     out = Path(args.out)

@@ -67,7 +67,13 @@ from easerve_core.has import (
 from easerve_core.parallel import open_backend
 from easerve_core.reference import slo_for
 from easerve_core.slo import TIER_NAMES
-from easerve_core.trial_length import DEFAULT_TRIAL_LENGTH, DEFAULT_TRIAL_S, TrialLength
+from easerve_core.trial_length import (
+    DEFAULT_MAX_REQUESTS,
+    DEFAULT_MIN_REQUESTS,
+    DEFAULT_TRIAL_LENGTH,
+    DEFAULT_TRIAL_S,
+    TrialLength,
+)
 from sim.evaluate import SimEvaluator, make_evaluator
 
 
@@ -92,6 +98,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--trial-s", type=float, default=DEFAULT_TRIAL_S,
                    help=f"seconds of arrivals a trial's full stream covers at least (default "
                         f"{DEFAULT_TRIAL_S:g}; longer where the SLO's growth horizon asks: docs/has.md)")
+    p.add_argument("--min-requests", type=int, default=DEFAULT_MIN_REQUESTS,
+                   help=f"requests a trial's full stream holds at least (default {DEFAULT_MIN_REQUESTS})")
     p.add_argument("--num-requests", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--recheck-top", type=int, default=Ladder().recheck_top,
                    help=f"re-run the K best on streams {Ladder().recheck_factor:g}x a trial's before the "
@@ -129,7 +137,7 @@ def _validate(args: argparse.Namespace) -> list[str]:
 
 def _study_name(config: ExperimentConfig, args: argparse.Namespace, sampler: str) -> str:
     """Same command -> same name (so a rerun resumes); another input -> another study."""
-    ident = json.dumps([config.to_dict(), args.rate, args.tier, args.trial_s, sampler,
+    ident = json.dumps([config.to_dict(), args.rate, args.tier, args.trial_s, args.min_requests, sampler,
                         args.seed, args.trials if sampler != "grid" else 0, ladder(args, sampler).rungs],
                        sort_keys=True, default=str)
     digest = hashlib.sha1(ident.encode()).hexdigest()[:10]
@@ -139,7 +147,9 @@ def _study_name(config: ExperimentConfig, args: argparse.Namespace, sampler: str
 
 def trial_length(args: argparse.Namespace) -> TrialLength:
     """The length rule of ``--trial-s`` (one line naming the flag when it is bad)."""
-    return TrialLength(trial_s=args.trial_s)
+    return TrialLength(trial_s=args.trial_s, min_requests=args.min_requests,
+                       max_requests=max(args.min_requests, DEFAULT_MAX_REQUESTS)
+                       if isinstance(args.min_requests, int) else DEFAULT_MAX_REQUESTS)
 
 
 def ladder(args: argparse.Namespace, sampler: str) -> Ladder:

@@ -15,7 +15,6 @@ under its system's preset (:mod:`easerve_core.presets`: request-at-a-time
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -28,8 +27,11 @@ from easerve.experiments.points import Point, summarise
 from easerve.experiments.setup import Arrivals, Setup, run
 from easerve_core import Deployment, SMSharing, checks
 from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
+from easerve_core.trial_length import TrialLength
 
 SYSTEMS = ("easerve", "dynamo", "vllm", "fixed-batch")
+#: the most requests one sweep point simulates
+MAX_SWEEP_REQUESTS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,8 +61,19 @@ class Scale:
             raise ValueError(f"extend_factor must be > 1, got {self.extend_factor!r}")
 
     def requests_at(self, rate_hz: float) -> int:
-        """Requests a sweep point at ``rate_hz`` simulates (see ``min_duration_s``)."""
-        return max(self.num_requests, math.ceil(rate_hz * self.min_duration_s))
+        """Requests a sweep point at ``rate_hz`` simulates (see ``min_duration_s``).
+
+        The trial-length rule HAS and ``easerve capacity`` use
+        (:mod:`easerve_core.trial_length`) with ``min_duration_s`` as its floor
+        and no SLO term: a sweep point is judged at every tier at once, and the
+        full scale's 250 s already covers the moderate tier's growth horizon for
+        the image and audio models (168 s and 22 s; video's is 379 s).
+        """
+        if self.min_duration_s == 0:
+            return self.num_requests
+        rule = TrialLength(trial_s=self.min_duration_s, growth_frac=0.0, min_requests=self.num_requests,
+                           max_requests=max(self.num_requests, MAX_SWEEP_REQUESTS))
+        return rule.requests_at(rate_hz)
 
 
 #: the durations are the request counts at the nominal 2 req/s (75 s and 250 s)

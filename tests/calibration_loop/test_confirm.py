@@ -14,7 +14,8 @@ def test_search_confirms_its_candidates_live_and_refits(profile_path, tmp_path, 
     config = tmp_path / "tiny.toml"
     config.write_text(tiny_config(num_gpus=3, rate_hz=15.0, num_requests=16, profile=profile_path))
     out = tmp_path / "has"
-    argv = ["search", str(config), "--rate", "15", "--trials", "4", "--num-requests", "16",
+    argv = ["search", str(config), "--rate", "15", "--trials", "4", "--trial-s", "5", "--min-requests", "16",
+            "--recheck-top", "1", "--recheck-seeds", "1",
             "--confirm", "2", "--repeats", "1", "--baselines", "dynamo", "--refit", "--out", str(out)]
     assert main(argv) == 0
     folder = out / "confirm"

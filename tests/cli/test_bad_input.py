@@ -107,7 +107,7 @@ def with_file(make: Callable[[Path], Path], argv: Callable[[Path], list[str]]) -
 
 def search(*flags: str, changes: tuple[tuple[str, Any], ...] = ()) -> Setup:
     return lambda tmp: ["search", str(config(SIM, *changes)(tmp)), "--out", "out", "--trials", "2",
-                        "--num-requests", "20", *flags]
+                        "--trial-s", "5", "--min-requests", "20", *flags]
 
 
 def capacity(*flags: str, changes: tuple[tuple[str, Any], ...] = ()) -> Setup:

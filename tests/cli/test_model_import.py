@@ -116,7 +116,8 @@ SHIPPED = sorted(p.name for p in (ROOT / "configs").glob("*.toml") if "specs/mod
 def test_shipped_imported_configs_sim_and_search(tmp_path: Path, config: str) -> None:
     path = ROOT / "configs" / config
     assert main(["sim", str(path), "--out", str(tmp_path / "sim")]) == 0
-    assert main(["search", str(path), "--rate", "1", "--trials", "10", "--num-requests", "60",
+    assert main(["search", str(path), "--rate", "1", "--trials", "10", "--trial-s", "5",
+                 "--min-requests", "60", "--recheck-top", "1", "--recheck-seeds", "1",
                  "--out", str(tmp_path / "search")]) == 0
 
 
@@ -127,7 +128,8 @@ def test_tiny_families_sim_and_search(tmp_path: Path, family: str) -> None:
     assert _import(folder, tmp_path / "m.json") == 0
     config = _sim_config(tmp_path, {"spec": "m.json"})
     assert main(["sim", str(config), "--out", str(tmp_path / "sim")]) == 0
-    assert main(["search", str(config), "--rate", "1", "--trials", "10", "--num-requests", "40",
+    assert main(["search", str(config), "--rate", "1", "--trials", "10", "--trial-s", "5",
+                 "--min-requests", "40", "--recheck-top", "1", "--recheck-seeds", "1",
                  "--out", str(tmp_path / "search")]) == 0
 
 

@@ -36,7 +36,7 @@ def test_requests_at_a_rate_are_bounded() -> None:
 @pytest.mark.parametrize(("kwargs", "field"), [
     ({"trial_s": 0.0}, "trial-s"), ({"trial_s": -1.0}, "trial-s"), ({"trial_s": math.nan}, "trial-s"),
     ({"trial_s": 1e12}, "trial-s"), ({"growth_frac": 1.0}, "growth_frac"),
-    ({"min_requests": 0}, "min_requests"), ({"min_requests": 10, "max_requests": 5}, "max_requests"),
+    ({"min_requests": 0}, "min-requests"), ({"min_requests": 10, "max_requests": 5}, "max_requests"),
 ])
 def test_bad_rules_name_the_field(kwargs: dict[str, float], field: str) -> None:
     with pytest.raises(ValueError, match=field):

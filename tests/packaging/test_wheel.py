@@ -59,5 +59,6 @@ def test_wheel_runs_sim_and_search_outside_the_checkout(tmp_path: Path) -> None:
     out = _run([easerve, "sim", "llava34b_rtx6000ada.toml", "--out", "sim", "--no-plots"], work, env)
     assert "1000/1000 ok" in out and (work / "sim" / "records.parquet").is_file()
     _run([easerve, "search", "ultravox27b_rtx6000ada.toml", "--rate", "2", "--trials", "2",
-          "--num-requests", "20", "--out", "has"], work, env)
+          "--trial-s", "5", "--min-requests", "20", "--recheck-top", "1", "--recheck-seeds", "1",
+          "--out", "has"], work, env)
     assert (work / "has" / "best.toml").is_file()
