@@ -304,7 +304,25 @@ def _study_sections(t: Mapping[str, pd.DataFrame]) -> list[str]:
         "Best goodput after the trial budget, median over seeds, against the exhaustive grid.",
         md_table(_convergence_table(t)),
         "![convergence](has_convergence.png)",
+        *_regret_section(t),
+    ]
 
+
+def _regret_section(t: Mapping[str, pd.DataFrame]) -> list[str]:
+    """HAS's regret per scenario (a full run's table; a quick run has none)."""
+    if "has_regret" not in t:
+        return []
+    r = t["has_regret"]
+    return [
+        "## HAS regret (its pick on 4x streams against a 5x longer search's best)",
+        "HAS as `easerve search` runs it (30 trials sized in time, the ladder, the top 3 re-run on "
+        "three 4x streams) against 150 trials and the top 8 re-run on the same streams; \"old\" is "
+        "30 trials of 250 requests, no ladder, no recheck (docs/has.md §9). Median regret "
+        f"{r['has_regret'].median():.2%}, worst {r['has_regret'].max():.2%} (old: "
+        f"{r['old_regret'].median():.2%}, {r['old_regret'].max():.2%}).",
+        md_table(r, ["scenario", "rate_rps", "trial_requests", "has_pick", "has_goodput_rps", "has_regret",
+                     "best_goodput_rps", "old_goodput_rps", "old_attainment", "old_regret", "has_wall_s",
+                     "old_wall_s"]),
     ]
 
 

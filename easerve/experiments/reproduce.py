@@ -35,6 +35,7 @@ import pandas as pd
 
 from easerve.experiments import figures, report, shape_control, shift_control, studies
 from easerve.experiments.choose import BASELINES, convergence
+from easerve.experiments.has_regret import REGRET_COLUMNS, regret_study
 from easerve.experiments.headline import PEAK_KEYS, Chooser, clip_length_whatif, headline_sweep, peaks_by_slo
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.setup import Setup, load_setup
@@ -69,6 +70,8 @@ class Plan:
     controller_frugal: bool = True
     #: the paper models the controller's traffic-shape study runs on
     shape_models: tuple[str, ...] = ("image", "audio", "video")
+    #: HAS's regret over twelve scenarios (easerve.experiments.has_regret; about 6 min)
+    has_regret: bool = True
 
 
 #: the quick run's convergence study: one seed, and a grid of every other B (2, 8, 32: half the
@@ -77,7 +80,7 @@ class Plan:
 QUICK = Plan(scale=studies.QUICK, has_trials=12, has_requests=150, convergence_seeds=(0,),
              grid_batches=(2, 8, 32), clip_scales=(1.0,), residual_variant=False, shape_models=("image",),
              controller_frugal=False,
-             free_encoder_own_choices=False)
+             free_encoder_own_choices=False, has_regret=False)
 FULL = Plan(scale=studies.FULL, has_trials=30, has_requests=500, convergence_seeds=(0, 1, 2, 3, 4),
             has_samples=2)
 
@@ -189,6 +192,9 @@ def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
     tables.update(_convergence(setups, chooser, plan, backend, out))
     tables["has_choices"] = chooser.table()
     tables["baseline_choices"] = chooser.table(BASELINES)
+    if plan.has_regret:
+        log("HAS regret: its pick against a 5x longer search, both judged on 4x streams (12 scenarios)")
+        tables["has_regret"] = pd.DataFrame(regret_study(log=log), columns=list(REGRET_COLUMNS))
     return tables
 
 

@@ -90,6 +90,8 @@ def test_many_workers_start_with_spawn():
     from live.placement import queues_needed, start_method
 
     assert queues_needed(3) == 3 * 4 + 16 + 4
-    assert start_method(6, "forkserver") == "forkserver"  # 6 workers' queues fit the 256 descriptors
-    assert start_method(7, "forkserver") == "spawn"
+    # each worker is handed only its own queues (Channels.for_worker): 30 workers' fit the
+    # forkserver's 256 descriptors, 31 do not
+    assert start_method(30, "forkserver") == "forkserver"
+    assert start_method(31, "forkserver") == "spawn"
     assert start_method(7, "spawn") == "spawn"
