@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -64,7 +64,7 @@ from easerve_core.has import (
     trials_frame,
     trials_to_reach,
 )
-from easerve_core.parallel import open_backend
+from easerve_core.parallel import Backend, LocalPool, open_backend
 from easerve_core.reference import slo_for
 from easerve_core.slo import TIER_NAMES
 from easerve_core.trial_length import (
@@ -106,12 +106,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         f"pick (default {Ladder().recheck_top}; 0: pick from the trials)")
     p.add_argument("--recheck-seeds", type=int, default=Ladder().recheck_seeds,
                    help=f"new streams per rechecked deployment (default {Ladder().recheck_seeds})")
+    p.add_argument("--recheck-jobs", type=int, default=None,
+                   help=f"processes for the recheck's long runs (default: the --workers, at least "
+                        f"{DEFAULT_RECHECK_JOBS} where the machine has the cores; forked local processes, "
+                        "or the Ray tasks of --backend ray)")
     p.add_argument("--emit", default=None, metavar="ENGINE",
                    help=f"also write the pick as a serving engine's recipe into OUT/recipe-ENGINE/: "
                         f"{', '.join(sorted(ENGINES))} (docs/recipes.md)")
     add_out(p, "output folder")
     confirm_step.add_arguments(p)
     p.set_defaults(func=run)
+
+
+#: the recheck's processes unless told otherwise (at most the machine's cores)
+DEFAULT_RECHECK_JOBS = 2
+
+
+def recheck_jobs(args: argparse.Namespace) -> int:
+    """``--recheck-jobs``, or the --workers, at least two where the machine has the cores."""
+    if args.recheck_jobs is not None:
+        return checks.integer("recheck-jobs", args.recheck_jobs, minimum=1)
+    return max(args.workers, min(DEFAULT_RECHECK_JOBS, os.cpu_count() or 1))
 
 
 def _validate(args: argparse.Namespace) -> list[str]:
@@ -127,6 +142,7 @@ def _validate(args: argparse.Namespace) -> list[str]:
                          "of arrivals per trial; docs/has.md)")
     trial_length(args)
     ladder(args, "tpe")
+    recheck_jobs(args)
     if args.emit is not None:
         checks.one_of("--emit", args.emit, sorted(ENGINES))
     samplers = list(SAMPLERS) if args.compare else [args.sampler]
@@ -259,7 +275,8 @@ def run(args: argparse.Namespace) -> int:
             finally:
                 bar.close()
             frame = trials_frame(study)
-            rechecked += recheck(study, plan.evaluator, steps, trials=frame)
+            with _recheck_pool(args, pool) as runs_on:
+                rechecked += recheck(study, plan.evaluator, steps, trials=frame, backend=runs_on)
             walls[sampler] = time.perf_counter() - start
             frames.append(frame)
     rechecked.sort(key=lambda r: r.rank_key(), reverse=True)
@@ -267,6 +284,15 @@ def run(args: argparse.Namespace) -> int:
     if args.confirm:
         return confirm_step.run(args, plan.config, plan.resolved, pd.concat(frames, ignore_index=True), out)
     return 0
+
+
+def _recheck_pool(args: argparse.Namespace,
+                  ray_pool: Backend | None) -> AbstractContextManager[Backend | None]:
+    """Where the recheck's long runs go: the Ray pool, forked local processes, or this process."""
+    if ray_pool is not None:
+        return nullcontext(ray_pool)
+    jobs = recheck_jobs(args)
+    return LocalPool(jobs, start_method="fork") if jobs > 1 else nullcontext(None)
 
 
 def _print_length(plan: Plan) -> None:

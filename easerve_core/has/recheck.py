@@ -14,8 +14,10 @@ goodput. The pick's goodput is reported with a 95%
 Student-t confidence interval over the seeds.
 
 Every long run is written to the study as a user attribute
-(``recheck:<key>:<k>``, the verdict of seed ``k``) as soon as it finishes,
-so a resumed or joined search reuses what is there and runs only the rest.
+(``recheck:<key>:<k>``, the verdict of seed ``k``), so a resumed or joined
+search reuses what is there and runs only the rest. The missing runs may
+run on a backend (``easerve search`` forks a local pool of
+``--recheck-jobs`` processes, by default up to two).
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 import optuna
 import pandas as pd
-from scipy import stats
+from scipy.special import stdtrit
 
 from easerve_core.deployment import Deployment
 from easerve_core.has.ladder import Ladder, LadderEvaluator, Verdict
 from easerve_core.has.results import top_k
+from easerve_core.parallel import Backend
 
 #: columns of the recheck table (one row per rechecked deployment, the pick first)
 RECHECK_COLUMNS = ("rank", "label", "search_score", "goodput_rps", "ci_low_rps", "ci_high_rps",
@@ -74,7 +77,7 @@ class Rechecked:
         mean = float(values.mean())
         if len(values) < 2:
             return mean, mean
-        half = float(stats.t.ppf(0.5 + confidence / 2, len(values) - 1)) * float(
+        half = float(stdtrit(len(values) - 1, 0.5 + confidence / 2)) * float(
             values.std(ddof=1)) / math.sqrt(len(values))
         return mean - half, mean + half
 
@@ -86,26 +89,40 @@ def _attr(key: str, k: int) -> str:
     return f"recheck:{key}:{k}"
 
 
+def _long_run(job: tuple[LadderEvaluator, Deployment, float, int]) -> Verdict:
+    evaluator, dep, factor, k = job
+    return evaluator.recheck(dep, factor=factor, index=k)
+
+
 def recheck(study: optuna.Study, evaluator: LadderEvaluator, ladder: Ladder, *,
-            trials: pd.DataFrame) -> list[Rechecked]:
-    """Re-run the top ``ladder.recheck_top`` of ``trials`` (the study's table); best first."""
+            trials: pd.DataFrame, backend: Backend | None = None) -> list[Rechecked]:
+    """Re-run the top ``ladder.recheck_top`` of ``trials`` (the study's table); best first.
+
+    The long runs the study does not hold yet run on ``backend`` when given
+    (the evaluator must pickle), else one by one in this process; each is
+    written to the study as it comes back.
+    """
     if ladder.recheck_top == 0 or trials.empty:
         return []
     held = study.user_attrs
-    out = []
-    for _, row in top_k(trials, ladder.recheck_top).iterrows():
-        dep = Deployment.from_dict(_json(row["deployment_json"]))
-        verdicts = []
-        for k in range(ladder.recheck_seeds):
-            name = _attr(str(row["key"]), k)
-            if name in held:
-                verdicts.append(Verdict.from_dict(held[name]))
-                continue
-            v = evaluator.recheck(dep, factor=ladder.recheck_factor, index=k)
-            study.set_user_attr(name, v.to_dict())
-            verdicts.append(v)
-        out.append(Rechecked(key=str(row["key"]), label=str(row["label"]), deployment=dep,
-                             search_score=float(row["score"]), verdicts=tuple(verdicts)))
+    rows = [(str(r["key"]), str(r["label"]), float(r["score"]),
+             Deployment.from_dict(_json(r["deployment_json"])))
+            for _, r in top_k(trials, ladder.recheck_top).iterrows()]
+    runs = {(key, k): Verdict.from_dict(held[_attr(key, k)])
+            for key, *_ in rows for k in range(ladder.recheck_seeds) if _attr(key, k) in held}
+    missing = [(key, dep, k) for key, _, _, dep in rows for k in range(ladder.recheck_seeds)
+               if (key, k) not in runs]
+    jobs = [(evaluator, dep, ladder.recheck_factor, k) for _, dep, k in missing]
+    if backend is not None and len(jobs) > 1:
+        done = backend.map(_long_run, jobs)
+    else:
+        done = [_long_run(job) for job in jobs]
+    for (key, _, k), verdict in zip(missing, done, strict=True):
+        study.set_user_attr(_attr(key, k), verdict.to_dict())
+        runs[(key, k)] = verdict
+    out = [Rechecked(key=key, label=label, deployment=dep, search_score=score,
+                     verdicts=tuple(runs[(key, k)] for k in range(ladder.recheck_seeds)))
+           for key, label, score, dep in rows]
     return sorted(out, key=lambda r: r.rank_key(), reverse=True)
 
 

@@ -23,6 +23,7 @@ from optuna.trial import TrialState
 
 from easerve_core import checks
 from easerve_core.deployment import Deployment
+from easerve_core.has.ladder import Verdict
 from easerve_core.has.storage import finished_trials
 
 TRIAL_COLUMNS = (
@@ -34,18 +35,29 @@ TRIAL_COLUMNS = (
 )
 
 
+def _last_rung(trial: optuna.trial.FrozenTrial) -> tuple[int, dict[str, Any] | None]:
+    """The highest rung a trial climbed and its verdict (``rungK`` user attributes; none: 0, None)."""
+    rungs = [int(name[4:]) for name in trial.user_attrs if name.startswith("rung") and name[4:].isdigit()]
+    if not rungs:
+        return 0, None
+    return max(rungs), trial.user_attrs[f"rung{max(rungs)}"]
+
+
 def _row(trial: optuna.trial.FrozenTrial, sampler: str) -> dict[str, Any]:
     dep = json.loads(trial.user_attrs["deployment"])
     pruned = trial.state == TrialState.PRUNED
+    rung, verdict = _last_rung(trial)
     score = trial.value if trial.value is not None else trial.intermediate_values.get(
         max(trial.intermediate_values, default=-1), float("nan"))
+    if verdict is not None:
+        score = Verdict.from_dict(verdict).score
     return {
         "trial": trial.number,
         "sampler": sampler,
-        "goodput_rps": float(trial.user_attrs.get("goodput_rps", score)),
+        "goodput_rps": float(verdict["goodput_rps"] if verdict is not None else score),
         "score": float(score),
-        "unstable": bool(trial.user_attrs.get("unstable", False)),
-        "rung": int(trial.user_attrs.get("rung", 0)),
+        "unstable": bool(verdict is not None and verdict["unstable"]),
+        "rung": rung,
         "pruned": pruned,
         "alloc": trial.params.get("alloc"),
         "max_encode_batch": dep["max_encode_batch"],

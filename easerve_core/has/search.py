@@ -203,10 +203,8 @@ class Objective:
 
     @staticmethod
     def _record(trial: Trial, rung: int, verdict: Verdict) -> Verdict:
+        """One user attribute per rung: its verdict (the table reads the last rung's)."""
         trial.set_user_attr(f"rung{rung}", verdict.to_dict())
-        trial.set_user_attr("rung", rung)
-        trial.set_user_attr("goodput_rps", verdict.goodput_rps)
-        trial.set_user_attr("unstable", verdict.unstable)
         return verdict
 
 

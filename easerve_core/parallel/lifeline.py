@@ -45,9 +45,16 @@ def lifeline(ctx: BaseContext) -> Iterator[Connection]:
     The write end stays in this process and is closed when the block ends (or
     by the kernel, when this process dies), which ends every worker still alive.
     """
+    with lifeline_ends(ctx) as (reader, _):
+        yield reader
+
+
+@contextmanager
+def lifeline_ends(ctx: BaseContext) -> Iterator[tuple[Connection, Connection]]:
+    """:func:`lifeline`'s pipe, both ends: a forked worker must close its inherited write end."""
     reader, writer = ctx.Pipe(duplex=False)
     try:
-        yield reader
+        yield reader, writer
     finally:
         writer.close()
         reader.close()

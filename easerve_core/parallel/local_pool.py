@@ -1,5 +1,11 @@
 """``local`` with N jobs: N spawned processes on this machine, tied to this one.
 
+``start_method="fork"`` forks them instead: no worker imports anything, so
+a short map whose parent already holds what its tasks need (HAS's recheck
+of a few long streams) gains the cores without a second of imports per
+worker. A forked worker closes its copy of the lifeline's write end first,
+so the parent still holds the only one.
+
 The workers die with this process (:mod:`~easerve_core.parallel.lifeline`)
 and ignore Ctrl-C: this process gets it, and leaving the pool's ``with``
 block on any exception closes the lifeline first, so the workers end at
@@ -19,13 +25,22 @@ from types import TracebackType
 
 from easerve_core import checks
 from easerve_core.parallel.base import BackendError, Poll, R, T
-from easerve_core.parallel.lifeline import die_with_parent, lifeline
+from easerve_core.parallel.lifeline import die_with_parent, lifeline_ends
 
 
-def _init_worker(reader: Connection) -> None:
-    """Pool initializer: die with the parent; leave Ctrl-C to the parent, which ends us."""
+def _init_worker(reader: Connection, writer: Connection | None = None) -> None:
+    """Pool initializer: die with the parent; leave Ctrl-C to the parent, which ends us.
+
+    ``writer``: a forked worker's inherited copy of the lifeline's write end, closed here.
+    """
+    if writer is not None:
+        writer.close()
     die_with_parent(reader)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+#: how a local pool may start its workers
+START_METHODS = ("spawn", "fork")
 
 
 class LocalPool:
@@ -33,17 +48,19 @@ class LocalPool:
 
     name = "local"
 
-    def __init__(self, num_jobs: int, *, poll_s: float = 0.5) -> None:
+    def __init__(self, num_jobs: int, *, poll_s: float = 0.5, start_method: str = "spawn") -> None:
         self.num_jobs = checks.integer("jobs", num_jobs, minimum=1)
         self._poll_s = checks.positive("poll_s", poll_s)
+        self._start = checks.one_of("start_method", start_method, START_METHODS)
         self._stack = ExitStack()
         self._pool: cf.ProcessPoolExecutor | None = None
 
     def __enter__(self) -> LocalPool:
-        ctx = multiprocessing.get_context("spawn")
-        reader = self._stack.enter_context(lifeline(ctx))
+        ctx = multiprocessing.get_context(self._start)
+        reader, writer = self._stack.enter_context(lifeline_ends(ctx))
+        initargs = (reader, writer) if self._start == "fork" else (reader,)
         self._pool = cf.ProcessPoolExecutor(max_workers=self.num_jobs, mp_context=ctx,
-                                            initializer=_init_worker, initargs=(reader,))
+                                            initializer=_init_worker, initargs=initargs)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
