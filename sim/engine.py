@@ -108,10 +108,18 @@ class _SteeredDispatcher(_Dispatcher):
         self._arrive, self._roster = steering.controller.arrive, steering.roster
         self._controller = steering.controller
         self._band_at, self._deployment_at = steering.band_at, steering.deployment_at
+        table = steering.controller.table
+        # a table planned along a weighted signal (easerve_core.controller.SIGNALS) weighs each arrival
+        self._weights = (None if table.signal == "requests"
+                         else [table.weight(r) for r in self.requests])
 
     def _offer(self, i: int, at: float) -> None:
         index = self.admitted[i]
-        self._arrive(at)  # the band and the deployment each request arrives under
+        weights = self._weights
+        if weights is None:  # the band and the deployment each request arrives under
+            self._arrive(at)
+        else:
+            self._arrive(at, weights[index])
         self._band_at[index] = self._controller.band
         self._deployment_at[index] = self._roster.generation
         job = Job(self.requests[index], index)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from easerve_core import Cluster, Deployment
-from easerve_core.controller import Band, PlanTable
+from easerve_core.controller import Band, Controller, PlanTable
 from easerve_core.oracle import ScriptedController
 from easerve_core.plan import compose
 from sim import simulate
@@ -137,3 +137,15 @@ def test_a_full_cluster_loses_nothing_and_serves_nothing_twice_across_staged_mov
             before = olds[olds["drain_start_s"] <= row.drain_start_s]
             assert (before["drain_end_s"] <= row.ready_s - RECONFIG_S + 1e-9).all()
 
+
+
+def test_a_table_on_output_tokens_steers_the_run_by_each_arrival_s_weight():
+    # 1 req/s on 8 GPUs; outputs of 4 tokens, then of 40 from t = 300 s: 4 -> 40 output tokens/s
+    reqs = [_req(i, 0.5 + i, out=4 if i < 300 else 40) for i in range(600)]
+    table = PlanTable((Band(rate_hz=4.0, deployment=A), Band(rate_hz=40.0, deployment=B)),
+                      signal="output_tokens")
+    plan = compose(A, reqs, cluster=_cluster(8), profile=PROFILE)
+    result = simulate(plan, PROFILE, controller=Controller(table), reconfiguration_s=RECONFIG_S)
+    (decision,) = result.meta["controller"]["decisions"]
+    assert (decision["band"], decision["at_s"]) == (1, 365.0)  # as the pure controller decides
+    assert (result.records["status"] == "ok").all()
