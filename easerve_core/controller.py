@@ -70,21 +70,25 @@ class Band:
         checks.positive("band.rate_hz", self.rate_hz)
 
 
-#: what a table's bands are planned along: a request's weight in the rate the controller measures
-#: (``requests``: req/s; ``output_tokens``: output tokens asked per second, the max_tokens a
-#: request carries; ``mm_tokens``: multimodal LM tokens per second, known once the processor ran)
+#: what a table's bands are planned along: a request's weight in what the controller measures
+#: over its window (``requests``: req/s; ``output_tokens``: output tokens asked per second, the
+#: max_tokens a request carries; ``mm_tokens``: multimodal LM tokens per second, known once the
+#: processor ran; the ``*_mean`` ones: the same weight's mean per request, for shifts of the mix
+#: at a steady request rate)
 SIGNALS: Mapping[str, Callable[[Any], float]] = {
     "requests": lambda request: 1.0,
     "output_tokens": lambda request: float(request.output_tokens),
     "mm_tokens": lambda request: float(request.mm_tokens),
+    "output_tokens_mean": lambda request: float(request.output_tokens),
+    "mm_tokens_mean": lambda request: float(request.mm_tokens),
 }
 
 
 @dataclass(frozen=True, slots=True)
 class PlanTable:
-    """Bands in increasing rate of the table's ``signal`` (:data:`SIGNALS`; a band's ``rate_hz`` is
-    in its unit per second: req/s for ``requests``, tokens/s for the others); :meth:`band_for` is
-    the rule between them."""
+    """Bands in increasing level of the table's ``signal`` (:data:`SIGNALS`; a band's ``rate_hz`` is
+    in its unit: req/s for ``requests``, tokens/s for ``output_tokens`` and ``mm_tokens``, tokens
+    per request for the ``*_mean`` ones); :meth:`band_for` is the rule between them."""
 
     bands: tuple[Band, ...]
     signal: str = "requests"
@@ -288,6 +292,9 @@ class Controller:
         if not upto:
             return 0.0
         before = upto[self._a0 - 1] if self._a0 else self._weight_before
+        if self.table.signal.endswith("_mean"):
+            count = len(self._arrival_s) - self._a0
+            return (upto[-1] - before) / count if count else math.nan
         return (upto[-1] - before) / span
 
     def poll(self, now: float) -> Decision | None:
