@@ -56,6 +56,7 @@ from typing import Any
 
 from easerve_core import checks
 from easerve_core.deployment import Deployment
+from easerve_core.forecast import FORECASTERS, make_forecaster
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,13 +70,31 @@ class Band:
         checks.positive("band.rate_hz", self.rate_hz)
 
 
+#: what a table's bands are planned along: a request's weight in what the controller measures
+#: over its window (``requests``: req/s; ``output_tokens``: output tokens asked per second, the
+#: max_tokens a request carries; ``mm_tokens``: multimodal LM tokens per second, known once the
+#: processor ran; the ``*_mean`` ones: the same weight's mean per request, for shifts of the mix
+#: at a steady request rate)
+SIGNALS: Mapping[str, Callable[[Any], float]] = {
+    "requests": lambda request: 1.0,
+    "output_tokens": lambda request: float(request.output_tokens),
+    "mm_tokens": lambda request: float(request.mm_tokens),
+    "output_tokens_mean": lambda request: float(request.output_tokens),
+    "mm_tokens_mean": lambda request: float(request.mm_tokens),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class PlanTable:
-    """Bands in increasing rate; :meth:`band_for` is the rule between them."""
+    """Bands in increasing level of the table's ``signal`` (:data:`SIGNALS`; a band's ``rate_hz`` is
+    in its unit: req/s for ``requests``, tokens/s for ``output_tokens`` and ``mm_tokens``, tokens
+    per request for the ``*_mean`` ones); :meth:`band_for` is the rule between them."""
 
     bands: tuple[Band, ...]
+    signal: str = "requests"
 
     def __post_init__(self) -> None:
+        checks.one_of("plan table: signal", self.signal, list(SIGNALS))
         if not self.bands:
             raise ValueError("plan table: needs at least one band")
         rates = [b.rate_hz for b in self.bands]
@@ -83,7 +102,11 @@ class PlanTable:
             raise ValueError(f"plan table: band rates must increase, got {rates}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"bands": [{"rate_hz": b.rate_hz, "deployment": b.deployment.to_dict()} for b in self.bands]}
+        out: dict[str, Any] = {"bands": [{"rate_hz": b.rate_hz, "deployment": b.deployment.to_dict()}
+                                         for b in self.bands]}
+        if self.signal != "requests":  # a request-rate table's JSON stays as it was
+            out["signal"] = self.signal
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PlanTable:
@@ -100,7 +123,11 @@ class PlanTable:
                                   deployment=Deployment.from_dict(dict(band["deployment"]))))
             except ValueError as exc:
                 raise ValueError(f"plan table: bands[{i}]: {exc}") from None
-        return cls(tuple(bands))
+        return cls(tuple(bands), signal=data.get("signal", "requests"))
+
+    def weight(self, request: Any) -> float:
+        """``request``'s weight in the table's signal (1 for ``requests``)."""
+        return SIGNALS[self.signal](request)
 
     def band_for(self, rate_hz: float) -> int:
         """The first band planned for at least ``rate_hz``; the top band above them all."""
@@ -119,6 +146,8 @@ _SETTING_CHECKS: Mapping[str, Callable[[str, Any], Any]] = {
     "window_s": checks.positive, "check_every_s": checks.positive, "hysteresis_frac": checks.fraction,
     "settle_s": checks.non_negative, "dwell_s": checks.non_negative, "min_arrivals": _count,
     "min_finished": _count, "attainment_floor": checks.fraction,
+    "forecaster": lambda name, value: checks.one_of(name, value, list(FORECASTERS)),
+    "forecast_alpha": checks.fraction, "forecast_beta": checks.fraction, "lead_s": checks.non_negative,
 }
 
 
@@ -142,13 +171,27 @@ class ControllerSettings:
     min_finished: int = 20
     #: SLO escalation below this fraction of the window's finished requests meeting the SLO
     attainment_floor: float = 0.9
+    #: the predictive planner (:mod:`easerve_core.forecast`): ``none`` (the reactive rules), ``ewma``
+    #: or ``holt``, run on the windowed rate at every check; the rules read its forecast
+    #: ``lead_s`` ahead instead of the rate (docs/controller.md, "The predictive planner")
+    forecaster: str = "none"
+    #: the forecaster's level smoothing (weight of the newest windowed rate)
+    forecast_alpha: float = 0.5
+    #: Holt's trend smoothing (weight of the newest change of level)
+    forecast_beta: float = 0.3
+    #: how far ahead the forecast looks: the re-role time, so a move is warm when the phase comes
+    lead_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name, check in _SETTING_CHECKS.items():
             check(f"controller.{name}", getattr(self, name))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.forecaster == "none":  # a reactive controller's settings stay as they were
+            for name in ("forecaster", "forecast_alpha", "forecast_beta", "lead_s"):
+                del out[name]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ControllerSettings:
@@ -201,10 +244,25 @@ class Controller:
         self._start_s = self._last_change_s = checks.non_negative("start_s", start_s)
         self._next_check_s = start_s + self.settings.check_every_s
         self._pending: tuple[int, float] | None = None  # (target band, since when)
+        self._forecast = make_forecaster(self.settings.forecaster, alpha=self.settings.forecast_alpha,
+                                         beta=self.settings.forecast_beta,
+                                         step_s=self.settings.check_every_s)
+        #: a weighted signal's running sum of weights, per arrival (``_weight_upto[i]``: up to i)
+        self._weight_upto: list[float] = []
+        self._weight_before = 0.0
+        if table.signal != "requests":
+            self.arrive = self._arrive_weighted  # type: ignore[method-assign]
 
     # -- observations -----------------------------------------------------------------
-    def arrive(self, now: float) -> None:
+    def arrive(self, now: float, weight: float = 1.0) -> None:
+        """An arrival (``weight``: its weight in the table's signal, :meth:`PlanTable.weight`;
+        a request-rate table counts arrivals and ignores it)."""
         self._arrival_s.append(now)
+
+    def _arrive_weighted(self, now: float, weight: float = 1.0) -> None:
+        upto = self._weight_upto
+        self._arrival_s.append(now)
+        upto.append((upto[-1] if upto else self._weight_before) + weight)
 
     def finish(self, now: float, *, met_slo: bool) -> None:
         upto = self._met_upto
@@ -226,7 +284,18 @@ class Controller:
         if self._seen_before + len(self._arrival_s) < self.settings.min_arrivals:
             return math.nan
         span = min(self.settings.window_s, now - self._start_s)
-        return (len(self._arrival_s) - self._a0) / span if span > 0 else math.nan
+        if span <= 0:
+            return math.nan
+        if self.table.signal == "requests":
+            return (len(self._arrival_s) - self._a0) / span
+        upto = self._weight_upto
+        if not upto:
+            return 0.0
+        before = upto[self._a0 - 1] if self._a0 else self._weight_before
+        if self.table.signal.endswith("_mean"):
+            count = len(self._arrival_s) - self._a0
+            return (upto[-1] - before) / count if count else math.nan
+        return (upto[-1] - before) / span
 
     def poll(self, now: float) -> Decision | None:
         """The decision due at ``now``, if any (checks run every ``check_every_s``)."""
@@ -234,7 +303,7 @@ class Controller:
             return None
         while self._next_check_s <= now:
             self._next_check_s += self.settings.check_every_s
-        rate = self.rate_hz(now)
+        rate = self._forecast(self.rate_hz(now), self.settings.lead_s)
         target = self._target(now, rate)
         if target == self.band:
             self._pending = None
@@ -308,6 +377,9 @@ class Controller:
         if self._a0 > _COMPACT_AT:
             self._seen_before += self._a0
             del self._arrival_s[:self._a0]
+            if self._weight_upto:
+                self._weight_before = self._weight_upto[self._a0 - 1]
+                del self._weight_upto[:self._a0]
             self._a0 = 0
         if self._f0 > _COMPACT_AT:
             self._met_before = self._met_upto[self._f0 - 1]

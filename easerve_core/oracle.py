@@ -21,10 +21,16 @@ class ScriptedController:
     evaluation's oracle knows each phase of a traffic shape in advance and
     moves at the phase's first instant (it still pays the re-role in the
     phase). Same interface as :class:`Controller`, so an engine runs either.
+
+    ``lead_s`` moves each scripted time that much earlier (not before 0): an
+    oracle that knows the re-role time starts each move so that its new
+    workers are warm when the phase begins (make-before-break keeps the old
+    ones serving meanwhile: docs/controller.md).
     """
 
     def __init__(self, table: PlanTable, schedule: tuple[tuple[float, int], ...], *,
-                 start_band: int = 0) -> None:
+                 start_band: int = 0, lead_s: float = 0.0) -> None:
+        checks.non_negative("lead_s", lead_s)
         times = [checks.non_negative("schedule at_s", float(at)) for at, _ in schedule]
         if times != sorted(times):
             raise ValueError(f"schedule: times must not decrease, got {times}")
@@ -36,10 +42,10 @@ class ScriptedController:
         self.table = table
         self.band = start_band
         self.decisions: list[Decision] = []
-        self._schedule = [(float(at), int(band)) for at, band in schedule]
+        self._schedule = [(max(0.0, float(at) - lead_s), int(band)) for at, band in schedule]
         self._next = 0
 
-    def arrive(self, now: float) -> None:
+    def arrive(self, now: float, weight: float = 1.0) -> None:
         """Not needed: the script is known."""
 
     def finish(self, now: float, *, met_slo: bool) -> None:

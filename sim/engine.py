@@ -108,10 +108,18 @@ class _SteeredDispatcher(_Dispatcher):
         self._arrive, self._roster = steering.controller.arrive, steering.roster
         self._controller = steering.controller
         self._band_at, self._deployment_at = steering.band_at, steering.deployment_at
+        table = steering.controller.table
+        # a table planned along a weighted signal (easerve_core.controller.SIGNALS) weighs each arrival
+        self._weights = (None if table.signal == "requests"
+                         else [table.weight(r) for r in self.requests])
 
     def _offer(self, i: int, at: float) -> None:
         index = self.admitted[i]
-        self._arrive(at)  # the band and the deployment each request arrives under
+        weights = self._weights
+        if weights is None:  # the band and the deployment each request arrives under
+            self._arrive(at)
+        else:
+            self._arrive(at, weights[index])
         self._band_at[index] = self._controller.band
         self._deployment_at[index] = self._roster.generation
         job = Job(self.requests[index], index)
@@ -135,7 +143,8 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
              trace: list[tuple[Any, ...]] | None = None,
              progress: Callable[[int], None] | None = None,
              controller: ControllerLike | None = None,
-             reconfiguration_s: float | ReconfigCost | None = None) -> SimResult:
+             reconfiguration_s: float | ReconfigCost | None = None,
+             make_before_break: bool = True) -> SimResult:
     """Simulate ``plan`` (see the module docstring).
 
     Args:
@@ -153,6 +162,10 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
             seconds, or ``(role, tp) -> seconds``
             (:func:`calibration.reconfig.reconfiguration_s` of the model and GPU); needed
             with ``controller``.
+        make_before_break: re-role as :mod:`easerve_core.moves` plans (new workers warm on free
+            GPUs before the ones they replace drain; staged one worker at a time without a free
+            GPU); False: the build's layout, every leaving worker drained at once (the move
+            before 2026-12: docs/controller.md).
     """
     options = options or options_for(plan)
     deployment, cluster, seed = plan.deployment, plan.cluster, plan.seed
@@ -194,7 +207,7 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
         assert kit is not None and reconfiguration_s is not None and isinstance(front, list)
         cost = reconfiguration_s if callable(reconfiguration_s) else _constant(float(reconfiguration_s))
         roster = Roster(kit, deployment=deployment, encoders=front, profile=profile, seed=seed,
-                        reconfig_s=cost)
+                        reconfig_s=cost, make_before_break=make_before_break)
         steering = Steering(env, controller, roster, slo=plan.slo, num_requests=len(requests),
                             num_admitted=len(admitted))
         dispatcher = _SteeredDispatcher(env, requests, admitted, front, options.dispatch,

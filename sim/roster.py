@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from easerve_core import Cluster, Deployment, ParallelProfile, SMSharing, StageProfile
+from easerve_core.moves import MovePlan, Slot, Step, plan_moves
 from easerve_core.policies import make_batcher, make_router, retune
 from sim.build import WorkerKit
 from sim.encode import EncodeWorker
@@ -51,26 +52,6 @@ from sim.worker import Worker
 #: (role, tp) -> seconds a GPU group pays to serve in ``role`` (calibration.reconfig.reconfiguration_s)
 ReconfigCost = Callable[[str, int], float]
 STAGES = ("encode", "prefill", "decode")
-
-
-@dataclass(frozen=True, slots=True)
-class Slot:
-    """One worker's place in a layout: its stage, its GPUs, and (encode) whether it holds the LM."""
-
-    stage: str
-    gpus: tuple[int, ...]
-    local_prefill: bool = False
-
-    @property
-    def tp(self) -> int:
-        return len(self.gpus)
-
-    @property
-    def role(self) -> str:
-        """The role whose weights the GPUs hold (calibration.reconfig.ROLES)."""
-        if self.stage != "encode":
-            return self.stage
-        return "encode+prefill" if self.local_prefill else "encode"
 
 
 def layout(d: Deployment, cluster: Cluster) -> list[Slot]:
@@ -123,12 +104,19 @@ class Roster:
     """The workers of each stage, and the moves between them (see the module docstring)."""
 
     def __init__(self, kit: WorkerKit, *, deployment: Deployment, encoders: list[EncodeWorker],
-                 profile: StageProfile | ParallelProfile, seed: int, reconfig_s: ReconfigCost) -> None:
+                 profile: StageProfile | ParallelProfile, seed: int, reconfig_s: ReconfigCost,
+                 make_before_break: bool = True) -> None:
         pipe = kit.pipe
         assert isinstance(pipe, SteeredPipeline)
         self.kit, self.pipe, self.profile, self.seed = kit, pipe, profile, seed
         self.reconfig_s = reconfig_s
+        self.make_before_break = make_before_break
         self.deployment = deployment
+        self.target: tuple[Slot, ...] = tuple(layout(deployment, kit.cluster))
+        self.steps: deque[Step] = deque()  # the current move's steps not started yet
+        self._step_up: list[_Joining] = []  # the running step's workers on their way up
+        self._step_drains: list[Worker] = []  # and its workers draining
+        self._stepping = False
         self.generation = 0
         self.stages: dict[str, list[Any]] = {"encode": encoders, "prefill": pipe.prefill_workers,
                                              "decode": pipe.decode_workers}
@@ -165,39 +153,77 @@ class Roster:
 
     # -- a new deployment ------------------------------------------------------------
     def apply(self, target: Deployment, now: float, generation: int) -> int:
-        """Move to ``target``; return how many GPUs change role."""
+        """Move to ``target`` (the steps of :func:`easerve_core.moves.plan_moves`, or with
+        ``make_before_break`` off, one step at the build's layout); return how many GPUs change role."""
         self.deployment, self.generation = target, generation
-        slots = layout(target, self.kit.cluster)
-        wanted = set(slots)
+        cluster = self.kit.cluster
+        slots = layout(target, cluster)
         serving = {slot_of(w): w for workers in self.stages.values() for w in workers}
-        for joining in self.joining:
-            if joining.slot not in wanted:
-                self._cancel(joining, now)
+        joining = {j.slot: j for j in self.joining}
+        if self.make_before_break:
+            busy = [g for w in self.draining for g in w.gpus]
+            plan = plan_moves([*serving, *joining], slots, num_gpus=cluster.num_gpus,
+                              gpus_per_node=cluster.gpus_per_node, busy=busy)
+        else:
+            plan = _break_first([*serving, *joining], slots)
+        kept = set(plan.keep)
+        for slot, j in joining.items():
+            if slot not in kept:
+                self._cancel(j, now)
         self.joining = [j for j in self.joining if not j.cancelled]
-        planned = {j.slot for j in self.joining}
-        leaving = [w for slot, w in serving.items() if slot not in wanted]
-        for worker in leaving:
-            self._start_drain(worker, now)
-        new = [slot for slot in slots if slot not in serving and slot not in planned]
-        for slot in new:
-            waits = [w for w in self.draining if set(w.gpus) & set(slot.gpus)]
-            self.joining.append(_Joining(slot=slot, decision=generation, drain_start_s=now, waits=waits,
-                                         origins=[slot_of(w).role for w in waits]))
-        self._retune(slots, now)
-        for worker in leaving:
-            if worker.drained():
-                self._retire(worker, now)
-        for joining in self.joining:
-            if not joining.waits and math.isnan(joining.ready_s):
-                self._reconfigure(joining, now)
-        return sum(slot.tp for slot in new)
+        self.target = plan.target
+        self.steps = deque(plan.steps)
+        self._step_up, self._step_drains = [], []
+        self._retune(now)
+        self._next_step(now)
+        return plan.gpus_moved
 
-    def _retune(self, slots: Sequence[Slot], now: float) -> None:
-        """The fast knobs, at once, on every encode worker that stays."""
-        order = [slot for slot in slots if slot.stage == "encode"]
+    def _next_step(self, now: float) -> None:
+        """Start the plan's next steps, up to the first that has to wait (for a warm-up or a drain)."""
+        if self._stepping:
+            return  # a retirement inside a step's start: the loop below goes on
+        self._stepping = True
+        try:
+            while self.steps and not self._step_up and not self._step_drains:
+                step: Step = self.steps.popleft()
+                serving = {slot_of(w): w for workers in self.stages.values() for w in workers}
+                drains = [serving[slot] for slot in step.drain if slot in serving]
+                for worker in drains:
+                    self._start_drain(worker, now)
+                ups = []
+                for slot in step.up:
+                    waits = [w for w in self.draining if set(w.gpus) & set(slot.gpus)]
+                    ups.append(_Joining(slot=slot, decision=self.generation, drain_start_s=now, waits=waits,
+                                        origins=[slot_of(w).role for w in waits]))
+                self.joining += ups
+                for worker in drains:
+                    if worker.drained():
+                        self._retire(worker, now)
+                for j in ups:
+                    if not j.waits and math.isnan(j.ready_s):
+                        self._reconfigure(j, now)
+                self._step_drains = [w for w in drains if w in self.draining]
+                self._step_up = ups
+        finally:
+            self._stepping = False
+
+    def _step_done(self, now: float) -> None:
+        """After a retirement or a warm-up: the next step once this one's are all done."""
+        self._step_up = [j for j in self._step_up if j in self.joining]
+        self._step_drains = [w for w in self._step_drains if w in self.draining]
+        if not self._step_up and not self._step_drains:
+            self._next_step(now)
+
+    def _retune(self, now: float) -> None:
+        """The fast knobs, at once, on every encode worker that stays (one that leaves keeps its
+        own until it drains)."""
+        order = [slot for slot in self.target if slot.stage == "encode"]
         for worker in self.encoders:
+            slot = slot_of(worker)
+            if slot not in order:
+                continue
             done = retune(worker.batcher, self.deployment, now=now, seed=self.seed,
-                          index=order.index(slot_of(worker)), generation=self.generation)
+                          index=order.index(slot), generation=self.generation)
             if done.flushed is not None:
                 worker.fifo.append(done.flushed)
             worker.batcher, worker.router = done.batcher, done.router
@@ -231,6 +257,7 @@ class Roster:
                 joining.drain_end_s = now  # retirements come in time order: the last is the latest
                 if not joining.waits:
                     self._reconfigure(joining, now)
+        self._step_done(now)
 
     # -- joining -------------------------------------------------------------------------
     def _reconfigure(self, joining: _Joining, now: float) -> None:
@@ -244,6 +271,8 @@ class Roster:
 
     def _cancel(self, joining: _Joining, now: float) -> None:
         joining.cancelled = True
+        if joining in self.joining:
+            self.joining.remove(joining)
         self._row(joining, cancelled_s=now)
 
     def _ready(self, joining: _Joining) -> None:
@@ -256,7 +285,7 @@ class Roster:
         kit = self.kit
         worker: Worker
         if slot.stage == "encode":
-            position = [s for s in layout(d, self.kit.cluster) if s.stage == "encode"].index(slot)
+            position = [s for s in self.target if s.stage == "encode"].index(slot)
             worker = kit.encode(d, index, slot.gpus, batcher=make_batcher(d),
                                 router=make_router(d, self.seed, position, self.generation), fresh=False)
             worker.local_when_no_remote = slot.local_prefill
@@ -273,6 +302,7 @@ class Roster:
             while self.parked:
                 worker.offer(self.parked.popleft(), now)
         self.pipe.unpark(now)
+        self._step_done(now)
 
     def _row(self, joining: _Joining, *, worker: int = -1, cancelled_s: float = math.nan) -> None:
         slot = joining.slot
@@ -282,3 +312,13 @@ class Roster:
             "to": slot.role, "tp": slot.tp, "worker": worker, "drain_start_s": joining.drain_start_s,
             "drain_end_s": joining.drain_end_s, "reconfig_s": joining.reconfig_s, "ready_s": joining.ready_s,
             "cancelled_s": cancelled_s})
+
+
+def _break_first(current: Sequence[Slot], slots: Sequence[Slot]) -> MovePlan:
+    """The move before make-before-break (``make_before_break=False``): every worker off the new
+    layout drains at once, every new slot waits for the drains on its GPUs (one step)."""
+    wanted = set(slots)
+    keep = tuple(s for s in current if s in wanted)
+    drain = tuple(s for s in current if s not in wanted)
+    up = tuple(s for s in slots if s not in set(current))
+    return MovePlan(keep=keep, steps=(Step(drain=drain, up=up),))

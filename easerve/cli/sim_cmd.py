@@ -120,6 +120,11 @@ def _with_controller(path: Path, resolved: Resolved, profile: Any) -> tuple[RunP
     table = PlanTable.from_dict(data)
     settings = ControllerSettings.from_dict(data.get("settings", {}))
     plan = resolved.plan
+    for i, band in enumerate(table.bands):  # before anything runs: name the band that does not fit
+        try:
+            band.deployment.check_fits(plan.cluster)
+        except ValueError as exc:
+            raise ValueError(f"--controller {path}: bands[{i}].deployment: {exc}") from None
     cost = ReconfigurationCost(plan.model, plan.cluster.gpu)
     cost("decode", 1)  # a model or GPU without specs is refused before the run
     first = min(r.arrival_s for r in plan.requests)  # the band the first window's arrivals call for

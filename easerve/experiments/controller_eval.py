@@ -16,7 +16,12 @@ shapes instead (:mod:`easerve.experiments.shape_control`), ``--ceiling`` the
 throughput ceiling, ``--replan [STEP_HZ]`` adds the what-if controller that
 plans its bands with the simulator in the loop, every STEP_HZ req/s (default
 0.5), without and with the cross-check run online
-(:mod:`easerve.experiments.replan_study`). The numbers in
+(:mod:`easerve.experiments.replan_study`). ``--mix-shifts [NAMES]`` runs the
+shifts where the best deployment moves instead (:mod:`easerve.experiments.shifts`,
+:mod:`easerve.experiments.mix_control`: HAS per phase, static-low/high, the
+make-before-break oracle, the reactive and the predictive controller);
+``--shift FILE`` one shift from a TOML file; ``--forecaster`` names the
+predictive system's forecaster (default ``holt``). The numbers in
 docs/controller.md come from this command.
 """
 
@@ -24,9 +29,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import pandas as pd
 
+from easerve.experiments.mix_control import shift_study
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.plan_tables import throughput_ceiling
 from easerve.experiments.replan_study import replan_shift
@@ -34,6 +41,8 @@ from easerve.experiments.reproduce import FULL, QUICK, SHIFT_SHAPE, Plan
 from easerve.experiments.setup import load_setup
 from easerve.experiments.shape_control import controller_shapes
 from easerve.experiments.shift_control import rate_shift_study
+from easerve.experiments.shifts import SHIFTS, load_shift
+from easerve_core.controller import ControllerSettings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,7 +62,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", metavar="MODELS", nargs="?", const="image,audio,video",
                         help="the four traffic shapes instead, on these paper models "
                              "(default image,audio,video; docs/controller.md)")
+    parser.add_argument("--mix-shifts", metavar="NAMES", nargs="?", const=",".join(SHIFTS),
+                        help="the shifts where the best deployment moves instead "
+                             f"(default {','.join(SHIFTS)})")
+    parser.add_argument("--shift", metavar="FILE", type=Path,
+                        help="one shift from a TOML file (easerve/experiments/shifts.py says its form)")
+    parser.add_argument("--forecaster", default="holt",
+                        help="the predictive system's forecaster (none, ewma, holt; default holt)")
     args = parser.parse_args(argv)
+    if args.mix_shifts is not None or args.shift is not None:
+        return _mix_shifts(QUICK if args.quick else FULL, args)
     if args.replan is not None and not args.replan > 0:
         print(f"controller_eval: error: --replan: STEP_HZ must be > 0, got {args.replan:g}", file=sys.stderr)
         return 2
@@ -121,6 +139,38 @@ def _shapes(plan: Plan, modalities: list[str]) -> int:
               .to_string(index=False))
         print(out["systems"][cols].round(3).to_string(index=False))
         print(_decisions(out["decisions"]))
+    return 0
+
+
+def _mix_shifts(plan: Plan, args: argparse.Namespace) -> int:
+    """The shifts where the best deployment moves; bad input: one line, exit 2, nothing run."""
+    try:
+        ControllerSettings(forecaster=args.forecaster)
+        shifts = [load_shift(args.shift)] if args.shift is not None else []
+        names = args.mix_shifts.split(",") if args.mix_shifts is not None else []
+        unknown = sorted(set(names) - set(SHIFTS))
+        if unknown:
+            raise ValueError(f"--mix-shifts: unknown shift(s) {', '.join(unknown)}; "
+                             f"known: {', '.join(SHIFTS)}")
+        shifts += [SHIFTS[n] for n in names]
+    except (ValueError, OSError) as exc:
+        print(f"controller_eval: error: {exc}", file=sys.stderr)
+        return 2
+    frames: dict[str, list[pd.DataFrame]] = {"plans": [], "systems": [], "phases": [], "decisions": []}
+    for shift in shifts:
+        out = shift_study(shift, trials=plan.has_trials, num_samples=plan.has_samples,
+                          forecaster=args.forecaster)
+        print(f"{shift.name} ({shift.model}, signal {shift.signal}): phase rates {out['rates']} req/s, "
+              f"bands {[b.rate_hz for b in out['table'].bands]}, lead {out['lead_s']:.1f} s; {shift.why}")
+        for key in frames:
+            frames[key].append(out[key])
+    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_rows", 200):
+        for key in ("plans", "systems"):
+            print(pd.concat(frames[key], ignore_index=True).round(3).to_string(index=False))
+        phases = pd.concat(frames["phases"], ignore_index=True)
+        pivot = phases.pivot(index=["shift", "system"], columns="phase", values="attainment")
+        print(pivot.round(3).to_string())
+        print(_decisions(pd.concat(frames["decisions"], ignore_index=True)))
     return 0
 
 

@@ -120,13 +120,15 @@ def with_item_scale(setup: Setup, scale: float) -> Setup:
                     name=f"{setup.workload.mix_name} x{scale:g}")
 
 
-def with_mix(setup: Setup, mix: RequestMix, name: str = "custom") -> Setup:
+def with_mix(setup: Setup, mix: RequestMix, name: str = "custom", *, same_encoder: bool = False) -> Setup:
     """``setup`` with its workload drawing from ``mix`` (named ``name``); SLO tiers and
     SM-share table recomputed.
 
-    The mix must be of the setup's modality (the model's encoder is fixed).
+    The mix must be of the setup's modality (the model's encoder is fixed), unless
+    ``same_encoder`` says the model's encoder takes both (Qwen2.5-VL's vision tower encodes
+    images and video frames alike).
     """
-    if mix.modality is not setup.mix.modality:
+    if mix.modality is not setup.mix.modality and not same_encoder:
         raise ValueError(f"mix is {mix.modality.value}, the setup serves {setup.mix.modality.value}")
     workload = replace(setup.workload, mix=mix, mix_name=name)
     slos = {tier: slo_for(tier, setup.profile, mix, setup.plan.cluster) for tier in SLO_TIERS}

@@ -59,6 +59,12 @@ def _run(deployment: Deployment, requests: Sequence[Request], controller=None, *
     return simulate(plan, PROFILE, controller=controller, **kwargs)
 
 
+def _break_first(deployment: Deployment, requests: Sequence[Request], controller=None, **kwargs):
+    """A run whose re-roles follow the build's layout, every leaving worker drained at once (the
+    move before make-before-break; tests/sim/test_make_before_break.py has today's)."""
+    return _run(deployment, requests, controller, make_before_break=False, **kwargs)
+
+
 def _scripted(*schedule: tuple[float, int], bands: Sequence[Deployment] = (A, B)) -> ScriptedController:
     table = PlanTable(tuple(Band(rate_hz=float(k + 1), deployment=d) for k, d in enumerate(bands)))
     return ScriptedController(table, schedule)
@@ -67,7 +73,7 @@ def _scripted(*schedule: tuple[float, int], bands: Sequence[Deployment] = (A, B)
 def test_a_re_role_drains_waits_the_reconfiguration_and_resumes():
     # r0 -> E0; r1 at 9.95 -> E1, encoding 9.95 .. 10.05 when the move to B comes at t = 10
     reqs = [_req(0, 0.0), _req(1, 9.95), _req(2, 10.5), _req(3, 20.0)]
-    result = _run(A, reqs, _scripted((10.0, 1)), reconfiguration_s=RECONFIG_S)
+    result = _break_first(A, reqs, _scripted((10.0, 1)), reconfiguration_s=RECONFIG_S)
     frames = timeline(result.meta["controller"])
     (decision,) = frames["decisions"].to_dict("records")
     assert (decision["at_s"], decision["from_band"], decision["band"]) == (10.0, 0, 1)
@@ -94,7 +100,7 @@ def test_requests_wait_for_a_stage_that_has_no_serving_worker():
     # B -> C at t = 1: B's Prefill P1 (GPU 2) and decoder D0 (GPU 3) drain; C's TP-2 decoder on
     # GPUs 2-3 waits for both, then 5 s; meanwhile the KV cache of r0 waits, parked
     reqs = [_req(0, 0.95, out=11)]
-    result = _run(B, reqs, _scripted((1.0, 1), bands=(B, C)), reconfiguration_s=RECONFIG_S)
+    result = _break_first(B, reqs, _scripted((1.0, 1), bands=(B, C)), reconfiguration_s=RECONFIG_S)
     frames = timeline(result.meta["controller"])
     decode = frames["reroles"][frames["reroles"]["to"] == "decode"]
     assert list(decode["gpu"]) == [2, 3]
@@ -117,7 +123,8 @@ def test_encoders_that_hold_the_lm_prefill_locally_while_remote_prefill_is_rebui
     remote = local.with_(encode=StageGroup(num_workers=1), prefill=StageGroup(num_workers=1),
                          remote_fraction=1.0)
     reqs = [_req(0, 2.0), _req(1, 10.0)]
-    result = _run(local, reqs, _scripted((1.0, 1), bands=(local, remote)), reconfiguration_s=RECONFIG_S)
+    result = _break_first(local, reqs, _scripted((1.0, 1), bands=(local, remote)),
+                          reconfiguration_s=RECONFIG_S)
     (move,) = timeline(result.meta["controller"])["reroles"].to_dict("records")
     assert (move["gpu"], move["from"], move["to"], move["ready_s"]) == (1, "encode+prefill", "prefill", 6.0)
     rec = result.records.set_index("request_id")

@@ -1,0 +1,171 @@
+"""The controller on shifts where the best deployment moves: HAS per phase, five systems per shift.
+
+docs/controller.md, "Shifts where the optimum moves". For a
+:class:`~easerve.experiments.shifts.Shift`: HAS (:func:`~easerve.experiments.choose.choose`)
+at each distinct phase (its mix at its rate, on streams ``search_s`` long),
+one plan-table band per phase along the shift's signal (the band's level:
+the phase stream's mean size for a ``*_mean`` signal, its rate in the
+signal's unit otherwise), then five systems on one stream:
+
+* ``static-low`` / ``static-high``: the lowest and the highest band's
+  deployment all run long (for a shift of the mix, HAS at "the mean" has no
+  meaning: no one mix blends two modalities; the two phases' own choices
+  stand in for static HAS at the mean and at the peak);
+* ``oracle``: moves to each phase's band ``lead_s`` before the phase
+  (:class:`~easerve_core.oracle.ScriptedController`), the re-role time;
+* ``reactive``: the controller's rules (:class:`~easerve_core.controller.Controller`, defaults);
+* ``predictive``: the same with Holt's forecaster ``lead_s`` ahead (:mod:`easerve_core.forecast`).
+
+Re-roles are make-before-break (:mod:`easerve_core.moves`) and cost
+:class:`calibration.reconfig.ReconfigurationCost`. Each request is judged by
+the moderate SLO of its own phase's mix. "High" phases are those of the top
+band, "low" the others.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from calibration.reconfig import ReconfigurationCost
+from easerve.experiments.choose import choose
+from easerve.experiments.setup import Setup, load_setup, with_mix
+from easerve.experiments.shape_control import screened_capacity_hz
+from easerve.experiments.shift_control import held_gpu_s, simulate_system
+from easerve.experiments.shifts import Shift, phase_mix, phase_of, stream
+from easerve_core.controller import Band, Controller, ControllerSettings, PlanTable
+from easerve_core.oracle import ScriptedController
+from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
+from easerve_core.slo import meets_slo, tpot_s, ttft_s
+from sim.roster import layout
+
+SYSTEMS = ("static-low", "static-high", "oracle", "reactive", "predictive")
+
+
+def phase_setups(shift: Shift) -> dict[str, Setup]:
+    base = load_setup(shift.model, anchored=True)
+    return {m: with_mix(base, phase_mix(m), m, same_encoder=True) for m in shift.mixes}
+
+
+def phase_rates(shift: Shift, setups: dict[str, Setup]) -> list[float]:
+    """Each phase's rate: its own, else ``load_frac`` of its mix's screened capacity (2 decimals)."""
+    cap = {m: screened_capacity_hz(setups[m]) for m in shift.mixes
+           if any(p.rate_hz is None and p.mix == m for p in shift.phases)}
+    return [p.rate_hz if p.rate_hz is not None else round(shift.load_frac * cap[p.mix], 2)
+            for p in shift.phases]
+
+
+def band_edges(shift: Shift, levels: list[float]) -> list[float]:
+    """Each band's planned level, from its phases' levels (increasing): a rate signal's band is
+    planned for its phase's rate (between bands the controller provisions for the higher, as on
+    the rate shift); a mean signal's band reaches to the geometric midpoint of its level and the
+    next (the top band: its own level), so a window's mean, noisy around a phase's level, stays
+    in that phase's band, and a window that is mostly the other phase crosses the edge."""
+    if not shift.signal.endswith("_mean"):
+        return levels
+    return [*(float(np.sqrt(a * b)) for a, b in pairwise(levels)), levels[-1]]
+
+
+def lead_s(setup: Setup, table: PlanTable) -> float:
+    """The re-role time: the longest reconfiguration of any worker of the table's deployments."""
+    cost = ReconfigurationCost(setup.plan.model, setup.plan.cluster.gpu)
+    slots = {(s.role, s.tp) for b in table.bands for s in layout(b.deployment, setup.plan.cluster)}
+    return max(float(cost(role, tp)) for role, tp in slots)
+
+
+def shift_study(shift: Shift, *, trials: int, num_samples: int = 1, search_s: float = 120.0, seed: int = 0,
+                forecaster: str = "holt", backend: Backend = IN_PROCESS) -> dict[str, Any]:
+    """HAS per phase, the plan table and the five systems (module docstring): ``plans`` (one row
+    per phase kind), ``systems``, ``phases`` (system x phase) and ``decisions`` frames."""
+    setups = phase_setups(shift)
+    rates = phase_rates(shift, setups)
+    requests = stream(shift, rates, seed=seed)
+    kinds = list(dict.fromkeys(zip((p.mix for p in shift.phases), rates, strict=True)))
+    tasks = [partial(choose, setups[m], rate_hz=r, trials=trials, seed=seed, num_samples=num_samples,
+                     num_requests=max(40, round(r * search_s))) for m, r in kinds]
+    choices = dict(zip(kinds, run_tasks(backend, tasks), strict=True))
+    arrivals = np.array([r.arrival_s for r in requests])
+    phase = phase_of(shift, arrivals)
+    table0 = PlanTable((Band(rate_hz=1.0, deployment=choices[kinds[0]].deployment),), signal=shift.signal)
+    weights = np.array([table0.weight(r) for r in requests])
+    level = {}
+    for k in kinds:
+        mine = np.array([(p.mix, rates[i]) == k for i, p in enumerate(shift.phases)])[phase]
+        span = sum(p.duration_s for i, p in enumerate(shift.phases) if (p.mix, rates[i]) == k)
+        total = float(weights[mine].sum())
+        level[k] = total / int(mine.sum()) if shift.signal.endswith("_mean") else total / span
+    order = sorted(kinds, key=lambda k: level[k])
+    edges = band_edges(shift, [level[k] for k in order])
+    table = PlanTable(tuple(Band(rate_hz=round(edge, 3), deployment=choices[k].deployment)
+                            for k, edge in zip(order, edges, strict=True)), signal=shift.signal)
+    band_of = [order.index((p.mix, rates[i])) for i, p in enumerate(shift.phases)]
+    plans = pd.DataFrame([{"shift": shift.name, "mix": m, "rate_hz": r, "band": order.index((m, r)),
+                           "level": level[(m, r)], "deployment": choices[(m, r)].deployment.label(),
+                           "has_goodput_rps": choices[(m, r)].best_goodput_rps} for m, r in kinds])
+    lead = lead_s(setups[shift.phases[0].mix], table)
+    runs = [partial(_system, shift, setups, table, band_of, requests, name, lead=lead, seed=seed,
+                    forecaster=forecaster)
+            for name in SYSTEMS]
+    outs = run_tasks(backend, runs)
+    frames = {key: pd.DataFrame([row for out in outs for row in out[key]])
+              for key in ("systems", "phases", "decisions")}
+    return {"plans": plans, "table": table, "rates": rates, "lead_s": lead, **frames}
+
+
+def _system(shift: Shift, setups: dict[str, Setup], table: PlanTable, band_of: list[int],
+            requests: tuple[Any, ...], name: str, *, lead: float, seed: int,
+            forecaster: str = "holt") -> dict[str, list[dict[str, Any]]]:
+    """One system's run and its rows (a task)."""
+    start = {"static-low": 0, "static-high": len(table.bands) - 1}.get(name, band_of[0])
+    controller: Any = None
+    if name == "oracle":
+        script = tuple((p.start_s, band_of[i]) for i, p in enumerate(shift.phases))
+        controller = ScriptedController(table, script, start_band=start, lead_s=lead)
+    elif name == "reactive":
+        controller = Controller(table, ControllerSettings(), start_band=start)
+    elif name == "predictive":
+        settings = ControllerSettings(forecaster=forecaster, lead_s=lead)
+        controller = Controller(table, settings, start_band=start)
+    setup = setups[shift.phases[0].mix]
+    deployment = table.bands[start].deployment
+    result = simulate_system(setup, deployment, requests, controller, seed=seed)
+    return _rows(shift, setups, table, band_of, name, result, setup, deployment)
+
+
+def _rows(shift: Shift, setups: dict[str, Setup], table: PlanTable, band_of: list[int], name: str,
+          result: Any, setup: Setup, start: Any) -> dict[str, list[dict[str, Any]]]:
+    rec = result.records.copy()
+    rec["phase"] = phase_of(shift, rec["arrival_s"].to_numpy(dtype=float))
+    rec["meets"] = False
+    for i, p in enumerate(shift.phases):
+        mine = rec["phase"] == i
+        rec.loc[mine, "meets"] = meets_slo(rec[mine], setups[p.mix].slos["moderate"])
+    rec["ttft_s"], rec["tpot_s"] = ttft_s(rec), tpot_s(rec)
+    high = np.array(band_of)[rec["phase"].to_numpy()] == len(table.bands) - 1
+    end_s = float(rec["finish_s"].max())
+    span = end_s - float(rec["arrival_s"].min())
+    meta = result.meta.get("controller", {"decisions": [], "reroles": [], "retired": []})
+    held = held_gpu_s(start, setup.plan.cluster, meta, end_s)
+    systems = [{"shift": shift.name, "system": name,
+                "attainment_high": float(rec.loc[high, "meets"].mean()),
+                "attainment_low": float(rec.loc[~high, "meets"].mean()),
+                "goodput_rps": float(rec["meets"].sum()) / span,
+                "ttft_p99_s": _p99(rec["ttft_s"]), "tpot_p99_s": _p99(rec["tpot_s"]),
+                "decisions": len(meta["decisions"]),
+                "gpus_moved": sum(d["gpus_moved"] for d in meta["decisions"]),
+                "held_gpu_s": held, "makespan_s": span}]
+    phases = [{"shift": shift.name, "system": name, "phase": int(i), "mix": shift.phases[int(i)].mix,
+               "attainment": float(g["meets"].mean()), "ttft_p99_s": _p99(g["ttft_s"])}
+              for i, g in rec.groupby("phase")]
+    keys = ("at_s", "from_band", "band", "reason", "gpus_moved")
+    decisions = [{"shift": shift.name, "system": name, **{k: d[k] for k in keys}} for d in meta["decisions"]]
+    return {"systems": systems, "phases": phases, "decisions": decisions}
+
+
+def _p99(values: pd.Series) -> float:
+    clean = values.dropna().to_numpy(dtype=float)
+    return float(np.percentile(clean, 99)) if clean.size else float("nan")

@@ -1,0 +1,82 @@
+"""Shifts where the best deployment moves: the shift file, its bad input, the stream (no study run)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from easerve.cli import main as easerve
+from easerve.experiments.controller_eval import main
+from easerve.experiments.shifts import SHIFTS, load_shift, phase_of, stream
+from easerve.resources import config_path
+
+GOOD = """model = "image"
+signal = "output_tokens_mean"
+[[phase]]
+start_s = 0
+duration_s = 100
+rate_hz = 1.0
+mix = "llava-caption"
+[[phase]]
+start_s = 100
+duration_s = 100
+rate_hz = 0.5
+mix = "llava-chat"
+"""
+
+
+def test_a_shift_file_reads_and_streams_its_phases(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(GOOD)
+    shift = load_shift(path)
+    assert [p.mix for p in shift.phases] == ["llava-caption", "llava-chat"]
+    reqs = stream(shift, [1.0, 0.5], seed=0)
+    arrivals = np.array([r.arrival_s for r in reqs])
+    assert (np.diff(arrivals) >= 0).all() and [r.request_id for r in reqs] == list(range(len(reqs)))
+    phase = phase_of(shift, arrivals)
+    outs = np.array([r.output_tokens for r in reqs])
+    assert outs[phase == 0].max() <= 48 and outs[phase == 1].min() >= 512
+    assert stream(shift, [1.0, 0.5], seed=0) == reqs  # same seed, same stream
+
+
+@pytest.mark.parametrize("edit, field", [
+    (("start_s = 100", "start_s = 50"), "phase[1].start_s"),  # out of order: overlaps phase 0
+    (("duration_s = 100\nrate_hz = 0.5", "duration_s = -5\nrate_hz = 0.5"), "phase[1].duration_s"),
+])
+def test_a_bad_shift_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 edit: tuple[str, str], field: str) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(GOOD.replace(*edit))
+    assert main(["--shift", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and field in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
+
+
+def test_an_unknown_forecaster_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--mix-shifts", "output-length", "--forecaster", "arima"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "controller.forecaster" in err[0] and "holt" in err[0]
+
+
+def test_the_built_in_shifts_name_why_the_optimum_moves() -> None:
+    assert set(SHIFTS) >= {"output-length", "image-video", "resolution"}
+    for shift in SHIFTS.values():
+        assert shift.why and len(shift.mixes) == 2
+
+
+def test_a_plan_table_needing_more_gpus_than_the_cluster_is_one_line_and_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    big = {"encode": {"num_workers": 4, "tp": 2}, "prefill": {"num_workers": 1, "tp": 2},
+           "decode": {"num_workers": 1, "tp": 4}, "max_encode_batch": 4, "remote_fraction": 0.5}
+    table = tmp_path / "pt.json"
+    table.write_text(json.dumps({"bands": [{"rate_hz": 1.0, "deployment": big}]}))
+    out = tmp_path / "out"
+    config = config_path("configs/llava34b_rtx6000ada.toml")
+    assert easerve(["sim", str(config), "--controller", str(table), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bands[0].deployment" in err[0] and "14 GPUs" in err[0], err
+    assert not out.exists()

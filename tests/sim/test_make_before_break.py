@@ -1,0 +1,151 @@
+"""Make-before-break re-roles in the simulator, on scripted traffic: exact times, no stage left dark.
+
+The stages are tests/sim/test_controller_in_sim.py's constant ones (encode 0.1 s a batch, prefill
+20 ms, a decode step 5 ms, no bytes, no link latency): an unloaded request's first token comes
+0.12 s after it arrives, whatever worker serves it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from easerve_core import Cluster, Deployment
+from easerve_core.controller import Band, Controller, PlanTable
+from easerve_core.oracle import ScriptedController
+from easerve_core.plan import compose
+from sim import simulate
+from sim.control import timeline
+from tests.sim.test_controller_in_sim import PROFILE, A, B, C, _dep, _req
+
+RECONFIG_S = 5.0
+UNLOADED_TTFT_S = 0.1 + 0.02
+
+
+def _cluster(num_gpus: int) -> Cluster:
+    return Cluster(gpu="test-gpu", num_gpus=num_gpus, link_bytes_per_s=1e9, link_latency_s=0.0, num_links=4)
+
+
+def _run(num_gpus: int, bands: Sequence[Deployment], schedule, requests, **kwargs):
+    table = PlanTable(tuple(Band(rate_hz=float(k + 1), deployment=d) for k, d in enumerate(bands)))
+    plan = compose(bands[0], requests, cluster=_cluster(num_gpus), profile=PROFILE)
+    return simulate(plan, PROFILE, controller=ScriptedController(table, schedule),
+                    reconfiguration_s=RECONFIG_S, **kwargs)
+
+
+def _serving(meta: dict, start: Deployment, num_gpus: int) -> list[tuple[str, float, float]]:
+    """Every worker's (stage, first, last) serving time: the start's from 0, a re-roled one from its
+    ready time; each until its drain began (inf if never)."""
+    frames = timeline(meta)
+    drains = {(r["stage"], r["worker"]): r["drain_start_s"] for r in meta["retired"]}
+    out = []
+    for stage in ("encode", "prefill", "decode"):
+        for i in range(getattr(start, stage).num_workers):
+            out.append((stage, 0.0, drains.get((stage, i), math.inf)))
+    for row in meta["reroles"]:
+        if row["worker"] >= 0:
+            stage = "encode" if row["to"].startswith("encode") else row["to"]
+            out.append((stage, row["ready_s"], drains.get((stage, row["worker"]), math.inf)))
+    assert frames["reroles"].empty or (frames["reroles"]["gpu"] < num_gpus).all()
+    return out
+
+
+def _min_serving(spans: list[tuple[str, float, float]], stage: str, until_s: float) -> int:
+    edges = sorted({t for _, a, b in spans for t in (a, b) if t < until_s} | {0.0})
+    return min(sum(1 for s, a, b in spans if s == stage and a <= t < b) for t in edges)
+
+
+def test_a_re_role_with_a_free_gpu_warms_the_new_worker_while_the_old_one_serves():
+    # A = E2 P1 D1 on GPUs 0-3 of 8 -> B = E1 P2 D1 at t = 10: B's second Prefill worker warms on free
+    # GPU 4 from 10 to 15; the encoder on GPU 1 serves until then and drains at 15
+    reqs = [_req(i, 9.0 + 0.5 * i) for i in range(16)]  # one every 0.5 s, 9.0 .. 16.5
+    result = _run(8, (A, B), ((10.0, 1),), reqs)
+    meta = result.meta["controller"]
+    (up,) = meta["reroles"]
+    assert (up["gpus"], up["from"], up["to"], up["drain_start_s"], up["ready_s"]) == (
+        [4], "idle", "prefill", 10.0, 10.0 + RECONFIG_S)
+    (gone,) = meta["retired"]
+    assert (gone["stage"], gone["worker"], gone["drain_start_s"]) == ("encode", 1, 15.0)
+    rec = result.records.set_index("request_id")
+    # round-robin keeps E1 busy during the warm-up (r3 at 10.5, r5 at 11.5 ...): it has not left yet
+    assert set(rec.loc[rec["arrival_s"].between(10.0, 14.9), "encode_worker"]) == {0, 1}
+    assert set(rec.loc[rec["arrival_s"] > 15.0, "encode_worker"]) == {0}
+    # no TTFT spike: every request's first token is the unloaded 0.12 s after its arrival
+    ttft = rec["first_token_s"] - rec["arrival_s"]
+    assert ttft.to_numpy() == pytest.approx(np.full(len(reqs), UNLOADED_TTFT_S))
+    assert result.meta["controller"]["decisions"][0]["gpus_moved"] == 1
+
+
+def test_the_move_before_make_before_break_leaves_the_gap_this_one_closes():
+    # the same move with the build's layout: GPU 1 drains at once and serves again as Prefill at 15
+    reqs = [_req(i, 9.0 + 0.5 * i) for i in range(16)]
+    result = _run(8, (A, B), ((10.0, 1),), reqs, make_before_break=False)
+    (up,) = result.meta["controller"]["reroles"]
+    assert (up["gpus"], up["from"], up["ready_s"]) == ([1], "encode", pytest.approx(10.0 + RECONFIG_S))
+
+
+#: six GPUs: E3 P2 D1 -> E1 P1 D4, no free GPU: three workers leave, one at a time
+WIDE = _dep(3, 2, 1)
+DEEP = _dep(1, 1, 4)
+
+
+def test_a_staged_move_keeps_a_worker_in_every_stage():
+    reqs = [_req(i, 0.25 * i, out=20) for i in range(160)]  # 4 req/s for 40 s
+    result = _run(6, (WIDE, DEEP), ((10.0, 1),), reqs)
+    meta = result.meta["controller"]
+    ups = [(r["gpus"], r["from"], r["to"]) for r in meta["reroles"]]
+    assert ups == [([1], "encode", "decode"), ([2], "encode", "decode"), ([4], "prefill", "decode")]
+    # each step starts when the previous one's worker is warm: drain, then 5 s, then the next
+    ready = [r["ready_s"] for r in meta["reroles"]]
+    starts = [r["drain_start_s"] for r in meta["reroles"]]
+    assert starts[0] == 10.0
+    assert starts[1:] == ready[:-1]
+    for earlier, later in zip(meta["reroles"], meta["reroles"][1:], strict=False):
+        assert later["drain_start_s"] >= earlier["ready_s"]
+    for r in meta["reroles"]:
+        assert r["ready_s"] == pytest.approx(r["drain_end_s"] + RECONFIG_S)
+    spans = _serving(meta, WIDE, 6)
+    end = float(result.records["finish_s"].max())
+    for stage in ("encode", "prefill", "decode"):
+        assert _min_serving(spans, stage, end) >= 1, stage
+    assert (result.records["status"] == "ok").all()
+
+
+def test_a_full_cluster_loses_nothing_and_serves_nothing_twice_across_staged_moves():
+    # four GPUs, none free: A (E2 P1 D1) -> B (E1 P2 D1) -> C (E1 P1 D1x2) -> A ... every 20 s
+    rng = np.random.default_rng(11)
+    times = np.cumsum(rng.exponential(0.12, 1600))  # ~8 req/s for ~190 s
+    reqs = [_req(i, float(t), out=int(rng.integers(2, 200))) for i, t in enumerate(times)]
+    script = tuple((20.0 * k, k % 3) for k in range(1, 9))
+    result = _run(4, (A, B, C), script, reqs)
+    rec = result.records
+    assert len(rec) == len(reqs) and rec["request_id"].is_unique
+    assert set(rec["request_id"]) == {r.request_id for r in reqs}
+    assert (rec["status"] == "ok").all()
+    assert (rec["encode_end_s"] <= rec["prefill_start_s"]).all()
+    assert (rec["first_token_s"] < rec["finish_s"]).all()
+    frames = timeline(result.meta["controller"])
+    done = frames["reroles"].dropna(subset=["ready_s"])
+    assert (done["ready_s"] >= done["drain_end_s"] + RECONFIG_S - 1e-9).all()
+    # a GPU is never held by two serving workers: a new worker starts after the old one retired
+    for gpu, rows in done.groupby("gpu"):
+        olds = frames["retired"][frames["retired"]["gpus"].apply(lambda g, gpu=gpu: gpu in g)]
+        for row in rows.itertuples():
+            before = olds[olds["drain_start_s"] <= row.drain_start_s]
+            assert (before["drain_end_s"] <= row.ready_s - RECONFIG_S + 1e-9).all()
+
+
+
+def test_a_table_on_output_tokens_steers_the_run_by_each_arrival_s_weight():
+    # 1 req/s on 8 GPUs; outputs of 4 tokens, then of 40 from t = 300 s: 4 -> 40 output tokens/s
+    reqs = [_req(i, 0.5 + i, out=4 if i < 300 else 40) for i in range(600)]
+    table = PlanTable((Band(rate_hz=4.0, deployment=A), Band(rate_hz=40.0, deployment=B)),
+                      signal="output_tokens")
+    plan = compose(A, reqs, cluster=_cluster(8), profile=PROFILE)
+    result = simulate(plan, PROFILE, controller=Controller(table), reconfiguration_s=RECONFIG_S)
+    (decision,) = result.meta["controller"]["decisions"]
+    assert (decision["band"], decision["at_s"]) == (1, 365.0)  # as the pure controller decides
+    assert (result.records["status"] == "ok").all()
