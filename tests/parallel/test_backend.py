@@ -52,9 +52,12 @@ def test_a_dying_worker_is_one_backend_error(backend: Backend) -> None:
         assert backend.map(tasks.draw, [1]) == [tasks.draw(1)]  # Ray replaces the worker
 
 
-def test_leaving_on_an_error_ends_the_workers_at_once() -> None:
+@pytest.mark.parametrize("start_method", ["spawn", "fork"])
+def test_leaving_on_an_error_ends_the_workers_at_once(start_method: str) -> None:
+    """The lifeline ends a worker mid-task: a forked one too (it closed its copy of the write end)."""
     before, start = _children(), time.perf_counter()
-    with pytest.raises(ValueError, match="fails at once"), LocalPool(2, poll_s=0.05) as pool:
+    with pytest.raises(ValueError, match="fails at once"), LocalPool(
+            2, poll_s=0.05, start_method=start_method) as pool:
         pool.map(tasks.sleep_then, [60.0, -1.0, 60.0])
     assert time.perf_counter() - start < 20.0  # not the 60 s the running task holds
     assert _children() == before
@@ -63,6 +66,11 @@ def test_leaving_on_an_error_ends_the_workers_at_once() -> None:
 def _children() -> set[int]:
     """This process's live multiprocessing children (reaping the dead), by pid."""
     return {p.pid for p in multiprocessing.active_children() if p.pid is not None}
+
+
+def test_a_forked_pool_runs_tasks_without_importing_them_again() -> None:
+    with LocalPool(2, start_method="fork") as pool:
+        assert pool.map(tasks.draw, [1, 2, 3]) == [tasks.draw(1), tasks.draw(2), tasks.draw(3)]
 
 
 def test_poll_is_called_while_waiting() -> None:
