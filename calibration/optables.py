@@ -66,6 +66,8 @@ class Curve:
         if size >= xs[-1]:
             return self.seconds[-1] * (size / xs[-1]) ** self.exponent_above
         i, t = _bracket(xs, size)
+        if t == 0.0:  # on a grid point: its measured value, exactly
+            return self.seconds[i]
         return math.exp(self._logs[i] + t * (self._logs[i + 1] - self._logs[i]))
 
     def to_list(self) -> list[list[float]]:
