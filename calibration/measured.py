@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from calibration import memory
-from calibration.analytic import _check_decode_args, _remembered, _validate_items
+from calibration.analytic import _MEMO_MAX, _check_decode_args, _remembered, _validate_items
 from calibration.efficiency import Efficiency, efficiency_dict
 from calibration.op_prices import MeasuredOps, RooflineOps
-from calibration.ops import Op, decode_ops, encoder_ops, prefill_ops
+from calibration.ops import Op, decode_attention_ops, decode_ops, encoder_ops, prefill_ops
 from calibration.optables import OpTables
 from calibration.specs import GPUSpec, ModelSpec
 
@@ -42,7 +42,11 @@ class MeasuredStageProfile:
         self._prices: dict[tuple[str, tuple[int, ...], float], float] = {}
         self._encode_memo: dict[tuple[tuple[int, ...], float], float] = {}
         self._prefill_memo: dict[tuple[tuple[int, ...], float], float] = {}
-        self._decode_memo: dict[tuple[int, int], float] = {}
+        # a decode step is its batch size's context-free ops (remembered per batch size) plus
+        # attention, whose shape only knows the mean context per sequence (remembered per shape)
+        self._decode_fixed: dict[int, float] = {}
+        self._decode_memo: dict[int, dict[int, float]] = {}  # batch size -> context -> seconds
+        self._decode_attention: dict[tuple[int, int], float] = {}
 
     def __repr__(self) -> str:
         return f"MeasuredStageProfile({self.parent.model.name!r}, {self.parent.gpu.name!r}, tp={self.tp})"
@@ -86,14 +90,34 @@ class MeasuredStageProfile:
         if type(batch_size) is not int or type(context_tokens) is not int or batch_size < 1 \
                 or context_tokens < 0:
             _check_decode_args(batch_size, context_tokens)
-        seconds = self._decode_memo.get((batch_size, context_tokens))
+        # a simulated decode worker asks millions of times: the analytic profile's two-level memo
+        by_context = self._decode_memo.get(batch_size)
+        if by_context is None:
+            if len(self._decode_memo) >= _MEMO_MAX:
+                self._decode_memo.clear()
+            by_context = self._decode_memo[batch_size] = {}
+        seconds = by_context.get(context_tokens)
         if seconds is None:
-            seconds = _remembered(self._decode_memo, (batch_size, context_tokens), self._decode_s,
-                                  batch_size, context_tokens)
+            if len(by_context) >= _MEMO_MAX:
+                by_context.clear()
+            seconds = by_context[context_tokens] = self._decode_s(batch_size, context_tokens)
         return seconds
 
     def _decode_s(self, batch_size: int, context_tokens: int) -> float:
-        ops = decode_ops(self.parent.model.lm, batch_size, context_tokens, tp=self.tp)
+        fixed = self._decode_fixed.get(batch_size)
+        if fixed is None:
+            fixed = self._decode_fixed[batch_size] = self._decode_fixed_s(batch_size)
+        # the attention shape knows only the mean context per sequence (calibration.ops)
+        key = (batch_size, max(1, round(context_tokens / batch_size)))
+        seconds = self._decode_attention.get(key)
+        if seconds is None:
+            attention = decode_attention_ops(self.parent.model.lm, batch_size, context_tokens, tp=self.tp)
+            seconds = _remembered(self._decode_attention, key, self._stage_s, attention, 1.0, 0.0)
+        return fixed + seconds
+
+    def _decode_fixed_s(self, batch_size: int) -> float:
+        ops = [op for op in decode_ops(self.parent.model.lm, batch_size, batch_size, tp=self.tp)
+               if op.kind != "generation_attention"]
         return self._stage_s(ops, 1.0, self.parent.efficiency.decode_step_overhead_s)
 
     def mixed_step_s(self, chunk_lens: Sequence[int], batch_size: int, context_tokens: int) -> float:

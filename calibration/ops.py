@@ -116,14 +116,21 @@ def prefill_ops(lm: LMSpec, seq_lens: Sequence[int], *, tp: int) -> list[Op]:
 def decode_ops(lm: LMSpec, batch_size: int, context_tokens: int, *, tp: int) -> list[Op]:
     """Operators of one decode step of ``batch_size`` sequences holding ``context_tokens`` in all."""
     gemms, elementwise = _lm_body(lm, batch_size, tp)
+    return (gemms + decode_attention_ops(lm, batch_size, context_tokens, tp=tp) + elementwise
+            + _lm_tail(lm, batch_size, batch_size, tp))
+
+
+def decode_attention_ops(lm: LMSpec, batch_size: int, context_tokens: int, *, tp: int) -> list[Op]:
+    """The part of :func:`decode_ops` that depends on the context: each sequence attends to the
+    mean context (a sliding layer to at most its window)."""
     heads = _heads(lm, tp)
     per_seq = max(1, round(context_tokens / batch_size))
-    ops = list(gemms)
+    ops = []
     for layers, window in ((lm.num_full_layers, 0), (lm.num_sliding_layers, lm.sliding_window_tokens)):
         if layers:
             ctx = min(per_seq, window) if window else per_seq
             ops.append(Op("generation_attention", "lm.attention", (batch_size, ctx, *heads), layers))
-    return ops + elementwise + _lm_tail(lm, batch_size, batch_size, tp)
+    return ops
 
 
 def encoder_ops(spec: ModelSpec, mm_tokens_per_item: Sequence[int]) -> list[Op]:
