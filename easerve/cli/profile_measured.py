@@ -23,7 +23,7 @@ from pathlib import Path
 
 from calibration import aiconfigurator, model_names
 from calibration.registry import measured_doc
-from calibration.roofline_fit import fit_roofline, fitted_constants_doc, write_fitted
+from calibration.roofline_fit import fit_roofline, fitted_constants_doc, fitted_efficiency, write_fitted
 from calibration.specs import gpu_names
 from easerve.cli.common import add_out
 from easerve.cli.outputs import check_file
@@ -82,7 +82,9 @@ def run_build(args: argparse.Namespace) -> int:
     tables = aiconfigurator.load_tables(args.system, args.engine, version, db)
     database = {"source": "aiconfigurator", "package": aiconfigurator.PINNED, "system": args.system,
                 "engine": args.engine, "engine_version": version}
-    doc = measured_doc(args.model, gpu, tables, database, lm_tp=args.tp, created=dt.date.today().isoformat())
+    # ops the tables lack are priced by the roofline: the GPU's fitted constants when committed
+    doc = measured_doc(args.model, gpu, tables, database, lm_tp=args.tp, created=dt.date.today().isoformat(),
+                       efficiency=fitted_efficiency(gpu))
     save_profile_doc(doc, args.out)
     print(f"wrote measured profile {args.model} on {gpu} ({tables.source}, tp={args.tp}) to {args.out}")
     return 0
@@ -104,6 +106,8 @@ def run_fit_roofline(args: argparse.Namespace) -> int:
     for line in result.report_lines():
         print(line)
     if args.out is not None:
-        write_fitted(fitted_constants_doc(args.gpu, result, tables.source), args.out)
+        doc = fitted_constants_doc(args.gpu, result, tables.source)
+        doc["provenance"].update(package=aiconfigurator.PINNED, created=dt.date.today().isoformat())
+        write_fitted(doc, args.out)
         print(f"wrote the fitted constants to {args.out}")
     return 0

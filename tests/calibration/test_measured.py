@@ -21,6 +21,7 @@ from calibration.op_prices import RooflineOps
 from calibration.ops import decode_ops, encoder_ops, prefill_ops
 from calibration.optables import AttentionTables, BatchTable, Curve, GemmTable
 from calibration.registry import analytic_profile, measured_doc
+from calibration.roofline_fit import fit_roofline, fitted_efficiency
 from calibration.specs import gpu_spec, model_spec
 from easerve.cli import main
 from easerve_core.profile import save_profile_doc
@@ -205,3 +206,16 @@ def test_sim_runs_on_a_measured_profile(tmp_path, h200_tables):
     assert main(["sim", str(tmp_path / "c.toml"), "--out", str(tmp_path / "run"), "--no-plots"]) == 0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["num_ok"] == 60 and summary["ttft_p50_s"] > 0
+
+
+@needs_db
+def test_the_fitted_roofline_beats_the_hand_set_one_and_the_committed_constants_load(h200_tables):
+    fit = fit_roofline("h200", h200_tables)
+    before, after = fit.before.stats(), fit.after.stats()
+    for cls in ("LM GEMM", "whole prefill", "whole decode step"):
+        assert after[cls][0] < before[cls][0]
+    assert after["LM GEMM"][0] <= 0.08 and after["whole prefill"][0] <= 0.05
+    committed = fitted_efficiency("h200")
+    assert committed is not None and committed.price_elementwise_ops
+    assert committed.gemm_efficiency_frac == pytest.approx(fit.efficiency.gemm_efficiency_frac, rel=0.05)
+    assert fitted_efficiency("rtx6000ada") is None  # outside the database: the documented constants
