@@ -25,8 +25,15 @@ same rows are counted in instructions per request under valgrind
 (cachegrind): on a shared 2-core host single timed runs spread by 15% and
 more, a count does not.
 
+``--profile measured``: the same rows on a measured profile (calibration.measured:
+LLaVA-34B priced from aiconfigurator-core's L40S vLLM tables, the AD102 chip of the
+RTX 6000 Ada, the rest of the roofline) against the analytic one, in fresh processes
+of this tree, alternating, medians side by side (bar: measured at >= 50% of the
+roofline's speed). Building the profile is outside the timed simulation.
+
 Run: ``.venv/bin/python bench/sim_speed.py [--num-requests N] [--rate R]
-[--against DIR | --controller-idle] [--repeat 3]`` (default 0.5 req/s for the first two rows).
+[--against DIR | --controller-idle | --profile measured] [--repeat 3]`` (default 0.5 req/s
+for the first two rows).
 """
 
 from __future__ import annotations
@@ -50,8 +57,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from calibration.aiconfigurator import load_tables  # noqa: E402
+from calibration.measured import MeasuredProfile, model_tables  # noqa: E402
 from calibration.plans import plan_for  # noqa: E402
-from easerve_core.config import load_experiment  # noqa: E402
+from calibration.specs import gpu_spec, model_spec  # noqa: E402
+from easerve_core.config import ExperimentConfig, load_experiment  # noqa: E402
 from easerve_core.controller import Band, Controller, PlanTable  # noqa: E402
 from easerve_core.workload import generate  # noqa: E402
 from sim import simulate  # noqa: E402
@@ -65,14 +75,25 @@ RATE_HZ = 0.5
 HIGH_LOAD = (2.0, 512)
 
 
+#: the measured profile's database system and engine (``--profile measured``)
+MEASURED_FROM = ("l40s", "vllm")
+
+
+def _measured_profile(config: ExperimentConfig) -> MeasuredProfile:
+    model = model_spec(config.model)
+    tables = model_tables(load_tables(*MEASURED_FROM), model)
+    return MeasuredProfile(model=model, gpu=gpu_spec(str(config.cluster["gpu"])), tables=tables)
+
+
 def run(num_requests: int, rate_hz: float | None, output_tokens: int,
-        controller_idle: bool = False) -> dict[str, float]:
+        controller_idle: bool = False, profile_kind: str = "analytic") -> dict[str, float]:
     config = load_experiment(CONFIG)
     spec = config.workload if rate_hz is None else config.workload.with_rate(rate_hz)
     mix = replace(spec.mix, output_tokens=(output_tokens, output_tokens))
     spec = replace(spec, mix=mix, num_requests=num_requests)
     requests = generate(spec, np.random.default_rng(config.seed))
-    resolved = plan_for(config, requests=requests)
+    measured = _measured_profile(config) if profile_kind == "measured" else None
+    resolved = plan_for(config, requests=requests, profile=measured)
     profile, options = resolved.sim_profile(), resolved.sim_options()
     steering = {}
     if controller_idle:  # one band: the controller observes and polls but never decides
@@ -93,18 +114,22 @@ def _rows(rate_hz: float) -> list[tuple[str, float, int]]:
     return [*rows, (f"output_tokens={n:5d} @ {rate:g} req/s", rate, n)]
 
 
-def _run_code(num_requests: int, rate_hz: float, output_tokens: int, controller_idle: bool) -> str:
+def _run_code(num_requests: int, rate_hz: float, output_tokens: int, controller_idle: bool,
+              profile_kind: str = "analytic") -> str:
     """Python for a fresh process that leaves one ``run`` of its tree's bench in ``row``
-    (``controller_idle`` named only when set: another tree's ``run`` may not know it)."""
+    (``controller_idle`` and ``profile_kind`` named only when set: another tree's ``run`` may not
+    know them)."""
     extra = ", controller_idle=True" if controller_idle else ""
+    extra += f", profile_kind={profile_kind!r}" if profile_kind != "analytic" else ""
     return ("import json, sys; sys.path.insert(0, 'bench'); import sim_speed; "
             f"row = sim_speed.run({num_requests}, {rate_hz!r}, {output_tokens}{extra})")
 
 
 def _run_in(tree: Path, num_requests: int, rate_hz: float, output_tokens: int,
-            controller_idle: bool = False) -> dict[str, float]:
+            controller_idle: bool = False, profile_kind: str = "analytic") -> dict[str, float]:
     """One row in a fresh process of ``tree``'s code (its bench/sim_speed.py ``run``)."""
-    code = _run_code(num_requests, rate_hz, output_tokens, controller_idle) + "; print(json.dumps(row))"
+    code = _run_code(num_requests, rate_hz, output_tokens, controller_idle, profile_kind)
+    code += "; print(json.dumps(row))"
     env = {**os.environ, "PYTHONPATH": str(tree)}
     out = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True,
                          capture_output=True, text=True).stdout
@@ -168,6 +193,21 @@ def paired_idle(num_requests: int, rate_hz: float, repeat: int) -> None:
               f"{ev[False]:.2f} -> {ev[True]:.2f})  [off {_each(runs[False])}; idle {_each(runs[True])}]")
 
 
+def paired_profiles(num_requests: int, rate_hz: float, repeat: int) -> None:
+    """Medians of ``repeat`` alternating runs per row here, on the analytic and the measured profile."""
+    print(f"{os.path.relpath(ROOT)}: {num_requests} requests, median of {repeat} alternating runs per "
+          f"row; measured = {'/'.join(MEASURED_FROM)} tables")
+    for label, rate, n in _rows(rate_hz):
+        runs = _alternating(repeat, {kind: partial(_run_in, ROOT, num_requests, rate, n, profile_kind=kind)
+                                     for kind in ("analytic", "measured")})
+        med = _medians(runs, "req_per_s")
+        ev = {kind: rs[0]["events_per_req"] for kind, rs in runs.items()}
+        print(f"{label}: analytic {med['analytic']:7.0f} req/s ({ev['analytic']:.2f} events/req)  "
+              f"measured {med['measured']:7.0f} req/s ({ev['measured']:.2f} events/req)  "
+              f"measured/analytic {med['measured'] / med['analytic']:.2f}x (bar: >= 0.50)  "
+              f"[analytic {_each(runs['analytic'])}; measured {_each(runs['measured'])}]", flush=True)
+
+
 def _instructions(num_requests: int, rate_hz: float, output_tokens: int, controller_idle: bool) -> int:
     """Instructions one fresh process of this tree executes for ``run`` (valgrind's cachegrind,
     no cache simulation; the hash seed fixed), as it counts them."""
@@ -211,6 +251,8 @@ def main() -> int:
                         help="paired runs without and with an idle online controller (see the docstring)")
     parser.add_argument("--instructions", action="store_true",
                         help="with --controller-idle: count instructions under valgrind instead of timing")
+    parser.add_argument("--profile", choices=("analytic", "measured"), default="analytic",
+                        help="measured: paired runs on the analytic and a measured profile (docstring)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs per row and side with --against or --controller-idle")
     args = parser.parse_args()
@@ -219,6 +261,9 @@ def main() -> int:
         return 0
     if args.controller_idle:
         paired_idle(args.num_requests, args.rate, args.repeat)
+        return 0
+    if args.profile == "measured":
+        paired_profiles(args.num_requests, args.rate, args.repeat)
         return 0
     if args.against is not None:
         paired(args.against, args.num_requests, args.rate, args.repeat)

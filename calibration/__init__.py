@@ -10,6 +10,7 @@ docs/profiles.md.
 
 from calibration.analytic import AnalyticProfile, Efficiency, TPStageProfile
 from calibration.fit import FitResult, FittedProfile, fit_samples, load_samples
+from calibration.measured import MeasuredProfile
 from calibration.memory import MemoryBudget, max_decode_batch
 from calibration.registry import (
     PROFILE_KINDS,
@@ -19,6 +20,7 @@ from calibration.registry import (
     cluster_for,
     fitted_doc,
     load_profile,
+    measured_doc,
     profile_from_doc,
     sm_share_table,
 )
@@ -32,6 +34,7 @@ __all__ = [
     "FitResult",
     "FittedProfile",
     "GPUSpec",
+    "MeasuredProfile",
     "MemoryBudget",
     "ModelSpec",
     "TPStageProfile",
@@ -45,6 +48,7 @@ __all__ = [
     "load_profile",
     "load_samples",
     "max_decode_batch",
+    "measured_doc",
     "model_names",
     "model_spec",
     "profile_from_doc",

@@ -20,37 +20,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from calibration import memory, work
-from calibration._fields import fraction, validate
+from calibration import memory, ops, work
+from calibration.efficiency import Efficiency, efficiency_dict
+from calibration.op_prices import RooflineOps
 from calibration.specs import GPUSpec, ModelSpec
+
+__all__ = ["AnalyticProfile", "Efficiency", "TPStageProfile"]
 
 #: latencies remembered per TP profile and stage before that stage's memo starts over
 _MEMO_MAX = 1 << 17
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Efficiency:
-    """Achieved fractions of peak and fixed overheads (all named, all documented)."""
-
-    gemm_efficiency_frac: float = 0.65
-    attention_efficiency_frac: float = 0.50
-    mem_bw_efficiency_frac: float = 0.80
-    fill_flops_per_sm: float = 6.7e7
-    layer_launch_s: float = 100e-6
-    step_overhead_s: float = 1e-3
-    decode_step_overhead_s: float = 2e-3
-    #: host-side preprocessing of one item (media decode + the model's processor): its own
-    #: stage in front of the encoder (:meth:`TPStageProfile.host_preprocess_s`), not in encode_s
-    host_preprocess_s_per_item: float = 0.0
-    #: ... plus this per LM token of the item (video: frames at a fixed resolution)
-    host_preprocess_s_per_mm_token: float = 0.0
-    #: the per-call encoder cost nothing measured explains, held on the SMs (docs/profiles.md)
-    encode_call_residual_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        validate(self, positive=frozenset({"fill_flops_per_sm"}))
-        for name in ("gemm_efficiency_frac", "attention_efficiency_frac", "mem_bw_efficiency_frac"):
-            fraction("Efficiency", name, getattr(self, name))
 
 
 def _validate_items(name: str, values: Sequence[int]) -> list[int]:
@@ -95,6 +73,8 @@ class TPStageProfile:
         gpu, eff = parent.gpu, parent.efficiency
         # products _flops_s and _combine_s would otherwise form on every call (same values)
         self._fill_flops = gpu.num_sms * eff.fill_flops_per_sm
+        self._floor_s = eff.kernel_floor_s
+        self._roofline = RooflineOps(gpu, eff)
         self._peak_flops = {True: gpu.dense_bf16_flops * eff.attention_efficiency_frac,
                             False: gpu.dense_bf16_flops * eff.gemm_efficiency_frac}
         self._mem_bytes_per_s = gpu.mem_bandwidth_bytes_per_s * eff.mem_bw_efficiency_frac
@@ -121,7 +101,16 @@ class TPStageProfile:
         if flops <= 0:
             return 0.0
         fill = min(1.0, flops / self._fill_flops)
+        if self._floor_s:
+            return count * max(self._floor_s, flops / (self._peak_flops[attention] * min(share, fill)))
         return count * flops / (self._peak_flops[attention] * min(share, fill))
+
+    def _elementwise_s(self, stage_ops: Callable[[], list[ops.Op]], share: float) -> float:
+        """The memory-bound passes of a stage, when ``Efficiency.price_elementwise_ops`` is on."""
+        if not self.parent.efficiency.price_elementwise_ops:
+            return 0.0
+        return sum(op.count * self._roofline.elementwise_s(op.shape[0], share)
+                   for op in stage_ops() if op.kind == "elementwise")
 
     def _allreduce_s(self, nbytes: float) -> float:
         if self.tp == 1 or nbytes <= 0:
@@ -131,10 +120,10 @@ class TPStageProfile:
         return steps * gpu.link_latency_s + steps / self.tp * nbytes / gpu.link_bytes_per_s
 
     def _stage_s(self, stage: work.StageWork, share: float, *, overhead_s: float,
-                 launch: bool = True) -> float:
+                 launch: bool = True, elementwise_s: float = 0.0) -> float:
         compute = sum(self._flops_s(*kernel, share) for kernel in stage.kernels)
         host = stage.num_layers * self.parent.efficiency.layer_launch_s if launch else 0.0
-        return self._combine_s(compute, stage.bytes_read, host, self._comm_s(stage),
+        return self._combine_s(compute, stage.bytes_read, host, self._comm_s(stage) + elementwise_s,
                                overhead_s=overhead_s)
 
     def _comm_s(self, stage: work.StageWork | work.DecodeShape) -> float:
@@ -171,7 +160,9 @@ class TPStageProfile:
         # the cost batching amortises. 0 in the roofline; docs/profiles.md says how the report
         # anchors it. Host preprocessing is not here: it is host_preprocess_s, its own stage.
         overhead_s = eff.step_overhead_s + eff.encode_call_residual_s
-        return max(self._stage_s(work.encoder_work(model, chunk), share, overhead_s=overhead_s)
+        return max(self._stage_s(work.encoder_work(model, chunk), share, overhead_s=overhead_s,
+                                 elementwise_s=self._elementwise_s(
+                                     lambda c=chunk: ops.encoder_ops(model, c), share))
                    for chunk in per_gpu)
 
     def host_preprocess_s(self, mm_tokens_per_item: Sequence[int]) -> float:
@@ -192,8 +183,11 @@ class TPStageProfile:
         return _remembered(self._prefill_memo, (tuple(lens), share), self._prefill_s, lens, share)
 
     def _prefill_s(self, lens: list[int], share: float) -> float:
-        stage = work.prefill_work(self.parent.model.lm, lens, tp=self.tp)
-        return self._stage_s(stage, share, overhead_s=self.parent.efficiency.step_overhead_s)
+        lm = self.parent.model.lm
+        stage = work.prefill_work(lm, lens, tp=self.tp)
+        extra = self._elementwise_s(lambda: ops.prefill_ops(lm, lens, tp=self.tp), share)
+        return self._stage_s(stage, share, overhead_s=self.parent.efficiency.step_overhead_s,
+                             elementwise_s=extra)
 
     def decode_step_s(self, batch_size: int, context_tokens: int) -> float:
         # plain ints pass the first test alone (a simulated decode worker asks millions of times)
@@ -225,7 +219,9 @@ class TPStageProfile:
             shape = work.decode_shape(lm, batch_size, tp=tp)
             fixed = self._decode_fixed[batch_size] = (
                 shape.weight_bytes, tuple(self._flops_s(*k, 1.0) for k in shape.before),
-                tuple(self._flops_s(*k, 1.0) for k in shape.after), self._comm_s(shape))
+                tuple(self._flops_s(*k, 1.0) for k in shape.after),
+                self._comm_s(shape) + self._elementwise_s(
+                    lambda: ops.decode_ops(lm, batch_size, batch_size, tp=tp), 1.0))
         weight_bytes, before_s, after_s, comm = fixed
         attention_flops, kv_read = work.decode_attention(lm, batch_size, context_tokens, tp=tp)
         compute = sum((*before_s, self._flops_s(attention_flops, 1, True, 1.0), *after_s))
@@ -303,7 +299,11 @@ class AnalyticProfile:
 
     def to_params(self) -> dict[str, Any]:
         return {"model_spec": self.model.to_dict(), "gpu_spec": self.gpu.to_dict(),
-                "efficiency": asdict(self.efficiency), "memory_budget": asdict(self.budget)}
+                "efficiency": efficiency_dict(self.efficiency), "memory_budget": asdict(self.budget)}
+
+    def ops(self) -> RooflineOps:
+        """The price of one op on this GPU (:mod:`calibration.op_prices`)."""
+        return RooflineOps(self.gpu, self.efficiency)
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> AnalyticProfile:

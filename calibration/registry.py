@@ -16,7 +16,9 @@ from typing import Any
 from calibration._fields import unknown_name
 from calibration.analytic import AnalyticProfile, Efficiency
 from calibration.fit import FitResult, FittedProfile
+from calibration.measured import MeasuredProfile, model_tables
 from calibration.networks import network_spec
+from calibration.optables import OpTables
 from calibration.specs import gpu_spec, model_spec
 from easerve_core.deployment import Cluster
 from easerve_core.profile import (
@@ -40,10 +42,15 @@ def _load_fitted(doc: ProfileDoc) -> FittedProfile:
     return FittedProfile.from_params(doc.params)
 
 
+def _load_measured(doc: ProfileDoc) -> MeasuredProfile:
+    return MeasuredProfile.from_params(doc.params)
+
+
 #: profile kind -> loader of a ProfileDoc
 PROFILE_KINDS: dict[str, Callable[[ProfileDoc], StageProfile | ParallelProfile]] = {
     "analytic": _load_analytic,
     "fitted": _load_fitted,
+    "measured": _load_measured,
 }
 
 
@@ -124,4 +131,25 @@ def fitted_doc(result: FitResult, samples: dict[str, Any], *, created: str) -> P
         sm_share_table=sm_share_table(result.profile, items=[int(v) for v in items]),
         fit_error=result.fit_error,
         notes=f"samples per stage: {result.num_samples}; fit_error is RMS relative error",
+    )
+
+
+def measured_doc(model: str, gpu: str, tables: OpTables, database: dict[str, str], *, lm_tp: int,
+                 created: str, efficiency: Efficiency | None = None) -> ProfileDoc:
+    """The document ``easerve profile build`` writes: ``model`` on ``gpu`` priced from ``tables``
+    (only the model's shapes kept), the roofline with ``efficiency`` for ops they lack."""
+    profile = MeasuredProfile(model=model_spec(model), gpu=gpu_spec(gpu), database=database,
+                              tables=model_tables(tables, model_spec(model)),
+                              efficiency=efficiency or Efficiency())
+    if not profile.lm_fits(lm_tp):
+        raise ValueError(f"{model} does not fit {gpu} at tp={lm_tp}; try a larger --tp")
+    params: dict[str, Any] = profile.to_params()
+    params["lm_tp"] = lm_tp
+    items = profile.model.typical_request.mm_tokens_per_item
+    fallback = sorted({label for label, _, source in profile.op_sources(lm_tp) if source == "roofline"})
+    return ProfileDoc(
+        kind="measured", model=model, gpu=gpu, source=tables.source, created=created, params=params,
+        sm_share_table=sm_share_table(profile, items=items),
+        notes=f"stage latencies summed from measured ops (calibration.measured); the roofline prices "
+              f"{', '.join(fallback) or 'no op'}; 'easerve profile show' lists the source per op.",
     )

@@ -3,12 +3,16 @@
   easerve profile analytic --model M --gpu G [--tp N] --out FILE
   easerve profile fit SAMPLES --out FILE
   easerve profile show FILE [--prompt-tokens N] [--output-tokens N] [--items T,T]
+  easerve profile build --from aiconfigurator --system S --engine E --model M --out FILE
+  easerve profile fit-roofline --gpu G --from aiconfigurator [--out FILE]
 
 ``analytic`` writes the roofline profile of a model on a GPU (``--tp`` is the
 Prefill/Decode tensor parallelism ``show`` reports; the profile answers any
 TP). ``fit`` fits a profile to measured samples (docs/profiles.md). ``show``
 prints the stage table: latency and capacity (requests/s) of one worker per
-stage at the model's typical request, Encode at TP 1 for B = 1 and 8.
+stage at the model's typical request, Encode at TP 1 for B = 1 and 8; for a
+measured profile, the source of every op. ``build`` and ``fit-roofline``:
+:mod:`easerve.cli.profile_measured`.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 
 from calibration import (
     AnalyticProfile,
+    MeasuredProfile,
     analytic_doc,
     fit_samples,
     fitted_doc,
@@ -28,6 +33,7 @@ from calibration import (
     profile_from_doc,
 )
 from calibration.specs import gpu_spec, model_spec
+from easerve.cli import profile_measured
 from easerve.cli.common import add_out, command_parser
 from easerve.cli.outputs import check_file
 from easerve_core import StageGroup, capacity
@@ -58,6 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     s.add_argument("--items", default=None, help="LM tokens per item, comma-separated")
     s.add_argument("--max-num-seqs", type=int, default=256, help="decode batch cap (default 256)")
     s.set_defaults(func=run_show)
+    profile_measured.register(sub, check_lm_tp)
 
 
 def _today() -> str:
@@ -125,7 +132,7 @@ def _shape(doc: ProfileDoc, args: argparse.Namespace) -> RequestShape:
 
 
 def _kv_capacity(doc: ProfileDoc, profile: object, lm_tp: int) -> int | None:
-    if isinstance(profile, AnalyticProfile):
+    if isinstance(profile, AnalyticProfile | MeasuredProfile):
         return profile.kv_capacity_tokens(lm_tp)
     try:  # a fitted profile: borrow the memory model of its specs, when known
         return AnalyticProfile(model=model_spec(doc.model), gpu=gpu_spec(doc.gpu)).kv_capacity_tokens(lm_tp)
@@ -168,6 +175,9 @@ def show_lines(doc: ProfileDoc, shape: RequestShape, *, max_num_seqs: int = 256)
                      f"{profile.kv_capacity_tokens(1, with_encoder=True)} KV tokens")
     if doc.sm_share_table is not None:
         lines.append("SM share " + ", ".join(f"B={k}: {v:.1f}" for k, v in doc.sm_share_table.shares.items()))
+    if isinstance(profile, MeasuredProfile):
+        lines.append(f"ops      source per op (encode TP1, prefill and decode TP{lm_tp}):")
+        lines += [f"  {label:<22}{kind:<22}{source}" for label, kind, source in profile.op_sources(lm_tp)]
     return lines
 
 

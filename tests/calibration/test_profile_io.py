@@ -66,8 +66,8 @@ def test_bad_profiles_are_refused_with_a_clear_error(doc, tmp_path, edit, match)
         load_profile(path)
 
 
-def test_profile_kinds_table_names_both_producers():
-    assert set(PROFILE_KINDS) == {"analytic", "fitted"}
+def test_profile_kinds_table_names_every_producer():
+    assert set(PROFILE_KINDS) == {"analytic", "fitted", "measured"}
 
 
 @pytest.mark.parametrize("model, gpu", PAPER)
