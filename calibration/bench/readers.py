@@ -90,7 +90,7 @@ def read_bench(path: str | Path, *, run: int | None = None) -> BenchRun:
     if any("experiments" in o for o in objects):
         raise ValueError(f"{path}: a genai-perf export must be one JSON object")
     obj = _pick(path, objects, run, what="runs (lines)")
-    if "ttfts" not in obj and "median_ttft_ms" not in obj:
+    if "ttfts" not in obj and not {"completed", "duration"} <= obj.keys():  # the summary both tools write
         raise ValueError(f"{path}: not a benchmark result of a known schema (vLLM bench serve JSON, "
                          f"SGLang bench_serving JSONL or genai-perf profile_export.json)")
     tool = "vllm" if "burstiness" in obj and path.suffix != ".jsonl" else "sglang"
