@@ -19,6 +19,7 @@ from calibration.fit import FitResult, FittedProfile
 from calibration.measured import MeasuredProfile, model_tables
 from calibration.networks import network_spec
 from calibration.optables import OpTables
+from calibration.scaled import ScaledProfile, scales_of
 from calibration.specs import gpu_spec, model_spec
 from easerve_core.deployment import Cluster
 from easerve_core.profile import (
@@ -46,11 +47,18 @@ def _load_measured(doc: ProfileDoc) -> MeasuredProfile:
     return MeasuredProfile.from_params(doc.params)
 
 
+def _load_scaled(doc: ProfileDoc) -> ScaledProfile:
+    base, first_token, decode = scales_of(doc.params)
+    return ScaledProfile(profile_from_doc(ProfileDoc.from_json_dict(base, where=f"{doc.source} (base)")),
+                         first_token_scale=first_token, decode_scale=decode)
+
+
 #: profile kind -> loader of a ProfileDoc
 PROFILE_KINDS: dict[str, Callable[[ProfileDoc], StageProfile | ParallelProfile]] = {
     "analytic": _load_analytic,
     "fitted": _load_fitted,
     "measured": _load_measured,
+    "scaled": _load_scaled,
 }
 
 

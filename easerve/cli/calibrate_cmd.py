@@ -2,6 +2,7 @@
 
   easerve calibrate --model M --size S --device cpu|cuda --out PROFILE.json [--quick] [--reps N]
   easerve calibrate --from-runs DIR [DIR ...] --out PROFILE.json [--profile BASE.json]
+  easerve calibrate --from-bench FILE --config CONFIG.toml --out PROFILE.json [--profile BASE.json]
 
 The first form measures encode per batch size and item size (and at the
 five share levels, for the SM-share table), prefill per length, decode per
@@ -17,6 +18,11 @@ live runs, taking the host contention out with the host model of
 ``--profile`` (whose table and host model it keeps), and refits the host
 model's traced effects: pauses, warm-ups, batch changes and hand-offs
 (calibration.loop.refit_profile).
+
+The third refits a profile (``--profile``, else the config's) to a real
+engine's serving benchmark: the scales on the first-token stages and the
+decode step that bring the simulator's median TTFT and TPOT to the
+benchmark's (easerve.cli.bench_calibration, docs/calibration.md section 6).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import sys
 from pathlib import Path
 
 from calibration.loop.samples import CPU_SHARE_STEPS, calibrated_doc, share_table, spread_summary, to_samples
+from easerve.cli.bench_calibration import add_bench_run, calibrate_bench
 from easerve.cli.common import add_out, command_parser
 from easerve.cli.outputs import check_file
 from easerve_core.profile import ProfileDoc, load_profile_doc, save_profile_doc
@@ -49,13 +56,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--from-runs", type=Path, nargs="+", default=None, metavar="DIR",
                    help="refit from the stage logs of these live run folders")
     p.add_argument("--profile", type=Path, default=None,
-                   help="with --from-runs: the profile whose host model and table to use")
+                   help="with --from-runs: the profile whose host model and table to use; with "
+                        "--from-bench: the profile to refit (default: the config's)")
+    p.add_argument("--from-bench", type=Path, default=None, metavar="FILE",
+                   help="refit from a serving benchmark's per-request results (vLLM, SGLang, genai-perf)")
+    p.add_argument("--config", type=Path, default=None,
+                   help="with --from-bench: the experiment TOML whose deployment and workload ran")
+    add_bench_run(p)
 
 
 def run(args: argparse.Namespace) -> int:
     check_file(args.out)  # before minutes of measuring
+    if args.from_runs and args.from_bench:
+        raise ValueError("give --from-runs or --from-bench, not both")
     if args.from_runs:
         return _refit(args)
+    if args.from_bench:
+        return calibrate_bench(args)
     if not args.model:
         raise ValueError("give --model (or --from-runs DIR...)")
     if args.device not in DEVICES:

@@ -2,6 +2,11 @@
 
   easerve validate CONFIG.toml --profile PROFILE.json --out DIR [--repeats N]
   easerve validate CONFIG.toml --profile PROFILE.json --out DIR --sweep [SPEC ...] [--rank-by METRIC]
+  easerve validate CONFIG.toml --bench FILE --out DIR [--profile PROFILE.json]
+
+With ``--bench`` the simulator is judged against a real engine's serving
+benchmark instead of the live executor, and refit to it
+(easerve.cli.bench_calibration, docs/calibration.md section 6).
 
 Runs the config's deployment (or, with ``--sweep``, several variants of it)
 on the config's workload in the simulator, with the profile and its host
@@ -46,6 +51,7 @@ from calibration.loop.fidelity import (
     side_metrics,
 )
 from easerve.cli import Terminated
+from easerve.cli.bench_calibration import add_bench_run, validate_bench
 from easerve.cli.common import add_config, add_force, add_out, command_parser
 from easerve.cli.outputs import RunFolder
 from easerve.resources import load_config
@@ -63,7 +69,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p = command_parser(subparsers, "validate", help="compare the simulator with live runs (fidelity report)",
                        doc=__doc__, func=run)
     add_config(p, "experiment TOML (e.g. configs/small_qwen2audio_cpu.toml)")
-    p.add_argument("--profile", type=Path, required=True, help="fitted profile (easerve calibrate)")
+    p.add_argument("--profile", type=Path, default=None,
+                   help="fitted profile (easerve calibrate); required but with --bench "
+                        "(default: the config's)")
     add_out(p, "folder to write the report into")
     add_force(p)
     p.add_argument("--repeats", type=int, default=3, help="live trials per deployment (default 3)")
@@ -80,6 +88,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--device", default=None,
                    help="cpu | cuda: where the live side runs (default: the config's [live] device); "
                         "the bars follow it (CPU 15%%/25%%, CUDA 5%%/10%% at P50/P99)")
+    p.add_argument("--bench", type=Path, default=None, metavar="FILE",
+                   help="judge the simulator against a serving benchmark's per-request results instead "
+                        "(vllm bench serve --save-result --save-detailed JSON, SGLang bench_serving "
+                        "--output-details JSONL, genai-perf profile_export.json), then refit")
+    add_bench_run(p)
 
 
 def parse_spec(base: Deployment, spec: str) -> Deployment:
@@ -108,6 +121,10 @@ def parse_spec(base: Deployment, spec: str) -> Deployment:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.bench is not None:
+        return validate_bench(args)
+    if args.profile is None:
+        raise ValueError("--profile is required (or give --bench FILE)")
     config = with_device(load_config(args.config, runs_deployment=True), args.device)
     doc = load_profile_doc(args.profile)
     if args.repeats < 1:

@@ -386,7 +386,14 @@ CASES = [
     Case("validate-out-not-empty", lambda tmp: ((tmp / "out").mkdir(), raw("out/a", "x")(tmp),
                                                 validate()(tmp))[2],
          "pass --force"),
+    Case("validate-no-profile", lambda tmp: [*validate()(tmp)[:2], "--out", "out"], "--profile is required"),
+    Case("validate-bench-schema", with_file(raw("b.json", '{"results": []}'), lambda tmp: [
+        "validate", str(config(SIM)(tmp)), "--bench", "b.json", "--out", "out"]), "b.json: not a benchmark"),
+    Case("validate-bench-missing", lambda tmp: ["validate", str(config(SIM)(tmp)), "--bench", "nope.json",
+                                                "--out", "out"], "nope.json: cannot read the benchmark"),
     # -- calibrate -------------------------------------------------------------------------------
+    Case("calibrate-bench-no-config", lambda tmp: ["calibrate", "--from-bench", "b.json", "--out", "p.json"],
+         "--from-bench needs --config"),
     Case("calibrate-no-model", lambda tmp: ["calibrate", "--out", "p.json"], "give --model"),
     Case("calibrate-device", lambda tmp: ["calibrate", "--model", "qwen2-audio", "--device", "tpu", "--out",
                                           "p.json"], "--device must be one of"),
