@@ -159,7 +159,7 @@ def _check_sizes(sizes: RawSizes, data: Mapping[str, Any], base: RequestMix) -> 
             raise ValueError(f"workload.{key}: give LM tokens or workload.{sizes.key} (raw sizes), not both")
     if base.modality is not sizes.modality:
         raise ValueError(f"workload.{sizes.key} are {sizes.modality} items, but mix {data['mix']!r} is "
-                         f"{base.modality}; name a {sizes.modality} mix or leave mix out")
+                         f"{base.modality}; leave mix out or name a mix of modality {sizes.modality}")
 
 
 def _arrivals(kind: str, data: Mapping[str, Any]) -> ArrivalProcess:

@@ -95,6 +95,9 @@ def test_paper_specs_reproduce_the_named_mixes() -> None:
         mix("qwen-video-rmm16").item_tokens
     assert _tokens({"audio_s": [5, 10, 15, 20, 30]}, "ultravox-v0.6-gemma3-27b") == \
         mix("ultravox-audio").item_tokens
+    table = {"rate_hz": 1.0, "images": [[1024, 1024], [1280, 720], [1920, 1080]],
+             "image_weights": [.4, .3, .3]}
+    assert resolve_workload(WorkloadSpec.from_dict(table), "qwen2.5-vl-32b").mix == mix("qwen-image")
 
 
 def _config(tmp_path: Path, model: str, workload: str, *, name: str = "run.toml") -> Path:
