@@ -15,7 +15,10 @@ the core's pure resolver (:func:`easerve_core.plan.resolve`):
   simulator's ``[sim.host]`` base and its transfer fit is the cluster's link;
 * the **base cluster** the config's ``[cluster]`` keys override
   (:func:`base_cluster`): worker processes on one host (64 paths of the
-  measured link) when there is a host model, else the GPU spec's link.
+  measured link) when there is a host model, else the GPU spec's link;
+* the workload's **raw item sizes** (``[workload] images``, ``videos``,
+  ``audio_s``) in LM tokens by the model's processor rule
+  (:func:`calibration.sizes.resolve_sizes`).
 
 The result, :class:`Resolved`, is the plan plus what the simulator needs
 besides it (the profile and its options); the live executor needs the plan
@@ -32,6 +35,7 @@ from calibration.analytic import Efficiency
 from calibration.fit import FittedProfile
 from calibration.loop.host import HostModel, host_of, with_overheads
 from calibration.registry import analytic_profile, cluster_for, profile_from_doc
+from calibration.sizes import resolve_sizes
 from calibration.specs import gpu_names, gpu_spec, is_model
 from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Cluster
@@ -80,7 +84,7 @@ def scaled_mix(config: ExperimentConfig) -> RequestMix:
     What a live run of the config feeds its model (before the family's own
     geometry), so what the simulator should judge a live-capable config on.
     """
-    mix = config.workload.mix
+    mix = resolve_sizes(config).workload.mix
     scale = LiveOptions.from_dict(config.engine.get("live")).mm_token_scale
     return replace(mix, item_tokens=tuple(max(1, round(t * scale)) for t in mix.item_tokens))
 
@@ -151,6 +155,7 @@ def plan_for(config: ExperimentConfig, *, preset: str | None = None, rate_hz: fl
     host model's free cores (re-measured just before a run). A live run may
     go without a profile (``need_profile=False``).
     """
+    config = resolve_sizes(config)
     if profile is None and doc is not None:
         profile = profile_from_doc(doc)
     elif profile is None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from calibration._fields import fraction, unknown_name, validate
+from calibration.processor_spec import ProcessorSpec
 
 SPEC_DIR = Path(__file__).parent / "specs"
 
@@ -255,11 +256,15 @@ class ModelSpec:
     encoder: EncoderSpec
     mapping: ItemMapping
     typical_request: TypicalRequest
+    #: the processor rule raw item sizes go through (calibration.processor_spec); None: no rule
+    processor: ProcessorSpec | None = None
     provenance: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
+        """The cost-relevant values (what profiles embed): no provenance, no processor rule."""
         out = asdict(self)
         out.pop("provenance")
+        out.pop("processor")
         out["typical_request"]["mm_tokens_per_item"] = list(self.typical_request.mm_tokens_per_item)
         if not self.lm.is_moe:  # a dense model's dict (and every profile embedding it) stays as before
             for key in _MOE_FIELDS:
@@ -274,6 +279,7 @@ class ModelSpec:
                 lm=LMSpec(**data["lm"]), encoder=EncoderSpec(**data["encoder"]),
                 mapping=ItemMapping(**data["mapping"]),
                 typical_request=TypicalRequest(**data["typical_request"]),
+                processor=ProcessorSpec.from_dict(data["processor"]) if "processor" in data else None,
                 provenance=dict(provenance or {}),
             )
         except (KeyError, TypeError) as exc:

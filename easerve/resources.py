@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from calibration.sizes import resolve_sizes
 from easerve_core.checks import notice
 from easerve_core.config import ExperimentConfig, load_experiment
 
@@ -46,9 +47,11 @@ def load_config(path: str | Path, *, runs_deployment: bool = False) -> Experimen
 
     ``runs_deployment``: the command runs the config's own deployment, so a
     config without ``[deployment]`` gets a notice that the defaults run
-    (docs/cli.md); commands that search deployments leave it False.
+    (docs/cli.md); commands that search deployments leave it False. Raw item
+    sizes in ``[workload]`` come back as LM tokens of the config's model
+    (:func:`calibration.sizes.resolve_sizes`).
     """
-    config = load_experiment(find_config(path))
+    config = resolve_sizes(load_experiment(find_config(path)))
     if runs_deployment and not config.deployment_given:
         notice(f"{path}: no [deployment] table; running the default deployment {config.deployment.label()}")
     return config

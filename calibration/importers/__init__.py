@@ -111,5 +111,7 @@ def import_model(
         },
         "unmodelled": notes + built.notes,
     }
+    if built.processor is not None:  # the rule raw item sizes go through (calibration.processor_spec)
+        spec["processor"] = built.processor
     ModelSpec.from_dict(strip_marks(spec, "", {}))  # refuse a spec the cost model cannot load
     return spec

@@ -6,6 +6,10 @@ the LM hidden size (projectors end there) and the processor's settings
 :class:`Tower`; what the cost model has no rule for goes in its ``notes``.
 Typical items (marked G): the image that fills the most tiles for a tiled
 tower, a 1280x720 image for Qwen, 10 s of 720p at 2 fps for video, 10 s of audio.
+A tower whose processor has a rule (:mod:`calibration.processor_spec`) also
+returns its ``processor`` table, so workloads may give raw item sizes; the
+tiled towers of InternVL, Idefics3 and Llama-4 and OneVision's pooled anyres
+have none yet (raw sizes are refused for them).
 """
 
 from __future__ import annotations
@@ -29,6 +33,11 @@ class Tower:
     mapping: dict[str, Any]
     typical_tokens: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    processor: dict[str, Any] | None = None
+
+
+def _fixed_processor(tokens: int, why: str) -> dict[str, Any]:
+    return {"kind": "fixed", "tokens_per_image": derived(tokens, why)}
 
 
 def _side(keys: Keys, name: str) -> dict[str, Any]:
@@ -108,7 +117,8 @@ def clip_anyres(tower: Keys, top: Keys, lm_hidden: int, *, siglip: bool, anyres:
                 "positions": f"{side * side} patches + {cls} CLS",
             },
         )
-        return Tower(enc, mapping, derived(base, "one image: a fixed token count"), notes)
+        return Tower(enc, mapping, derived(base, "one image: a fixed token count"), notes,
+                     _fixed_processor(base, f"({size}/{patch})^2 patches of the one view"))
     pins = top.raw_value("image_grid_pinpoints")
     if not pins:
         raise ValueError(f"{top.file}: missing required key image_grid_pinpoints")
@@ -130,16 +140,27 @@ def clip_anyres(tower: Keys, top: Keys, lm_hidden: int, *, siglip: bool, anyres:
             "positions": f"{side * side} patches" + (" + CLS" if cls else "") + " per tower forward",
         },
     )
+    processor = None
     if siglip:
         notes.append(
             "LLaVA-OneVision anyres_max: LM tokens of large images are pooled down while the "
             "tower still encodes every tile; easerve prices tiles from LM tokens"
         )
+        notes.append("LLaVA-OneVision anyres_max pooling has no processor rule: raw image sizes are refused")
+    else:
+        processor = {
+            "kind": "anyres",
+            "tile_px": _side(tower, "image_size"),
+            "patch_px": _side(tower, "patch_size"),
+            "pinpoints_px": leaf(pins, "V", f"{top.file.name} image_grid_pinpoints ([height, width])"),
+            "base_extra_tokens": derived(base - side * side, f"vision_feature_select_strategy {strategy!r}"),
+        }
     return Tower(
         enc,
         mapping,
         derived(tokens, f"one {grid[1]}x{grid[0]} image -> {tokens} LM tokens, {1 + tiles} tower forwards"),
         notes,
+        processor,
     )
 
 
@@ -175,12 +196,17 @@ def siglip_fixed(tower: Keys, top: Keys, lm_hidden: int) -> Tower:
         mapping,
         derived(tokens, "mm_tokens_per_image per image"),
         ["Gemma-3 pan-and-scan crops are not modelled (one view per image)"],
+        {"kind": "fixed", "tokens_per_image": top.get("mm_tokens_per_image")},
     )
 
 
 def _qwen_bounds(pre: Mapping[str, Any], which: str, *, patch: int) -> tuple[int, int, str]:
-    """(min, max) pixels: preprocessor_config.json's size, else transformers' defaults."""
+    """(min, max) pixels: preprocessor_config.json's min_pixels/max_pixels (which win, as in
+    transformers), else its size, else transformers' defaults."""
     size = pre.get("size") if isinstance(pre.get("size"), Mapping) else {}
+    if which == "image" and pre.get("min_pixels") and pre.get("max_pixels"):
+        where = "preprocessor_config.json min_pixels/max_pixels"
+        return int(pre["min_pixels"]), int(pre["max_pixels"]), where
     if which == "image" and size.get("shortest_edge") and size.get("longest_edge"):
         return int(size["shortest_edge"]), int(size["longest_edge"]), "preprocessor_config.json size"
     unit = (2 * patch) ** 2
@@ -285,7 +311,25 @@ def qwen_vl(
     else:
         mapping["window_positions"] = derived(0, "no windowed attention")
         mapping["num_full_attention_layers"] = derived(depth, "every layer attends over the whole item")
-    return Tower(enc, mapping, typical, notes)
+    return Tower(enc, mapping, typical, notes, _qwen_processor(tower, pre, patch))
+
+
+def _qwen_processor(tower: Keys, pre: Mapping[str, Any], patch: int) -> dict[str, Any]:
+    """The ``qwen`` processor table: image bounds from preprocessor_config.json, video bounds the
+    video processor's defaults (a video_preprocessor_config.json is not read)."""
+    low, high, where = _qwen_bounds(pre, "image", patch=patch)
+    vlow, vhigh, vwhere = _qwen_bounds(pre, "video", patch=patch)
+    mark = "V" if where.startswith("preprocessor") else "D"
+    return {
+        "kind": "qwen",
+        "patch_px": tower.get("patch_size"),
+        "merge": tower.get("spatial_merge_size"),
+        "temporal_patch": tower.get("temporal_patch_size"),
+        "min_pixels": leaf(low, mark, where),
+        "max_pixels": leaf(high, mark, where),
+        "video_min_pixels": derived(vlow, vwhere),
+        "video_max_pixels": derived(vhigh, vwhere),
+    }
 
 
 def internvit(tower: Keys, top: Keys, lm_hidden: int, pre: Mapping[str, Any]) -> Tower:
@@ -398,6 +442,7 @@ def fixed_pooled(
         mapping,
         derived(tokens, f"{tokens_key} per image"),
         [f"{what}: position embeddings and images below the token budget are not modelled"],
+        {"kind": "fixed", "tokens_per_image": top.get(tokens_key)},
     )
 
 
@@ -478,9 +523,16 @@ def whisper(tower: Keys, top: Keys, lm_hidden: int, *, stack: int | None) -> Tow
             },
         )
         tokens = rules.qwen2_audio_tokens(TYPICAL_AUDIO_S)
-        return Tower(
-            enc, mapping, derived(tokens, f"{TYPICAL_AUDIO_S:g} s of audio -> {tokens} LM tokens"), []
-        )
+        seconds = positions * 2 / rules.MEL_FRAMES_PER_S
+        processor = {
+            "kind": "whisper",
+            "max_audio_s": derived(
+                seconds,
+                f"max_source_positions {positions} x stride 2 / {rules.MEL_FRAMES_PER_S} mel frames/s",
+            ),
+        }
+        typical = derived(tokens, f"{TYPICAL_AUDIO_S:g} s of audio -> {tokens} LM tokens")
+        return Tower(enc, mapping, typical, [], processor)
     proj_hidden = value(top.get("hidden_size"))
     enc["projector_params"] = derived(
         hid * stack * proj_hidden + proj_hidden // 2 * lm_hidden,
@@ -504,4 +556,5 @@ def whisper(tower: Keys, top: Keys, lm_hidden: int, *, stack: int | None) -> Tow
             f"{TYPICAL_AUDIO_S:g} s of audio at 50 positions/s / stack_factor {stack} -> {tokens} LM tokens",
         ),
         [],
+        {"kind": "whisper", "stack_factor": top.get("stack_factor", default=stack)},
     )

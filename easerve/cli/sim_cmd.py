@@ -8,7 +8,9 @@ profile), the preset (``--preset`` or ``[deployment] preset``; default
 it, and the batcher's rate hint with it). Then it simulates and writes into DIR: ``records.parquet``,
 ``utilization.parquet``, ``stage_log.parquet``, ``queues.parquet``,
 ``summary.json`` (with the SLO of the config's tier), ``config.json`` (the
-resolved config) and ``latency.png`` / ``encoder_utilization.png``.
+resolved config) and ``latency.png`` / ``encoder_utilization.png``. Raw item
+sizes in ``[workload]`` are printed with the LM tokens the model's processor
+rule gives them (what ``records.parquet`` holds).
 
 ``--controller PLAN_TABLE.json`` (``easerve plan-table`` writes it) runs the
 online controller on that table (docs/controller.md): the run starts on the
@@ -92,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
         decisions = result.meta["controller"]["decisions"]
         print(f"controller: {len(decisions)} decision(s): "
               + (", ".join(f"{d['at_s']:.0f} s -> band {d['band']}" for d in decisions) or "none"))
+    if plan.workload is not None and plan.workload.sizes is not None:
+        print(plan.workload.sizes.describe())
     print(f"{plan.preset}: {s.num_ok}/{s.num_requests} ok, throughput {s.throughput_rps:.3f} req/s, "
           f"goodput {s.goodput_rps:.3f} req/s ({tier}), TTFT mean {s.ttft_mean_s:.3f} s, "
           f"TPOT mean {s.tpot_mean_s * 1e3:.1f} ms -> {out}")

@@ -21,6 +21,7 @@ from easerve_core.workload.shapes import (
     SpikeArrivals,
     StepArrivals,
 )
+from easerve_core.workload.sizes import AudioClip, ImageSize, RawSizes, VideoClip
 from easerve_core.workload.spec import ARRIVALS, WorkloadSpec, generate
 from easerve_core.workload.trace import read_trace, write_trace
 
@@ -30,11 +31,14 @@ __all__ = [
     "SHAPES",
     "TRACE_FORMATS",
     "ArrivalProcess",
+    "AudioClip",
     "DriftArrivals",
     "GammaArrivals",
+    "ImageSize",
     "PoissonArrivals",
     "RateSchedule",
     "RateSegment",
+    "RawSizes",
     "RecordedTrace",
     "RequestMix",
     "SineArrivals",
@@ -42,6 +46,7 @@ __all__ = [
     "StepArrivals",
     "TokenTrace",
     "Trace",
+    "VideoClip",
     "WorkloadSpec",
     "generate",
     "load_trace",

@@ -25,6 +25,12 @@ shape fields       ``amplitude_frac``, ``period_s``, ``phase_frac`` (sine);
                    overrides of the preset's ranges
 ``item_tokens``, ``item_weights``: override the preset's per-item LM tokens
                    (e.g. for small live models) and their weights
+``images``, ``videos``, ``audio_s`` (with ``image_weights``, ``video_weights``,
+                   ``audio_weights``): raw item sizes instead of LM tokens
+                   (``sizes``); the model's processor rule turns them into
+                   tokens (``calibration.sizes``) before requests are drawn.
+                   Without ``mix`` the mix is the modality's preset
+                   (:data:`RAW_SIZE_MIXES`) for its text lengths
 """
 
 from __future__ import annotations
@@ -47,25 +53,32 @@ from easerve_core.workload.formats import DEFAULT_TRACE_FORMAT, load_trace
 from easerve_core.workload.mixes import RequestMix, mix
 from easerve_core.workload.replay import Trace
 from easerve_core.workload.shapes import SHAPES, required_fields, shape_fields
+from easerve_core.workload.sizes import KEYS as SIZE_KEYS
+from easerve_core.workload.sizes import WEIGHT_KEYS, RawSizes
 
 ARRIVALS = ("poisson", "gamma", "schedule", "trace", *SHAPES)
 _CLASSIC_FIELDS = {"rate_hz", "cv", "burstiness", "schedule"}
 _SHAPE_FIELDS = {name for kind in SHAPES for name in shape_fields(kind)} - _CLASSIC_FIELDS
 _KEYS = {"mix", "num_requests", "arrival", "trace", "trace_format", "prompt_tokens",
          "output_tokens", "items_per_request", "item_tokens", "item_weights",
-         *_CLASSIC_FIELDS, *_SHAPE_FIELDS}
+         *SIZE_KEYS, *WEIGHT_KEYS, *_CLASSIC_FIELDS, *_SHAPE_FIELDS}
+#: the mix a raw-size key draws text lengths from when the table names none
+RAW_SIZE_MIXES = {"images": "llava-image", "videos": "qwen-video", "audio_s": "ultravox-audio"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkloadSpec:
     """A workload as data. A ``trace``, when set, replaces the arrivals (and, when it
-    is recorded, the mix too)."""
+    is recorded, the mix too). ``sizes``, when set, are raw item sizes: the mix
+    takes their LM tokens once :meth:`with_size_tokens` gives them, and until
+    then the workload draws no requests."""
 
     mix: RequestMix
     arrivals: ArrivalProcess | None
     num_requests: int
     mix_name: str = "custom"
     trace: Trace | None = None
+    sizes: RawSizes | None = None
 
     def __post_init__(self) -> None:
         limits.at_most("num_requests", checks.integer("num_requests", self.num_requests, minimum=1),
@@ -94,14 +107,33 @@ class WorkloadSpec:
         assert self.arrivals is not None
         return replace(self, arrivals=self.arrivals.with_rate(rate_hz))
 
+    @property
+    def needs_size_tokens(self) -> bool:
+        """Whether raw sizes still wait for the model's processor rule."""
+        return self.sizes is not None and not self.sizes.is_resolved
+
+    def with_size_tokens(self, tokens: tuple[int, ...], rule: str) -> WorkloadSpec:
+        """The workload with its raw sizes resolved to ``tokens`` (one per item) by ``rule``."""
+        if self.sizes is None:
+            raise ValueError("the workload gives no raw sizes to resolve")
+        sizes = self.sizes.resolved(tokens, rule)
+        try:
+            mix = replace(self.mix, item_tokens=sizes.tokens, item_weights=sizes.weights)
+        except ValueError as exc:
+            raise ValueError(f"workload.{sizes.key} ({rule}): {exc}") from None
+        return replace(self, mix=mix, sizes=sizes)
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> WorkloadSpec:
         unknown = sorted(set(data) - _KEYS)
         if unknown:
             raise ValueError(f"unknown workload field(s): {', '.join(unknown)}")
         kind = checks.one_of("workload.arrival", _arrival_kind(data), ARRIVALS)
-        mix_name = str(data.get("mix", "llava-image"))
+        sizes = RawSizes.from_table(data)
+        mix_name = str(data.get("mix", "llava-image" if sizes is None else RAW_SIZE_MIXES[sizes.key]))
         base = mix(mix_name)
+        if sizes is not None:
+            _check_sizes(sizes, data, base)
         overrides: dict[str, Any] = {k: _seq(f"workload.{k}", data[k]) for k in (
             "prompt_tokens", "output_tokens", "items_per_request", "item_tokens", "item_weights")
             if k in data}
@@ -112,11 +144,22 @@ class WorkloadSpec:
             _refuse_foreign_fields(kind, data)
             trace = _trace(data)
             return cls(mix=req_mix, arrivals=None, num_requests=trace.num_requests,
-                       mix_name=mix_name, trace=trace)
+                       mix_name=mix_name, trace=trace, sizes=sizes)
         num = checks.integer("workload.num_requests", data.get("num_requests", 500), minimum=1)
         limits.at_most("workload.num_requests", num, limits.MAX_NUM_REQUESTS,
                        "about 2 KB each while a run lasts; split longer studies")
-        return cls(mix=req_mix, arrivals=_arrivals(kind, data), num_requests=num, mix_name=mix_name)
+        return cls(mix=req_mix, arrivals=_arrivals(kind, data), num_requests=num, mix_name=mix_name,
+                   sizes=sizes)
+
+
+def _check_sizes(sizes: RawSizes, data: Mapping[str, Any], base: RequestMix) -> None:
+    """Raw sizes replace the preset's item tokens, and must be of the mix's modality."""
+    for key in ("item_tokens", "item_weights"):
+        if key in data:
+            raise ValueError(f"workload.{key}: give LM tokens or workload.{sizes.key} (raw sizes), not both")
+    if base.modality is not sizes.modality:
+        raise ValueError(f"workload.{sizes.key} are {sizes.modality} items, but mix {data['mix']!r} is "
+                         f"{base.modality}; leave mix out or name a mix of modality {sizes.modality}")
 
 
 def _arrivals(kind: str, data: Mapping[str, Any]) -> ArrivalProcess:
@@ -195,6 +238,10 @@ def generate(spec: WorkloadSpec, rng: np.random.Generator) -> list[Request]:
 
     A public trace draws its requests' multimodal items from the mix with ``rng``.
     """
+    if spec.needs_size_tokens:
+        assert spec.sizes is not None
+        raise ValueError(f"workload.{spec.sizes.key}: raw sizes need the model's processor rule to become "
+                         "LM tokens; load the config with its model (calibration.sizes.resolve_sizes)")
     if spec.trace is not None:
         return spec.trace.draw(spec.mix, rng)
     assert spec.arrivals is not None

@@ -39,6 +39,13 @@ AIC_CONFIGS = (
 )
 
 
+#: preprocessor_config.json of a paper model, with the values its hand-written spec cites
+PAPER_PREPROCESSORS: dict[str, dict[str, Any]] = {
+    "qwen2.5-vl-32b": {"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14,
+                       "temporal_patch_size": 2, "merge_size": 2},
+}
+
+
 def aic_config(name: str) -> Path:
     """A config.json shipped in the installed aiconfigurator-core (read in place, never copied)."""
     import aiconfigurator_core

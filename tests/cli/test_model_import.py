@@ -3,7 +3,7 @@
 Real configs come from the installed aiconfigurator-core (read in place);
 the other families are tiny configs built in code (tests/calibration/importer_configs.py).
 The three paper models, imported from configs carrying their published numbers,
-equal the hand-written specs field for field.
+equal the hand-written specs field for field, their processor rules included.
 """
 
 from __future__ import annotations
@@ -70,9 +70,12 @@ def test_tiny_families_import(tmp_path: Path, family: str) -> None:
 def test_paper_models_equal_hand_written(tmp_path: Path, name: str) -> None:
     build, modality, hf_id = PAPER[name]
     folder = cfgs.write(tmp_path / name, build())
+    if name in cfgs.PAPER_PREPROCESSORS:
+        (folder / "preprocessor_config.json").write_text(json.dumps(cfgs.PAPER_PREPROCESSORS[name]))
     out = tmp_path / f"{name}.json"
     assert _import(folder, out, "--modality", modality, "--hf-id", hf_id) == 0
     assert model_spec(str(out)).to_dict() == model_spec(name).to_dict()
+    assert model_spec(str(out)).processor == model_spec(name).processor is not None
 
 
 def test_spec_path_env_and_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

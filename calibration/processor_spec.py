@@ -1,0 +1,87 @@
+"""A model spec's ``processor`` table: the parameters of the rule that turns raw items into LM tokens.
+
+One rule per ``kind`` (the arithmetic is in
+:mod:`calibration.importers.processor_rules`; the table of kinds, the raw
+sizes each takes and its function is :data:`calibration.sizes.RULES`):
+
+``anyres``   LLaVA-NeXT anyres grids: ``tile_px``, ``patch_px``,
+             ``pinpoints_px`` ([[height, width], ...]), ``base_extra_tokens``
+``qwen``     Qwen2/2.5/3-VL: ``patch_px``, ``merge``, ``temporal_patch``, the
+             image pixel bounds ``min_pixels``/``max_pixels`` and the video
+             bounds ``video_min_pixels``/``video_max_pixels``
+``fixed``    a fixed number of LM tokens per image: ``tokens_per_image``
+``whisper``  Whisper encoder positions (100 mel frames/s, stride 2), then
+             either Qwen2-Audio's average pool by 2 over at most
+             ``max_audio_s`` (``stack_factor`` 0) or Ultravox's stacking of
+             ``stack_factor`` positions per token
+
+A spec without the table has no rule, and a workload giving raw sizes for
+it is refused. The table is left out of :meth:`ModelSpec.to_dict` (the dict
+analytic profiles embed): it changes request sizes, not costs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from calibration._fields import unknown_name, validate
+
+#: kind -> the fields it needs (> 0)
+NEEDS: dict[str, tuple[str, ...]] = {
+    "anyres": ("tile_px", "patch_px"),
+    "qwen": ("patch_px", "merge", "temporal_patch", "min_pixels", "max_pixels",
+             "video_min_pixels", "video_max_pixels"),
+    "fixed": ("tokens_per_image",),
+    "whisper": (),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessorSpec:
+    """The processor rule's parameters (see the module docstring)."""
+
+    kind: str
+    tile_px: int = 0
+    patch_px: int = 0
+    pinpoints_px: tuple[tuple[int, int], ...] = field(default=())
+    base_extra_tokens: int = 0
+    merge: int = 0
+    temporal_patch: int = 0
+    min_pixels: int = 0
+    max_pixels: int = 0
+    video_min_pixels: int = 0
+    video_max_pixels: int = 0
+    tokens_per_image: int = 0
+    stack_factor: int = 0
+    max_audio_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in NEEDS:
+            raise unknown_name("ProcessorSpec.kind", self.kind, list(NEEDS))
+        validate(self)
+        for name in NEEDS[self.kind]:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"ProcessorSpec.{name} must be > 0 for kind {self.kind!r}")
+        try:
+            pins = tuple((int(h), int(w)) for h, w in self.pinpoints_px)
+        except (TypeError, ValueError):
+            raise ValueError(f"ProcessorSpec.pinpoints_px must be [[height, width], ...], "
+                             f"got {self.pinpoints_px!r}") from None
+        object.__setattr__(self, "pinpoints_px", pins)
+        if self.kind == "anyres" and not pins:
+            raise ValueError("ProcessorSpec.pinpoints_px must not be empty for kind 'anyres'")
+        if self.kind == "whisper" and not (self.stack_factor or self.max_audio_s):
+            raise ValueError("ProcessorSpec: kind 'whisper' needs stack_factor (Ultravox) or "
+                             "max_audio_s (Qwen2-Audio)")
+        if self.min_pixels > self.max_pixels or self.video_min_pixels > self.video_max_pixels:
+            raise ValueError("ProcessorSpec: min pixels must be <= max pixels")
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ProcessorSpec:
+        if not isinstance(data, dict):
+            raise ValueError(f"processor must be a table, got {data!r}")
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise ValueError(f"processor is malformed: {exc}") from None

@@ -1,0 +1,117 @@
+"""Raw item sizes to LM tokens, by the model's processor rule, where the model is known.
+
+A ``[workload]`` may give images as ``[width, height]``, videos as frames or
+seconds at an fps, audio as seconds (:mod:`easerve_core.workload.sizes`).
+The core cannot turn them into tokens: that needs the model spec's
+``processor`` table (:mod:`calibration.processor_spec`). :func:`resolve_sizes`
+does it once a config is loaded (``easerve.resources.load_config`` and
+:func:`calibration.plans.plan_for` call it), and the resolved tokens are what
+the mix holds. :data:`RULES` is the one table of rules: kind -> the raw-size
+keys it takes and the function of one item. A model without a rule, or a
+raw size its rule does not take, is refused with the key named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+from calibration.importers import processor_rules as rules
+from calibration.processor_spec import ProcessorSpec
+from calibration.specs import is_model, model_spec
+from easerve_core import limits
+from easerve_core.config import ExperimentConfig
+from easerve_core.workload import AudioClip, ImageSize, RawSizes, VideoClip, WorkloadSpec
+from easerve_core.workload.sizes import RawItem
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One processor rule: what it is called, the raw-size keys it takes, one item's tokens."""
+
+    what: str
+    takes: tuple[str, ...]
+    tokens: Callable[[ProcessorSpec, RawItem], int]
+
+
+def _anyres(p: ProcessorSpec, item: RawItem) -> int:
+    assert isinstance(item, ImageSize)
+    return rules.llava_next_tokens(item.width_px, item.height_px, tile_px=p.tile_px, patch_px=p.patch_px,
+                                   pinpoints=p.pinpoints_px, base_extra=p.base_extra_tokens)
+
+
+def _qwen(p: ProcessorSpec, item: RawItem) -> int:
+    if isinstance(item, ImageSize):
+        return rules.qwen_image_tokens(item.width_px, item.height_px, patch_px=p.patch_px, merge=p.merge,
+                                       min_pixels=p.min_pixels, max_pixels=p.max_pixels)
+    assert isinstance(item, VideoClip)
+    frames = item.frames or rules.sampled_frames(item.seconds, item.fps, temporal_patch=p.temporal_patch)
+    return rules.qwen_video_tokens(item.width_px, item.height_px, frames, patch_px=p.patch_px, merge=p.merge,
+                                   temporal_patch=p.temporal_patch, min_pixels=p.video_min_pixels,
+                                   max_pixels=p.video_max_pixels)
+
+
+def _fixed(p: ProcessorSpec, item: RawItem) -> int:
+    return p.tokens_per_image
+
+
+def _whisper(p: ProcessorSpec, item: RawItem) -> int:
+    assert isinstance(item, AudioClip)
+    if p.stack_factor:
+        return rules.ultravox_tokens(item.seconds, stack_factor=p.stack_factor)
+    return rules.qwen2_audio_tokens(item.seconds, max_seconds=p.max_audio_s)
+
+
+#: processor kind -> its rule
+RULES: Mapping[str, Rule] = {
+    "anyres": Rule("LLaVA-NeXT anyres grid", ("images",), _anyres),
+    "qwen": Rule("Qwen resize to merged patches within pixel bounds", ("images", "videos"), _qwen),
+    "fixed": Rule("fixed tokens per image", ("images",), _fixed),
+    "whisper": Rule("Whisper positions, pooled or stacked", ("audio_s",), _whisper),
+}
+
+
+def processor_of(model: str, key: str) -> ProcessorSpec:
+    """The processor rule of ``model`` (a spec name or file), refusing one without a rule for ``key``."""
+    if not is_model(model):
+        raise ValueError(f"workload.{key}: model {model!r} has no model spec, so no processor rule to "
+                         "turn raw sizes into LM tokens; give workload.item_tokens instead")
+    spec = model_spec(model)
+    if spec.processor is None:
+        raise ValueError(f"workload.{key}: model {spec.name!r}'s spec has no processor rule (no 'processor' "
+                         "table); give workload.item_tokens instead")
+    rule = RULES[spec.processor.kind]
+    if key not in rule.takes:
+        raise ValueError(f"workload.{key}: model {spec.name!r}'s processor ({rule.what}) takes "
+                         f"{' and '.join(f'workload.{k}' for k in rule.takes)}, not workload.{key}")
+    return spec.processor
+
+
+def item_tokens(processor: ProcessorSpec, sizes: RawSizes) -> tuple[int, ...]:
+    """LM tokens of each raw item under ``processor``'s rule."""
+    rule = RULES[processor.kind]
+    out = []
+    for i, item in enumerate(sizes.items):
+        tokens = rule.tokens(processor, item)
+        limits.at_most(f"workload.{sizes.key}[{i}] ({item.label()}: {tokens:,} LM tokens)", tokens,
+                       limits.MAX_TOKENS, limits.TOKENS_WHY)
+        out.append(tokens)
+    return tuple(out)
+
+
+def resolve_workload(workload: WorkloadSpec, model: str) -> WorkloadSpec:
+    """``workload`` with its raw sizes (if any, and not yet resolved) in LM tokens of ``model``."""
+    if not workload.needs_size_tokens:
+        return workload
+    assert workload.sizes is not None
+    processor = processor_of(model, workload.sizes.key)
+    name = model_spec(model).name
+    tokens = item_tokens(processor, workload.sizes)
+    return workload.with_size_tokens(tokens, f"{name} processor: {RULES[processor.kind].what}")
+
+
+def resolve_sizes(config: ExperimentConfig) -> ExperimentConfig:
+    """``config`` with its workload's raw sizes resolved by its model's rule (unchanged without any)."""
+    if not config.workload.needs_size_tokens:
+        return config
+    return replace(config, workload=resolve_workload(config.workload, config.model))

@@ -1,0 +1,174 @@
+"""Raw item sizes to LM tokens by the model's processor rule (calibration.sizes), checked three ways.
+
+* Against ``transformers``' processors on tiny inputs, offline: a tiny
+  Qwen2.5-VL and a tiny LLaVA-NeXT imported with their processor settings;
+  Qwen2-Audio's feature-length rule. The Qwen video processor needs
+  torchvision, which these machines lack: videos are checked by arithmetic.
+* The three paper specs reproduce the token counts of the named mixes.
+* End to end: ``easerve sim`` and ``easerve workload`` print the resolved
+  tokens and the requests carry them; bad input is one line, exit 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from calibration.sizes import resolve_workload
+from easerve.cli import main
+from easerve_core.workload import WorkloadSpec, mix
+from tests.calibration import importer_configs as cfgs
+
+PRE = {"min_pixels": 56 * 56, "max_pixels": 224 * 224, "patch_size": 14, "merge_size": 2,
+       "temporal_patch_size": 2}
+SIZES = [[170, 120], [64, 64], [300, 90], [1024, 768]]
+
+
+def _tokens(table: dict[str, object], model: str) -> tuple[int, ...]:
+    spec = resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, **table}), model)
+    return spec.mix.item_tokens
+
+
+def _imported(tmp_path: Path, family: str, pre: dict[str, object] | None = None) -> str:
+    folder = cfgs.write(tmp_path / family, cfgs.tiny_configs()[family])
+    if pre is not None:
+        (folder / "preprocessor_config.json").write_text(json.dumps(pre))
+    out = tmp_path / f"{family}.json"
+    assert main(["model", "import", str(folder), "--out", str(out)]) == 0
+    return str(out)
+
+
+def test_qwen_images_match_the_processor(tmp_path: Path) -> None:
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    spec = _imported(tmp_path, "qwen2_5_vl", PRE)
+    proc = Qwen2VLImageProcessorPil(**PRE)
+    expected = []
+    for width, height in SIZES:
+        image = np.zeros((height, width, 3), dtype=np.uint8)
+        grid = proc(images=[image], return_tensors="np")["image_grid_thw"][0]
+        expected.append(int(grid[0] * grid[1] * grid[2]) // 4)
+    assert _tokens({"images": SIZES}, spec) == tuple(expected)
+
+
+def test_llava_next_images_match_the_processor(tmp_path: Path) -> None:
+    from transformers import LlavaNextProcessor
+
+    spec = _imported(tmp_path, "llava_next")
+    config = cfgs.tiny_configs()["llava_next"]
+    proc = LlavaNextProcessor.__new__(LlavaNextProcessor)  # only the token-count arithmetic is used
+    proc.patch_size, proc.num_additional_image_tokens = config.vision_config.patch_size, 1
+    proc.vision_feature_select_strategy = "default"
+    side = config.vision_config.image_size
+    proc.image_processor = type("IP", (), {"image_grid_pinpoints": config.image_grid_pinpoints,
+                                           "size": {"shortest_edge": side},
+                                           "crop_size": {"height": side, "width": side}})()
+    expected = tuple(proc._get_number_of_features(h, w, side, side) - 1 for w, h in SIZES)  # CLS dropped
+    assert _tokens({"images": SIZES}, spec) == expected
+
+
+@pytest.mark.parametrize("seconds", [1.0, 10.0, 29.5, 45.0])
+def test_qwen2_audio_matches_the_model_rule(tmp_path: Path, seconds: float) -> None:
+    import torch
+    from transformers import Qwen2AudioEncoder
+
+    spec = _imported(tmp_path, "qwen2_audio")
+    frames = round(min(seconds, 30.0) * 100)  # the feature extractor cuts clips at 30 s
+    encoder = Qwen2AudioEncoder.__new__(Qwen2AudioEncoder)
+    _, out = Qwen2AudioEncoder._get_feat_extract_output_lengths(encoder, torch.tensor([frames]))
+    assert _tokens({"audio_s": [seconds]}, spec) == (int(out[0]),)
+
+
+def test_paper_specs_reproduce_the_named_mixes() -> None:
+    """docs/workloads.md's sizes (width x height) give the presets' tokens."""
+    llava = [[672, 672], [640, 480], [1280, 720], [1920, 1080], [1008, 336]]
+    assert _tokens({"images": llava}, "llava-v1.6-34b") == (2928, 2340, 1948, 1948, 2328)
+    assert _tokens({"images": [[1024, 1024], [1280, 720], [1920, 1080]]}, "qwen2.5-vl-32b") == \
+        mix("qwen-image").item_tokens
+    clips = [{"size": [1280, 720], "seconds": s, "fps": 2} for s in (5, 10, 20)]
+    assert _tokens({"videos": clips}, "qwen2.5-vl-32b") == mix("qwen-video").item_tokens
+    assert _tokens({"videos": [{"size": [1280, 720], "frames": 16}]}, "qwen2.5-vl-32b") == \
+        mix("qwen-video-rmm16").item_tokens
+    assert _tokens({"audio_s": [5, 10, 15, 20, 30]}, "ultravox-v0.6-gemma3-27b") == \
+        mix("ultravox-audio").item_tokens
+    table = {"rate_hz": 1.0, "images": [[1024, 1024], [1280, 720], [1920, 1080]],
+             "image_weights": [.4, .3, .3]}
+    assert resolve_workload(WorkloadSpec.from_dict(table), "qwen2.5-vl-32b").mix == mix("qwen-image")
+
+
+def _config(tmp_path: Path, model: str, workload: str, *, name: str = "run.toml") -> Path:
+    key = "spec" if model.endswith(".json") else "name"
+    path = tmp_path / name
+    path.write_text("\n".join([
+        "seed = 0", "[model]", f'{key} = "{model}"', "[cluster]", 'gpu = "h200"', "num_gpus = 8",
+        "[deployment]", "encode = { num_workers = 2, tp = 1 }", "prefill = { num_workers = 1, tp = 2 }",
+        "decode = { num_workers = 2, tp = 2 }", "max_encode_batch = 4", "remote_fraction = 1.0",
+        "[workload]", workload, "rate_hz = 1.0", "num_requests = 30", ""]))
+    return path
+
+
+@pytest.mark.parametrize(("model", "expected"), [
+    ("qwen2.5-vl-32b", {999, 2691}),   # 1024x768 -> 1,036x756 px = 37x27 tokens; 1920x1080 -> 1,932x1,092
+    ("llava-v1.6-34b", {2340, 1948}),  # both on the 672x672 grid, padding rows removed (4:3, 16:9)
+])
+def test_sim_runs_on_raw_image_sizes(tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str,
+                                     expected: set[int]) -> None:
+    tokens = set(_tokens({"images": [[1024, 768], [1920, 1080]]}, model))
+    assert tokens == expected
+    images = "images = [[1024, 768], [1920, 1080]]\nimage_weights = [1, 1]"
+    capsys.readouterr()
+    assert main(["sim", str(_config(tmp_path, model, images)), "--out", str(tmp_path / "sim"),
+                 "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert "workload.images: 1024x768 -> " in out and f"{model} processor" in out
+    records = pd.read_parquet(tmp_path / "sim" / "records.parquet")
+    assert set(records["mm_tokens"].astype(int)) == tokens  # one image per request
+
+
+def test_workload_command_writes_resolved_tokens(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = _imported(tmp_path, "qwen2_5_vl", PRE)
+    config = _config(tmp_path, Path(spec).name, "images = [[170, 120]]")
+    capsys.readouterr()
+    assert main(["workload", str(config), "--out", str(tmp_path / "t.csv")]) == 0
+    assert "workload.images: 170x120 -> 24 LM tokens" in capsys.readouterr().out
+    rows = pd.read_csv(tmp_path / "t.csv")
+    assert set(rows["mm_tokens_per_item"].astype(str)) == {"24"}  # 168x112 px = 6x4 merged patches
+
+
+def _bad(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], *needles: str) -> None:
+    before = sorted(tmp_path.rglob("*"))
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("command", ["sim", "workload"])
+def test_raw_sizes_for_a_spec_without_a_rule_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         command: str) -> None:
+    spec = _imported(tmp_path, "internvl")
+    config = _config(tmp_path, Path(spec).name, "images = [[640, 480]]")
+    _bad(tmp_path, capsys, [command, str(config), "--out", str(tmp_path / "out.csv")],
+         "workload.images", "has no processor rule")
+
+
+@pytest.mark.parametrize("command", ["sim", "workload"])
+def test_raw_sizes_of_the_wrong_modality_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     command: str) -> None:
+    config = _config(tmp_path, "llava-v1.6-34b", "audio_s = [5, 10]")
+    _bad(tmp_path, capsys, [command, str(config), "--out", str(tmp_path / "out.csv")],
+         "workload.audio_s", "takes workload.images")
+
+
+def test_raw_sizes_without_a_model_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "w.toml"
+    config.write_text("[workload]\nimages = [[640, 480]]\nrate_hz = 1.0\n")
+    _bad(tmp_path, capsys, ["workload", str(config), "--out", str(tmp_path / "t.csv")],
+         "workload.images", "need a [model]")
