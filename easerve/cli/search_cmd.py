@@ -403,7 +403,7 @@ def _plot(path: Path, frames: list[pd.DataFrame], grid_best: float | None) -> No
     if grid_best is not None:
         ax.axhline(0.99 * grid_best, color="grey", ls="--", lw=1, label="99% of grid best")
     ax.set_xlabel("trial")
-    ax.set_ylabel("best goodput so far (req/s)")
+    ax.set_ylabel("best goodput so far (req/s)\nstable, on the full stream")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -67,7 +67,7 @@ def test_bad_profiles_are_refused_with_a_clear_error(doc, tmp_path, edit, match)
 
 
 def test_profile_kinds_table_names_every_producer():
-    assert set(PROFILE_KINDS) == {"analytic", "fitted", "measured"}
+    assert set(PROFILE_KINDS) == {"analytic", "fitted", "measured", "scaled"}
 
 
 @pytest.mark.parametrize("model, gpu", PAPER)
