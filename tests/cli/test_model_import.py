@@ -124,6 +124,26 @@ def test_shipped_imported_configs_sim_and_search(tmp_path: Path, config: str) ->
                  "--out", str(tmp_path / "search")]) == 0
 
 
+def _shipped_family(config: str) -> str:
+    text = (ROOT / "configs" / config).read_text()
+    spec = next(line.split('"')[1] for line in text.splitlines() if line.startswith("spec = "))
+    return str(json.loads((ROOT / "configs" / spec).read_text())["imported_from"]["model_type"])
+
+
+def test_every_family_has_a_shipped_example() -> None:
+    from calibration.importers import FAMILIES
+
+    assert set(FAMILIES) <= {_shipped_family(c) for c in SHIPPED}
+
+
+@pytest.mark.slow
+def test_examples_built_in_code_reproduce() -> None:
+    """bench/import_examples.py rebuilds the shipped specs built in code byte for byte."""
+    from bench.import_examples import main as rebuild
+
+    assert rebuild(["--check"]) == 0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("family", list(cfgs.tiny_configs()))
 def test_tiny_families_sim_and_search(tmp_path: Path, family: str) -> None:
