@@ -59,3 +59,20 @@ def test_a_bad_trace_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Captu
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "Response tokens" in err[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.csv"]
+
+
+def test_the_report_has_a_mix_shift_section_only_when_the_run_holds_its_table() -> None:
+    import pandas as pd
+
+    from easerve.experiments.report_controller import controller_sections
+    from easerve.experiments.reproduce import FULL, QUICK, cuts
+
+    assert controller_sections({}) == []
+    systems = pd.DataFrame([{"shift": "output-length", "system": s, "attainment_high": 0.9,
+                             "attainment_low": 0.8, "goodput_rps": 1.0, "ttft_p99_s": 2.0, "tpot_p99_s": 0.1,
+                             "decisions": 3,
+                             "gpus_moved": 12, "held_gpu_s": 9000.0} for s in ("static-low", "predictive")])
+    text = "\n".join(controller_sections({"controller_mix_shifts": systems}))
+    assert "shifts where the optimum moves" in text and "predictive" in text
+    assert FULL.mix_shifts and not QUICK.mix_shifts
+    assert any("optimum moves" in line for line in cuts(QUICK))
