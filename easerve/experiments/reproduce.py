@@ -73,7 +73,8 @@ class Plan:
     shape_models: tuple[str, ...] = ("image", "audio", "video")
     #: HAS's regret over twelve scenarios (easerve.experiments.has_regret; about 6 min)
     has_regret: bool = True
-    #: the controller on the shifts where the best deployment moves (mix_control; about 5 min)
+    #: the controller on the three built-in shifts where the best deployment moves (mix_control;
+    #: several minutes; the trace-rate shift needs a trace file: controller_eval --trace)
     mix_shifts: bool = True
 
 
