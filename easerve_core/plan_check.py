@@ -6,7 +6,7 @@ caller injects the score (the simulator's goodput on fresh request streams).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -43,33 +43,70 @@ def cross_check(table: PlanTable, score: Callable[[Deployment, float], float], *
     each band), first of all to the candidate on the fewest GPUs. Returns
     the new table and one row per band and candidate.
     """
+    rates = [b.rate_hz for b in table.bands]
+    checked, rows = cross_check_bands(table, lambda d, i: score(d, rates[i]), rates, tie_frac=tie_frac,
+                                      fewer_gpus_first=fewer_gpus_first)
+    return checked, [{k: v for k, v in row.items() if k != "phase_rate_hz"} for row in rows]
+
+
+def cross_check_bands(table: PlanTable, score: Callable[[Deployment, int], float],
+                      rates_hz: Sequence[float], *, tie_frac: float = 0.02, fewer_gpus_first: bool = False,
+                      fewest_moves: bool = False) -> tuple[PlanTable, list[dict[str, Any]]]:
+    """:func:`cross_check` for any signal: band ``i`` is a workload the caller judges,
+    ``score(deployment, i)``, offered at ``rates_hz[i]`` requests/s.
+
+    For a table planned along a mix signal (a band's level is tokens, not a
+    rate: the shifts of docs/controller.md) each band is a phase, its own mix
+    at its own rate; the candidates are told every band's request rate
+    (``rates_hz``), and the rules of :func:`cross_check` pick, with the
+    nearness of a candidate's hint measured to ``rates_hz[i]``. A rate table
+    is the case ``rates_hz`` = the bands' rates. With ``fewest_moves`` a tie
+    goes first of all to the candidate tied with the best in the most bands:
+    a deployment that serves every phase as well as its own pick needs no
+    move, and a move that buys nothing measurable still costs a drain and a
+    warm-up (a phase's goodput saturates at its offered rate, so two
+    deployments that both carry it tie). Rows carry ``rate_hz`` (the band's
+    level) and ``phase_rate_hz``.
+    """
     checks.fraction("tie_frac", tie_frac)
     bands = table.bands
-    rates = [b.rate_hz for b in bands]
+    if len(rates_hz) != len(bands):
+        raise ValueError(f"rates_hz: one rate per band ({len(bands)}), got {len(rates_hz)}")
     candidates = list(dict.fromkeys(
         told for b in bands for told in ([b.deployment] if b.deployment.rate_hint_hz is None
-                                         else [b.deployment.with_(rate_hint_hz=r) for r in rates])))
-    scores = [[float(score(d, b.rate_hz)) for d in candidates] for b in bands]
+                                         else [b.deployment.with_(rate_hint_hz=r) for r in rates_hz])))
+    scores = [[float(score(d, i)) for d in candidates] for i in range(len(bands))]
+    ties = [{k for k, x in enumerate(row) if x >= max(row) - tie_frac * abs(max(row))} for row in scores]
     picks: dict[int, int] = {}
     for i in reversed(range(len(bands))):
-        top = max(scores[i])
-        tied = [k for k in range(len(candidates)) if scores[i][k] >= top - tie_frac * abs(top)]
-        rank = partial(_preference, candidates, scores, picks.get(i + 1), i, bands[i])
-        picks[i] = max(tied, key=(lambda k, rank=rank: (-candidates[k].num_gpus, rank(k)))
-                       if fewer_gpus_first else rank)
-    rows = [{"band": i, "rate_hz": b.rate_hz, "candidate": k, "deployment": d.label(),
-             "told_hz": d.rate_hint_hz, "num_gpus": d.num_gpus, "score": scores[i][k],
-             "own": d == b.deployment, "chosen": k == picks[i]}
+        rank = partial(_preference, candidates, scores, picks.get(i + 1), i, bands[i], rates_hz[i])
+        first = partial(_first, candidates, ties, fewer_gpus_first, fewest_moves)
+        picks[i] = max(ties[i], key=partial(_key, first, rank))
+    rows = [{"band": i, "rate_hz": b.rate_hz, "phase_rate_hz": rates_hz[i], "candidate": k,
+             "deployment": d.label(), "told_hz": d.rate_hint_hz, "num_gpus": d.num_gpus,
+             "score": scores[i][k], "own": d == b.deployment, "chosen": k == picks[i]}
             for i, b in enumerate(bands) for k, d in enumerate(candidates)]
     chosen = tuple(Band(rate_hz=b.rate_hz, deployment=candidates[picks[i]]) for i, b in enumerate(bands))
-    return PlanTable(chosen), rows
+    return PlanTable(chosen, signal=table.signal), rows
+
+
+def _key(first: Callable[[int], tuple[int, ...]], rank: Callable[[int], tuple[Any, ...]],
+         k: int) -> tuple[Any, ...]:
+    return (*first(k), *rank(k))
+
+
+def _first(candidates: list[Deployment], ties: list[set[int]], fewer_gpus_first: bool, fewest_moves: bool,
+           k: int) -> tuple[int, ...]:
+    """The options' keys that come before :func:`_preference` (greater wins)."""
+    return ((-candidates[k].num_gpus,) if fewer_gpus_first else ()) + \
+        ((sum(k in t for t in ties),) if fewest_moves else ())
 
 
 def _preference(candidates: list[Deployment], scores: list[list[float]], above: int | None, i: int,
-                band: Band, k: int) -> tuple[Any, ...]:
+                band: Band, rate_hz: float, k: int) -> tuple[Any, ...]:
     """Candidate ``k``'s rank among band ``i``'s tied ones (greater wins; see :func:`cross_check`)."""
     d = candidates[k]
-    nearness = 0.0 if d.rate_hint_hz is None else -abs(d.rate_hint_hz - band.rate_hz)
+    nearness = 0.0 if d.rate_hint_hz is None else -abs(d.rate_hint_hz - rate_hz)
     if above is None:
         return (False, False, 0.0, d == band.deployment, nearness, -k)
     return (k == above, _allocation(d) == _allocation(candidates[above]), scores[i + 1][k],

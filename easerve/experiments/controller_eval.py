@@ -20,8 +20,13 @@ plans its bands with the simulator in the loop, every STEP_HZ req/s (default
 shifts where the best deployment moves instead (:mod:`easerve.experiments.shifts`,
 :mod:`easerve.experiments.mix_control`: HAS per phase, static-low/high, the
 make-before-break oracle, the reactive and the predictive controller);
-``--shift FILE`` one shift from a TOML file; ``--forecaster`` names the
-predictive system's forecaster (default ``holt``). The numbers in
+``--shift FILE`` one shift from a TOML file; ``--trace FILE
+[--trace-format burstgpt]`` the trace-rate shift from a public trace's
+arrivals (:mod:`easerve.experiments.trace_shift`); ``--forecaster`` names the
+predictive system's forecaster (default ``holt``); the mix shifts' plan
+tables are cross-checked (each phase keeps the best of the table's
+deployments judged on its own workload) unless ``--no-cross-check``, and
+``--out DIR`` writes their tables as CSV. The numbers in
 docs/controller.md come from this command.
 """
 
@@ -33,7 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from easerve.experiments.mix_control import shift_study
+from easerve.experiments.mix_control import mix_capacity_hz, mix_shift_tables
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.plan_tables import throughput_ceiling
 from easerve.experiments.replan_study import replan_shift
@@ -42,6 +47,7 @@ from easerve.experiments.setup import load_setup
 from easerve.experiments.shape_control import controller_shapes
 from easerve.experiments.shift_control import rate_shift_study
 from easerve.experiments.shifts import SHIFTS, load_shift
+from easerve.experiments.trace_shift import trace_arrivals, trace_shift
 from easerve_core.controller import ControllerSettings
 
 
@@ -67,10 +73,20 @@ def main(argv: list[str] | None = None) -> int:
                              f"(default {','.join(SHIFTS)})")
     parser.add_argument("--shift", metavar="FILE", type=Path,
                         help="one shift from a TOML file (easerve/experiments/shifts.py says its form)")
+    parser.add_argument("--trace", metavar="FILE", type=Path,
+                        help="a trace-rate shift from this public trace's arrivals, scaled to the "
+                             "cluster (easerve.experiments.trace_shift; with --trace-format)")
+    parser.add_argument("--trace-format", default="burstgpt",
+                        help="azure, burstgpt or mooncake (default burstgpt)")
+    parser.add_argument("--no-cross-check", action="store_true",
+                        help="mix shifts: the controllers run HAS's per-phase picks as they are")
+    parser.add_argument("--out", metavar="DIR", type=Path,
+                        help="mix shifts: also write their tables as CSV into DIR "
+                             "(controller_mix_shifts*.csv, as the full reproduce does)")
     parser.add_argument("--forecaster", default="holt",
                         help="the predictive system's forecaster (none, ewma, holt; default holt)")
     args = parser.parse_args(argv)
-    if args.mix_shifts is not None or args.shift is not None:
+    if args.mix_shifts is not None or args.shift is not None or args.trace is not None:
         return _mix_shifts(QUICK if args.quick else FULL, args)
     if args.replan is not None and not args.replan > 0:
         print(f"controller_eval: error: --replan: STEP_HZ must be > 0, got {args.replan:g}", file=sys.stderr)
@@ -147,6 +163,9 @@ def _mix_shifts(plan: Plan, args: argparse.Namespace) -> int:
     try:
         ControllerSettings(forecaster=args.forecaster)
         shifts = [load_shift(args.shift)] if args.shift is not None else []
+        if args.trace is not None:
+            arrivals = trace_arrivals(args.trace, args.trace_format)
+            shifts.append(trace_shift(arrivals, capacity_hz=mix_capacity_hz("image", "llava-image")))
         names = args.mix_shifts.split(",") if args.mix_shifts is not None else []
         unknown = sorted(set(names) - set(SHIFTS))
         if unknown:
@@ -156,21 +175,26 @@ def _mix_shifts(plan: Plan, args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         print(f"controller_eval: error: {exc}", file=sys.stderr)
         return 2
-    frames: dict[str, list[pd.DataFrame]] = {"plans": [], "systems": [], "phases": [], "decisions": []}
-    for shift in shifts:
-        out = shift_study(shift, trials=plan.has_trials, num_samples=plan.has_samples,
-                          forecaster=args.forecaster)
+    frames, studies = mix_shift_tables(shifts, trials=plan.has_trials, num_samples=plan.has_samples,
+                                       forecaster=args.forecaster, cross_check=not args.no_cross_check)
+    for shift, out in zip(shifts, studies, strict=True):
         print(f"{shift.name} ({shift.model}, signal {shift.signal}): phase rates {out['rates']} req/s, "
               f"bands {[b.rate_hz for b in out['table'].bands]}, lead {out['lead_s']:.1f} s; {shift.why}")
-        for key in frames:
-            frames[key].append(out[key])
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_rows", 200):
-        for key in ("plans", "systems"):
-            print(pd.concat(frames[key], ignore_index=True).round(3).to_string(index=False))
-        phases = pd.concat(frames["phases"], ignore_index=True)
-        pivot = phases.pivot(index=["shift", "system"], columns="phase", values="attainment")
+        print(frames["controller_mix_shifts_plans"].round(3).to_string(index=False))
+        scores = frames["controller_mix_shifts_plan_table"]
+        if not scores.empty:
+            print(scores.pivot_table(index=["shift", "deployment", "told_hz"], columns="band", values="score")
+                  .round(3).to_string())
+        print(frames["controller_mix_shifts"].round(3).to_string(index=False))
+        pivot = frames["controller_mix_shifts_phases"].pivot(index=["shift", "system"], columns="phase",
+                                                             values="attainment")
         print(pivot.round(3).to_string())
-        print(_decisions(pd.concat(frames["decisions"], ignore_index=True)))
+        print(_decisions(frames["controller_mix_shifts_decisions"]))
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        for name, frame in frames.items():
+            frame.to_csv(args.out / f"{name}.csv", index=False)
     return 0
 
 

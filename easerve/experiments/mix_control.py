@@ -5,13 +5,18 @@ docs/controller.md, "Shifts where the optimum moves". For a
 at each distinct phase (its mix at its rate, on streams ``search_s`` long),
 one plan-table band per phase along the shift's signal (the band's level:
 the phase stream's mean size for a ``*_mean`` signal, its rate in the
-signal's unit otherwise), then five systems on one stream:
+signal's unit otherwise), cross-checked (:func:`checked_table`: each band
+keeps the best of the table's deployments judged on its own phase's
+workload, so a phase whose own HAS pick is worse than another phase's takes
+the better one), then five systems on one stream:
 
-* ``static-low`` / ``static-high``: the lowest and the highest band's
-  deployment all run long (for a shift of the mix, HAS at "the mean" has no
-  meaning: no one mix blends two modalities; the two phases' own choices
-  stand in for static HAS at the mean and at the peak);
-* ``oracle``: moves to each phase's band ``lead_s`` before the phase
+* ``static-low`` / ``static-high``: HAS's own pick for the lowest and the
+  highest band (before the cross-check, as a user without the controller's
+  planner would deploy it; the rate shift's static systems are the same)
+  all run long (for a shift of the mix, HAS at "the mean" has no meaning:
+  no one mix blends two modalities; the two phases' own choices stand in
+  for static HAS at the mean and at the peak);
+* ``oracle``: on the cross-checked table, moves to each phase's band ``lead_s`` before the phase
   (:class:`~easerve_core.oracle.ScriptedController`), the re-role time;
 * ``reactive``: the controller's rules (:class:`~easerve_core.controller.Controller`, defaults);
 * ``predictive``: the same with Holt's forecaster ``lead_s`` ahead (:mod:`easerve_core.forecast`).
@@ -33,6 +38,7 @@ import pandas as pd
 
 from calibration.reconfig import ReconfigurationCost
 from easerve.experiments.choose import choose
+from easerve.experiments.plan_tables import CROSS_CHECK_SEEDS, segment_goodput
 from easerve.experiments.setup import Setup, load_setup, with_mix
 from easerve.experiments.shape_control import screened_capacity_hz
 from easerve.experiments.shift_control import held_gpu_s, simulate_system
@@ -40,6 +46,7 @@ from easerve.experiments.shifts import Shift, phase_mix, phase_of, stream
 from easerve_core.controller import Band, Controller, ControllerSettings, PlanTable
 from easerve_core.oracle import ScriptedController
 from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
+from easerve_core.plan_check import cross_check_bands
 from easerve_core.slo import meets_slo, tpot_s, ttft_s
 from sim.roster import layout
 
@@ -49,6 +56,12 @@ SYSTEMS = ("static-low", "static-high", "oracle", "reactive", "predictive")
 def phase_setups(shift: Shift) -> dict[str, Setup]:
     base = load_setup(shift.model, anchored=True)
     return {m: with_mix(base, phase_mix(m), m, same_encoder=True) for m in shift.mixes}
+
+
+def mix_capacity_hz(model: str, mix: str) -> float:
+    """The screened capacity of ``mix`` on ``model``'s cluster (a trace-rate shift's scale)."""
+    setup = with_mix(load_setup(model, anchored=True), phase_mix(mix), mix, same_encoder=True)
+    return screened_capacity_hz(setup)
 
 
 def phase_rates(shift: Shift, setups: dict[str, Setup]) -> list[float]:
@@ -77,10 +90,35 @@ def lead_s(setup: Setup, table: PlanTable) -> float:
     return max(float(cost(role, tp)) for role, tp in slots)
 
 
+def checked_table(shift: Shift, setups: dict[str, Setup], table: PlanTable, kinds: list[tuple[str, float]],
+                  *, seeds: tuple[int, ...] = CROSS_CHECK_SEEDS) -> tuple[PlanTable, pd.DataFrame]:
+    """:func:`easerve_core.plan_check.cross_check_bands` on the simulator: band ``i`` is phase
+    kind ``kinds[i]`` (its mix at its rate); a candidate's score there is its mean goodput
+    (moderate SLO of that mix) over ``seeds``' fresh streams one phase long
+    (:func:`~easerve.experiments.plan_tables.segment_goodput`), its batcher told the rate hint it
+    carries. The candidates are the table's deployments, each told every phase's rate; a tie
+    goes first to the one tied with the best in the most phases (``fewest_moves``: a move that
+    buys nothing measurable is not planned)."""
+    span = {k: float(np.mean([p.duration_s for p in shift.phases if p.mix == k[0]])) for k in kinds}
+
+    def score(deployment: Any, i: int) -> float:
+        mix, rate = kinds[i]
+        return segment_goodput(setups[mix], deployment, rate, segment_s=span[kinds[i]], seeds=seeds)
+
+    checked, rows = cross_check_bands(table, score, [r for _, r in kinds], fewest_moves=True)
+    frame = pd.DataFrame(rows)
+    frame.insert(0, "shift", shift.name)
+    frame.insert(2, "mix", [kinds[i][0] for i in frame["band"]])
+    return checked, frame
+
+
 def shift_study(shift: Shift, *, trials: int, num_samples: int = 1, search_s: float = 120.0, seed: int = 0,
-                forecaster: str = "holt", backend: Backend = IN_PROCESS) -> dict[str, Any]:
-    """HAS per phase, the plan table and the five systems (module docstring): ``plans`` (one row
-    per phase kind), ``systems``, ``phases`` (system x phase) and ``decisions`` frames."""
+                forecaster: str = "holt", cross_check: bool = True,
+                backend: Backend = IN_PROCESS) -> dict[str, Any]:
+    """HAS per phase, the plan table (cross-checked unless ``cross_check`` is False) and the five
+    systems (module docstring): ``plans`` (one row per phase kind: HAS's pick and the table's),
+    ``scores`` (the cross-check's), ``systems``, ``phases`` (system x phase) and ``decisions``
+    frames; ``has_table`` and ``table`` (the one the controllers run)."""
     setups = phase_setups(shift)
     rates = phase_rates(shift, setups)
     requests = stream(shift, rates, seed=seed)
@@ -100,20 +138,26 @@ def shift_study(shift: Shift, *, trials: int, num_samples: int = 1, search_s: fl
         level[k] = total / int(mine.sum()) if shift.signal.endswith("_mean") else total / span
     order = sorted(kinds, key=lambda k: level[k])
     edges = band_edges(shift, [level[k] for k in order])
-    table = PlanTable(tuple(Band(rate_hz=round(edge, 3), deployment=choices[k].deployment)
-                            for k, edge in zip(order, edges, strict=True)), signal=shift.signal)
+    has_table = PlanTable(tuple(Band(rate_hz=round(edge, 3), deployment=choices[k].deployment)
+                                for k, edge in zip(order, edges, strict=True)), signal=shift.signal)
+    table, scores = (checked_table(shift, setups, has_table, order) if cross_check
+                     else (has_table, pd.DataFrame()))
     band_of = [order.index((p.mix, rates[i])) for i, p in enumerate(shift.phases)]
     plans = pd.DataFrame([{"shift": shift.name, "mix": m, "rate_hz": r, "band": order.index((m, r)),
                            "level": level[(m, r)], "deployment": choices[(m, r)].deployment.label(),
-                           "has_goodput_rps": choices[(m, r)].best_goodput_rps} for m, r in kinds])
+                           "has_goodput_rps": choices[(m, r)].best_goodput_rps,
+                           "table_deployment": table.bands[order.index((m, r))].deployment.label(),
+                           "told_hz": table.bands[order.index((m, r))].deployment.rate_hint_hz}
+                          for m, r in kinds])
     lead = lead_s(setups[shift.phases[0].mix], table)
-    runs = [partial(_system, shift, setups, table, band_of, requests, name, lead=lead, seed=seed,
-                    forecaster=forecaster)
+    runs = [partial(_system, shift, setups, has_table if name.startswith("static") else table, band_of,
+                    requests, name, lead=lead, seed=seed, forecaster=forecaster)
             for name in SYSTEMS]
     outs = run_tasks(backend, runs)
     frames = {key: pd.DataFrame([row for out in outs for row in out[key]])
               for key in ("systems", "phases", "decisions")}
-    return {"plans": plans, "table": table, "rates": rates, "lead_s": lead, **frames}
+    return {"plans": plans, "scores": scores, "has_table": has_table, "table": table, "rates": rates,
+            "lead_s": lead, **frames}
 
 
 def _system(shift: Shift, setups: dict[str, Setup], table: PlanTable, band_of: list[int],
@@ -169,3 +213,26 @@ def _rows(shift: Shift, setups: dict[str, Setup], table: PlanTable, band_of: lis
 def _p99(values: pd.Series) -> float:
     clean = values.dropna().to_numpy(dtype=float)
     return float(np.percentile(clean, 99)) if clean.size else float("nan")
+
+
+#: the CSV tables of the mix shifts (reproduce's full run, ``controller_eval --mix-shifts --out``)
+MIX_TABLES = ("controller_mix_shifts", "controller_mix_shifts_phases", "controller_mix_shifts_decisions",
+              "controller_mix_shifts_plans", "controller_mix_shifts_plan_table")
+
+
+def mix_shift_tables(shifts: list[Shift], *, trials: int, num_samples: int = 1, forecaster: str = "holt",
+                     cross_check: bool = True, backend: Backend = IN_PROCESS,
+                     log: Any = None) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any]]]:
+    """:func:`shift_study` on each of ``shifts``, its frames concatenated as :data:`MIX_TABLES`;
+    also each study's dict (rates, tables, lead)."""
+    studies = []
+    for shift in shifts:
+        if log is not None:
+            log(f"mix shift {shift.name}")
+        studies.append(shift_study(shift, trials=trials, num_samples=num_samples, forecaster=forecaster,
+                                   cross_check=cross_check, backend=backend))
+    keys = ("systems", "phases", "decisions", "plans", "scores")
+    frames = {name: pd.concat([s[key] for s in studies if not s[key].empty] or [pd.DataFrame()],
+                              ignore_index=True)
+              for name, key in zip(MIX_TABLES, keys, strict=True)}
+    return frames, studies

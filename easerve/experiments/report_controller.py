@@ -1,4 +1,4 @@
-"""The report's sections on the online controller: the rate shift and the four traffic shapes.
+"""The report's sections on the online controller: the rate shift, the four traffic shapes, the mix shifts.
 
 Each section is a list of Markdown paragraphs, empty when the run has no
 such study (``reproduce`` sections can be cut); :func:`controller_sections`
@@ -16,8 +16,33 @@ from easerve.experiments.markdown import md_table
 
 
 def controller_sections(t: Mapping[str, pd.DataFrame]) -> list[str]:
-    """The rate-shift section, then the traffic-shapes section (each present when it ran)."""
-    return [*_controller_section(t), *_controller_shapes_section(t)]
+    """The rate-shift section, the traffic-shapes section, the mix shifts (each present when it ran)."""
+    return [*_controller_section(t), *_controller_shapes_section(t), *_mix_shifts_section(t)]
+
+
+def _mix_shifts_section(t: Mapping[str, pd.DataFrame]) -> list[str]:
+    """The controller on the shifts where the best deployment moves (full run only)."""
+    if "controller_mix_shifts" not in t:
+        return []
+    lines = [
+        "## Online controller on shifts where the optimum moves",
+        "Two phases of 300 s alternating twice (docs/controller.md, \"Shifts where the optimum "
+        "moves\"): output length (captioning / chat, LLaVA-34B), image -> 16-frame video "
+        "(Qwen2.5-VL-32B) and image resolution (one tile / anyres, LLaVA-34B). HAS plans each "
+        "phase; the plan table (one band per phase along the shift's signal) is cross-checked: each "
+        "phase keeps the best of the table's deployments judged on its own workload, a tie going "
+        "first to a deployment tied with the best in every phase (no move). Static-low/high run "
+        "HAS's own picks; the oracle (make-before-break, moving the re-role time ahead), the "
+        "reactive and the predictive (Holt) controller run the checked table. High phases: the top "
+        "band's.",
+    ]
+    plans = t.get("controller_mix_shifts_plans")
+    if plans is not None and not plans.empty:
+        lines.append(md_table(plans, ["shift", "mix", "rate_hz", "band", "deployment", "table_deployment"]))
+    lines.append(md_table(t["controller_mix_shifts"],
+                          ["shift", "system", "attainment_high", "attainment_low", "goodput_rps",
+                           "ttft_p99_s", "tpot_p99_s", "decisions", "gpus_moved", "held_gpu_s"]))
+    return lines
 
 
 def _controller_section(t: Mapping[str, pd.DataFrame]) -> list[str]:

@@ -33,12 +33,13 @@ from typing import Any
 
 import pandas as pd
 
-from easerve.experiments import figures, report, shape_control, shift_control, studies
+from easerve.experiments import figures, mix_control, report, shape_control, shift_control, studies
 from easerve.experiments.choose import BASELINES, convergence
 from easerve.experiments.has_regret import REGRET_COLUMNS, regret_study
 from easerve.experiments.headline import PEAK_KEYS, Chooser, clip_length_whatif, headline_sweep, peaks_by_slo
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.setup import Setup, load_setup
+from easerve.experiments.shifts import SHIFTS
 from easerve_core.has.space import GRID_BATCHES
 from easerve_core.parallel import Backend, BackendSettings, open_backend
 
@@ -72,6 +73,9 @@ class Plan:
     shape_models: tuple[str, ...] = ("image", "audio", "video")
     #: HAS's regret over twelve scenarios (easerve.experiments.has_regret; about 6 min)
     has_regret: bool = True
+    #: the controller on the three built-in shifts where the best deployment moves (mix_control;
+    #: several minutes; the trace-rate shift needs a trace file: controller_eval --trace)
+    mix_shifts: bool = True
 
 
 #: the quick run's convergence study: one seed, and a grid of every other B (2, 8, 32: half the
@@ -80,7 +84,7 @@ class Plan:
 QUICK = Plan(scale=studies.QUICK, has_trials=12, has_requests=150, convergence_seeds=(0,),
              grid_batches=(2, 8, 32), clip_scales=(1.0,), residual_variant=False, shape_models=("image",),
              controller_frugal=False,
-             free_encoder_own_choices=False, has_regret=False)
+             free_encoder_own_choices=False, has_regret=False, mix_shifts=False)
 FULL = Plan(scale=studies.FULL, has_trials=30, has_requests=500, convergence_seeds=(0, 1, 2, 3, 4),
             has_samples=2)
 
@@ -131,6 +135,7 @@ def cuts(plan: Plan, full: Plan = FULL) -> list[str]:
         ("models in the controller's traffic-shape study", len(plan.shape_models), len(full.shape_models)),
         ("GPU-frugal planner in the controller study", int(plan.controller_frugal),
          int(full.controller_frugal)),
+        ("controller on the shifts where the optimum moves", int(plan.mix_shifts), int(full.mix_shifts)),
     ]
     return [f"{what}: {ours:g} (full run: {theirs:g})" for what, ours, theirs in pairs if ours != theirs]
 
@@ -180,6 +185,11 @@ def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
 
     log(f"online controller on four traffic shapes ({', '.join(plan.shape_models)})")
     tables.update(_controller_shapes(setups, plan, backend, out))
+
+    if plan.mix_shifts:
+        log("online controller on the shifts where the optimum moves (mix shifts)")
+        tables.update(mix_control.mix_shift_tables(list(SHIFTS.values()), trials=plan.has_trials,
+                                                   num_samples=plan.has_samples, backend=backend)[0])
 
     log("SM-sharing ablation (audio)")
     # the paper's ablation fixes s = 0.55 on one deployment; ours is the example config's

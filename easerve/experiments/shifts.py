@@ -83,6 +83,10 @@ class Shift:
     phases: tuple[Phase, ...]
     load_frac: float = 0.6
     why: str = ""
+    #: a shift replayed from a trace (:mod:`easerve.experiments.trace_shift`): its arrivals (s,
+    #: non-decreasing); each phase's requests take these times, their content from its mix.
+    #: Empty: Poisson arrivals at each phase's rate.
+    arrivals_s: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         checks.one_of("model", self.model, list(MODALITIES))
@@ -100,6 +104,8 @@ class Shift:
                 raise ValueError(f"phase[{i}].start_s is {p.start_s:g} but phase[{i - 1}] runs to "
                                  f"{self.phases[i - 1].end_s:g}: phases must be in time order, "
                                  "not overlapping")
+        if any(b < a for a, b in zip(self.arrivals_s, self.arrivals_s[1:], strict=False)):
+            raise ValueError("arrivals_s: must be non-decreasing")
 
     @property
     def mixes(self) -> tuple[str, ...]:
@@ -161,15 +167,21 @@ def load_shift(path: str | Path) -> Shift:
 
 def stream(shift: Shift, rates_hz: Sequence[float], *, seed: int = 0) -> tuple[Request, ...]:
     """The shift's requests: Poisson at each phase's rate (``rates_hz``, one per phase) from its
-    mix, numbered in arrival order; one generator per phase, seeded ``seed``, phase index."""
+    mix, numbered in arrival order; one generator per phase, seeded ``seed``, phase index. A
+    shift with ``arrivals_s`` takes its phases' arrivals from them (the same content rule)."""
     out: list[Request] = []
+    given = np.asarray(shift.arrivals_s, dtype=float)
     for i, (phase, rate) in enumerate(zip(shift.phases, rates_hz, strict=True)):
-        n = max(1, round(rate * phase.duration_s))
+        times = given[(given >= phase.start_s) & (given < phase.end_s)] - phase.start_s
+        n = len(times) if given.size else max(1, round(rate * phase.duration_s))
+        if n == 0:
+            continue
         spec = WorkloadSpec(mix=phase_mix(phase.mix), arrivals=GammaArrivals(rate_hz=rate, cv=1.0),
                             num_requests=n, mix_name=phase.mix)
-        for r in generate(spec, np.random.default_rng([seed, i])):
-            if r.arrival_s < phase.duration_s:
-                out.append(replace(r, request_id=len(out), arrival_s=phase.start_s + r.arrival_s))
+        for k, r in enumerate(generate(spec, np.random.default_rng([seed, i]))):
+            at = float(times[k]) if given.size else r.arrival_s
+            if at < phase.duration_s:
+                out.append(replace(r, request_id=len(out), arrival_s=phase.start_s + at))
     return tuple(out)
 
 

@@ -10,7 +10,7 @@ import pytest
 from easerve_core import Deployment, StageGroup
 from easerve_core.controller import Band, Controller, ControllerSettings, PlanTable
 from easerve_core.oracle import ScriptedController
-from easerve_core.plan_check import cross_check
+from easerve_core.plan_check import cross_check, cross_check_bands
 
 
 def _dep(b: int) -> Deployment:
@@ -238,3 +238,30 @@ def test_the_windows_hold_exactly_the_last_window_of_observations_over_long_runs
             before = c._met_upto[c._f0 - 1] if c._f0 else c._met_before
             assert (finished, c._met_upto[-1] - before) == (inside.sum(), met[: k + 1][inside].sum())
     assert c._seen_before > 0  # compacted
+
+
+def test_cross_check_bands_judges_each_band_on_its_own_workload_and_fewest_moves_avoids_a_move():
+    # a mix table: bands are token levels (300, 3000), each a phase at its own request rate
+    # (2.0, 0.5); A is the low phase's pick, C the high phase's. At the high phase A and C tie
+    # (both carry its 0.5 req/s), at the low phase A wins outright.
+    a, c = _dep(2).with_(rate_hint_hz=2.0), _dep(8).with_(rate_hint_hz=0.5)
+    table = PlanTable((Band(rate_hz=300.0, deployment=a), Band(rate_hz=3000.0, deployment=c)),
+                      signal="mm_tokens_mean")
+    scores = {(2, 0): 1.9, (8, 0): 1.0, (2, 1): 0.49, (8, 1): 0.495}
+    seen = []
+
+    def score(d: Deployment, i: int) -> float:
+        seen.append((d.max_encode_batch, d.rate_hint_hz, i))
+        return scores[d.max_encode_batch, i]
+
+    plain, rows = cross_check_bands(table, score, [2.0, 0.5])
+    # candidates are told the phases' request rates, never the bands' token levels
+    assert sorted(seen) == sorted((b, h, i) for b in (2, 8) for h in (2.0, 0.5) for i in (0, 1))
+    assert plain.signal == "mm_tokens_mean" and [b.rate_hz for b in plain.bands] == [300.0, 3000.0]
+    assert [b.deployment.max_encode_batch for b in plain.bands] == [2, 8]  # the tie keeps C's own
+    assert {r["phase_rate_hz"] for r in rows} == {2.0, 0.5}
+    # fewest_moves: A ties with the best at both phases, so both bands hold A (no move planned)
+    moves, _ = cross_check_bands(table, score, [2.0, 0.5], fewest_moves=True)
+    assert [b.deployment.max_encode_batch for b in moves.bands] == [2, 2]
+    with pytest.raises(ValueError, match="rates_hz"):
+        cross_check_bands(table, score, [2.0])

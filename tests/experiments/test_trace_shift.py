@@ -1,0 +1,78 @@
+"""The trace-rate shift: a public trace's arrivals scaled to the cluster, cut into phases (no study run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from easerve.experiments.controller_eval import main
+from easerve.experiments.shifts import phase_of, stream
+from easerve.experiments.trace_shift import trace_arrivals, trace_shift
+
+
+def _burstgpt(path: Path, rates_hz: tuple[float, ...], window_s: float = 100.0, seed: int = 3) -> Path:
+    """A BurstGPT-format file: uniform arrivals at each rate for one window, from t = 50 s."""
+    rng = np.random.default_rng(seed)
+    times = np.concatenate([k * window_s + np.sort(rng.uniform(0, window_s, round(r * window_s)))
+                            for k, r in enumerate(rates_hz)])
+    rows = [f"{t + 50:.3f},ChatGPT,{rng.integers(10, 900)},{rng.integers(1, 300)},0,Conversation log"
+            for t in times]
+    path.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                    + "\n".join(rows) + "\n")
+    return path
+
+
+def test_a_trace_is_scaled_to_the_cluster_and_cut_into_quiet_and_busy_phases(tmp_path: Path) -> None:
+    arrivals = trace_arrivals(_burstgpt(tmp_path / "b.csv", (1.0, 3.0, 3.0, 1.0, 1.0)), "burstgpt")
+    assert arrivals[0] == 0.0 and list(arrivals) == sorted(arrivals)
+    shift = trace_shift(arrivals, capacity_hz=3.6, load_frac=0.5, phase_s=100.0, max_phases=4)
+    # the mean rate (1.8 req/s) is half of 3.6 req/s: the time scale is about 1, the windows the file's
+    assert [(p.start_s, p.duration_s) for p in shift.phases] == [(0.0, 100.0), (100.0, 200.0), (300.0, 100.0)]
+    low, high, low2 = (p.rate_hz for p in shift.phases)
+    assert low == low2 and 0.7 < low < 1.3 and 2.6 < high < 3.4  # the busy windows merge into one phase
+    assert shift.signal == "requests" and len(set(shift.mixes)) == 1
+    # the stream keeps the trace's own arrivals (those inside the phases), its content from the mix
+    reqs = stream(shift, [p.rate_hz for p in shift.phases], seed=0)
+    kept = [t for t in shift.arrivals_s if t < 400.0]
+    assert [r.arrival_s for r in reqs] == pytest.approx(kept)
+    assert [r.request_id for r in reqs] == list(range(len(reqs)))
+    assert np.bincount(phase_of(shift, np.array(kept))).tolist() == [
+        sum(p.start_s <= t < p.end_s for t in kept) for p in shift.phases]
+    # twice the capacity halves the time: the phases keep their rates' ratio
+    fast = trace_shift(arrivals, capacity_hz=7.2, load_frac=0.5, phase_s=50.0, max_phases=4)
+    assert [p.duration_s for p in fast.phases] == [50.0, 100.0, 50.0]
+
+
+def test_a_trace_shorter_than_one_phase_names_the_field() -> None:
+    with pytest.raises(ValueError, match="phase_s"):
+        trace_shift([0.0, 1.0, 2.0], capacity_hz=1.0, load_frac=0.5, phase_s=300.0)
+    with pytest.raises(ValueError, match="trace_format"):
+        trace_arrivals("x.csv", "easerve")
+
+
+def test_a_bad_trace_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "b.csv"
+    path.write_text("Timestamp,Request tokens\n1.0,5\n")
+    assert main(["--trace", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Response tokens" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.csv"]
+
+
+def test_the_report_has_a_mix_shift_section_only_when_the_run_holds_its_table() -> None:
+    import pandas as pd
+
+    from easerve.experiments.report_controller import controller_sections
+    from easerve.experiments.reproduce import FULL, QUICK, cuts
+
+    assert controller_sections({}) == []
+    systems = pd.DataFrame([{"shift": "output-length", "system": s, "attainment_high": 0.9,
+                             "attainment_low": 0.8, "goodput_rps": 1.0, "ttft_p99_s": 2.0, "tpot_p99_s": 0.1,
+                             "decisions": 3,
+                             "gpus_moved": 12, "held_gpu_s": 9000.0} for s in ("static-low", "predictive")])
+    text = "\n".join(controller_sections({"controller_mix_shifts": systems}))
+    assert "shifts where the optimum moves" in text and "predictive" in text
+    assert FULL.mix_shifts and not QUICK.mix_shifts
+    assert any("optimum moves" in line for line in cuts(QUICK))
