@@ -55,6 +55,16 @@ def test_records_from_columns_is_records_to_frame(tmp_path):
         records_from_columns({c: [] for c in RECORD_COLUMNS if c != "finish_s"})
 
 
+def test_rows_as_mappings_and_no_rows_take_the_one_builder():
+    row = {c: getattr(rec(4, 0.0, 1.0, 2.0), c) for c in RECORD_COLUMNS} | {"extra_key": 1}
+    frame = records_to_frame([row, rec(1, 0.0, 1.0, 2.0)])
+    assert list(frame.columns) == list(RECORD_COLUMNS) and list(frame["request_id"]) == [1, 4]
+    empty = records_to_frame([])
+    assert empty.empty and [str(t) for t in empty.dtypes] == list(RECORD_COLUMNS.values())
+    with pytest.raises(ValueError, match="missing fields: finish_s"):
+        records_to_frame([{c: v for c, v in row.items() if c != "finish_s"}])
+
+
 def test_one_request_meets_the_slo_as_its_frame_row_does():
     """The engines' controllers hear per request (request_meets_slo) what meets_slo says per row."""
     slo = SLO(ttft_s=1.0, tpot_s=0.1)
