@@ -2,16 +2,17 @@
 
 A :class:`Request` is what a workload produces and an engine serves. A
 :class:`Record` is what an engine writes back, one per request, with the
-timestamps of DESIGN.md §4.1. :func:`records_to_frame` turns records into the
-pandas DataFrame every metric, plot and notebook reads, with the same columns
-and dtypes whether the simulator or the live executor produced them.
+timestamps of DESIGN.md §4.1. :func:`records_from_columns` builds the pandas
+DataFrame every metric, plot and notebook reads, with the same columns and
+dtypes whether the simulator (records held as columns) or the live executor
+(:class:`Record` rows, through :func:`records_to_frame`) produced them.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -174,31 +175,31 @@ def records_to_frame(records: Iterable[Record | Mapping[str, Any]]) -> pd.DataFr
     """Return records as a DataFrame with exactly :data:`RECORD_COLUMNS`, sorted by id.
 
     Accepts :class:`Record` objects or mappings holding at least the schema's
-    columns; extra keys are dropped.
+    columns; extra keys are dropped. The rows are laid out as columns and
+    built by :func:`records_from_columns`, the one record builder.
     """
-    rows = []
+    columns: dict[str, list[Any]] = {c: [] for c in RECORD_COLUMNS}
     for rec in records:
-        row = asdict(rec) if isinstance(rec, Record) else dict(rec)
-        missing = [c for c in RECORD_COLUMNS if c not in row]
+        if isinstance(rec, Record):
+            for column, values in columns.items():
+                values.append(getattr(rec, column))
+            continue
+        missing = [c for c in RECORD_COLUMNS if c not in rec]
         if missing:
             raise ValueError(f"record is missing fields: {', '.join(missing)}")
-        rows.append({c: row[c] for c in RECORD_COLUMNS})
-    frame = pd.DataFrame(rows, columns=list(RECORD_COLUMNS))
-    for column, dtype in RECORD_COLUMNS.items():
-        if dtype == "Int64":
-            frame[column] = _nullable_ints(frame[column])
-        else:
-            frame[column] = frame[column].astype(dtype)
-    return _by_id(frame)
+        for column, values in columns.items():
+            values.append(rec[column])
+    return records_from_columns(columns)
 
 
 def records_from_columns(columns: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
-    """The frame :func:`records_to_frame` makes, from the records held column by column.
+    """The records frame (:data:`RECORD_COLUMNS`, sorted by id), from records held column by column.
 
-    ``columns`` maps every name of :data:`RECORD_COLUMNS` to one value per
-    record (None or NaN where an integer column has none, or a nullable
-    ``Int64`` array); an engine that keeps its records as columns builds no
-    row objects (a long simulation).
+    The one record builder: the simulator keeps its records as columns (a
+    long simulation builds no row objects), and :func:`records_to_frame` lays
+    rows out as columns and calls it. ``columns`` maps every name of
+    :data:`RECORD_COLUMNS` to one value per record (None or NaN where an
+    integer column has none, or a nullable ``Int64`` array).
     """
     missing = [c for c in RECORD_COLUMNS if c not in columns]
     if missing:

@@ -28,6 +28,10 @@ arrival to last finish); ``attainment`` is their fraction of all requests.
 A *run* sustains the SLO (:func:`sustains`) when its P99 TTFT and P99 TPOT
 are within the limits (the paper's P99 SLO), or, when the SLO carries an
 attainment target, when at least that fraction of its requests meet it.
+:func:`within_slo` is that per-request rule, written once: the frame's
+:func:`meets_slo` and the engines' controllers (:func:`request_meets_slo`)
+apply it. The module runs past 300 lines because the SLO, the rule and the
+summaries it feeds read as one unit.
 """
 
 from __future__ import annotations
@@ -180,12 +184,34 @@ class SLOSpec:
                    attainment=self.attainment)
 
 
+def within_slo(ttft: Any, tpot: Any, slo: SLO) -> Any:
+    """The one "met the SLO" rule, elementwise: TTFT within the limit, and TPOT within it or NaN.
+
+    ``ttft`` and ``tpot`` are seconds: floats, numpy arrays or Series (a NaN
+    TPOT is a one-token output, which meets that half; a NaN TTFT fails).
+    :func:`meets_slo` applies it to a record frame, :func:`request_meets_slo`
+    to one request as an engine's controller hears of it.
+    """
+    return (ttft <= slo.ttft_s) & (pd.isna(tpot) | (tpot <= slo.tpot_s))
+
+
 def meets_slo(frame: pd.DataFrame, slo: SLO) -> pd.Series:
     """Per record: finished ok with TTFT and TPOT within ``slo``."""
     ok = frame["status"] == Status.OK.value
-    ttft = ttft_s(frame)
-    tpot = tpot_s(frame)
-    return (ok & (ttft <= slo.ttft_s) & (tpot.isna() | (tpot <= slo.tpot_s))).fillna(False)
+    return (ok & within_slo(ttft_s(frame), tpot_s(frame), slo)).fillna(False)
+
+
+def request_meets_slo(slo: SLO | None, *, ok: bool, arrival_s: float, first_token_s: float,
+                      finish_s: float, output_tokens: int) -> bool:
+    """One settled request (the :func:`meets_slo` rule on scalars): ok, with TTFT and TPOT within
+    ``slo``; every ok request meets no SLO (None). TPOT as :func:`~easerve_core.request.tpot_s`."""
+    if not ok:
+        return False
+    if slo is None:
+        return True
+    steps = output_tokens - 1
+    tpot = (finish_s - first_token_s) / steps if steps > 0 else math.nan
+    return bool(within_slo(first_token_s - arrival_s, tpot, slo))
 
 
 def makespan_s(frame: pd.DataFrame) -> float:

@@ -1,16 +1,19 @@
 """Partitioners: how Encode and local Prefill share one encode worker's compute.
 
-A partitioner is policy (which share each side gets, per micro-batch); a
-backend is mechanism (how a share is enforced on this hardware). Modes, one
-table (:data:`PARTITIONERS`):
+A partitioner grants each side its share, per micro-batch, by the rule both
+engines apply (:func:`easerve_core.sm_split.sm_split`); a backend is
+mechanism (how a share is enforced on this hardware). Modes, one table
+(:data:`PARTITIONERS`):
 
 * ``time-slice``: no control; both sides ask for everything and the OS (or
   the GPU's scheduler) time-slices them. Shares reported as 1.0.
 * ``static``: Encode always gets ``static_share``, local Prefill the rest.
 * ``dynamic``: for each encode micro-batch, the share the
   :class:`~easerve_core.sm_share.SMShareTable` gives its batch size; a prefill
-  that starts while that batch runs gets the rest, one that starts while
-  Encode is idle gets everything.
+  that starts while that batch runs gets the rest (everything when the batch
+  holds every SM: a full share is no fence on a device), one that starts
+  while Encode is idle gets everything. A prefill keeps the share it started
+  with.
 * ``none``: no local prefill; Encode gets everything.
 
 Backends (:data:`BACKENDS`): ``cpu-threads`` turns a share into a torch
@@ -30,7 +33,9 @@ from typing import Protocol
 
 import torch
 
+from easerve_core.deployment import SMSharing
 from easerve_core.sm_share import SMShareTable
+from easerve_core.sm_split import sm_split
 from live.gpu.green import green_context_backend
 
 
@@ -88,17 +93,21 @@ class Partitioner(Protocol):
 
 class _Base:
     name = "base"
+    mode = SMSharing.NONE
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, *, static_share: float = 0.5,
+                 table: SMShareTable | None = None) -> None:
         self.backend = backend
+        self._static_share = static_share
+        self._table = table
         self._lock = threading.Lock()
-        self._encode_share: float | None = None  # the share of the batch now encoding
+        self._encoding: int | None = None  # the size of the batch now encoding
 
     def _encode_share_for(self, batch_size: int) -> float:
-        raise NotImplementedError
+        return sm_split(self.mode, batch_size, table=self._table, static_share=self._static_share).encode
 
     def _prefill_share(self) -> float:
-        raise NotImplementedError
+        return sm_split(self.mode, self._encoding, table=self._table, static_share=self._static_share).prefill
 
     @contextmanager
     def encode_slot(self, batch_size: int) -> Iterator[float]:
@@ -106,13 +115,13 @@ class _Base:
             raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
         share = self._encode_share_for(batch_size)
         with self._lock:
-            self._encode_share = share
+            self._encoding = batch_size
         self.backend.apply("encode", share)
         try:
             yield share
         finally:
             with self._lock:
-                self._encode_share = None
+                self._encoding = None
 
     @contextmanager
     def prefill_slot(self) -> Iterator[float]:
@@ -124,49 +133,34 @@ class _Base:
 
 class TimeSlicePartitioner(_Base):
     name = "time-slice"
-
-    def _encode_share_for(self, batch_size: int) -> float:
-        return 1.0
-
-    def _prefill_share(self) -> float:
-        return 1.0
+    mode = SMSharing.TIME_SLICE
 
 
 class StaticPartitioner(_Base):
     name = "static"
+    mode = SMSharing.STATIC
 
     def __init__(self, backend: Backend, *, encode_share: float) -> None:
         if not 0.0 < encode_share < 1.0:
             raise ValueError(f"encode_share must be in (0, 1), got {encode_share!r}")
-        super().__init__(backend)
+        super().__init__(backend, static_share=encode_share)
         self.encode_share = encode_share
-
-    def _encode_share_for(self, batch_size: int) -> float:
-        return self.encode_share
-
-    def _prefill_share(self) -> float:
-        return 1.0 - self.encode_share
 
 
 class DynamicPartitioner(_Base):
     name = "dynamic"
+    mode = SMSharing.DYNAMIC
 
     def __init__(self, backend: Backend, *, table: SMShareTable) -> None:
-        super().__init__(backend)
+        super().__init__(backend, table=table)
         self.table = table
-
-    def _encode_share_for(self, batch_size: int) -> float:
-        return self.table.share_for(batch_size)
-
-    def _prefill_share(self) -> float:
-        running = self._encode_share
-        return 1.0 if running is None or running >= 1.0 else 1.0 - running
 
 
 class ExclusivePartitioner(TimeSlicePartitioner):
     """``none``: Encode alone on the worker (no local prefill is ever routed here)."""
 
     name = "none"
+    mode = SMSharing.NONE
 
 
 PARTITIONERS: Mapping[str, type] = {

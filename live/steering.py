@@ -13,25 +13,19 @@ not applied.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from easerve_core.controller import Controller, Decision
 from easerve_core.deployment import Deployment
 from easerve_core.policies import fast_knobs
 from easerve_core.request import Record, Status
-from easerve_core.slo import SLO
+from easerve_core.slo import SLO, request_meets_slo
 
 
 def _met(record: Record, slo: SLO | None) -> bool:
-    if record.status != Status.OK.value:
-        return False
-    if slo is None:
-        return True
-    ttft = record.first_token_s - record.arrival_s
-    steps = record.output_tokens - 1
-    tpot = (record.finish_s - record.first_token_s) / steps if steps > 0 else math.nan
-    return ttft <= slo.ttft_s and (math.isnan(tpot) or tpot <= slo.tpot_s)
+    return request_meets_slo(slo, ok=record.status == Status.OK.value, arrival_s=record.arrival_s,
+                             first_token_s=record.first_token_s, finish_s=record.finish_s,
+                             output_tokens=record.output_tokens)
 
 
 class Steering:

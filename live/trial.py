@@ -27,7 +27,6 @@ import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import replace
-from itertools import cycle
 from typing import Any
 
 import numpy as np
@@ -39,6 +38,7 @@ from easerve_core.deployment import Architecture
 from easerve_core.plan import RunPlan
 from easerve_core.request import Modality, Request, Status
 from easerve_core.result import RunResult
+from easerve_core.worker_choice import RoundRobin
 from live.families.base import MMInput
 from live.ledger import Ledger, utilization
 from live.options import LiveOptions
@@ -196,7 +196,8 @@ class Trial:
         return jobs
 
     def _generate(self, jobs: list[Job], t0: float, outbox: Outbox) -> None:
-        turns = {g: cycle(range(n)) for g, n in self._group_sizes().items()}
+        # the live worker choice, round-robin at issue (easerve_core.worker_choice)
+        turns = {g: RoundRobin(n) for g, n in self._group_sizes().items()}
         # a request enters at an encode worker, or at an LM instance of an aggregated deployment
         entry = "decode" if self.plan.deployment.architecture is Architecture.AGGREGATED else "encode"
         for job in jobs:
@@ -236,13 +237,8 @@ class Trial:
         return {"encode": dep.encode.num_workers, "prefill": dep.prefill.num_workers,
                 "decode": dep.decode.num_workers}
 
-    def _next_alive(self, group: str, turn: Any) -> int | None:
-        size = self._group_sizes()[group]
-        for _ in range(size):
-            index = next(turn)
-            if (group, index) not in self.ledger.dead:
-                return index
-        return None
+    def _next_alive(self, group: str, turn: RoundRobin) -> int | None:
+        return turn.pick(lambda index: (group, index) not in self.ledger.dead)
 
     def _event_loop(self, t0: float, gen: threading.Thread, outbox: Outbox) -> None:
         assert self._channels is not None

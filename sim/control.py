@@ -4,9 +4,9 @@
 evaluation's oracle, :class:`~easerve_core.oracle.ScriptedController`)
 inside :func:`sim.simulate` (docs/simulator.md, "The controller in the
 simulator"). It is offered every arrival as the front end hands it on, every
-finished request and whether it met the plan's SLO (the rule of
-live/steering.py: TTFT and TPOT within the SLO; every request meets it when
-the plan has none), and, at each poll, the requests queued anywhere. It polls
+finished request and whether it met the plan's SLO (the rule both engines
+apply, :func:`easerve_core.slo.request_meets_slo`: TTFT and TPOT within the
+SLO; every request meets it when the plan has none), and, at each poll, the requests queued anywhere. It polls
 the controller at its :meth:`next_deadline` with a light timer
 (:meth:`~sim.clock.SimEnvironment.call_later`), and stops once every
 admitted request finished. A decision goes to the :class:`~sim.roster.Roster`:
@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from easerve_core.controller import Decision, PlanTable
-from easerve_core.slo import SLO
+from easerve_core.slo import SLO, request_meets_slo
 from sim.clock import SimEnvironment
 from sim.job import Job
 from sim.roster import Roster
@@ -65,19 +65,14 @@ class Steering:
         self.decisions: list[dict[str, Any]] = []
         roster.pipe.on_finish = self.finished
         self._finish = controller.finish  # per request: bound once (arrivals: the dispatcher)
-        self._limits = None if slo is None else (slo.ttft_s, slo.tpot_s)
         self._due = controller.next_deadline()
         if num_admitted and math.isfinite(self._due):
             env.call_later(max(0.0, self._due - env.now), self._tick)
 
     def finished(self, job: Job, now: float) -> None:
-        limits = self._limits  # TTFT and TPOT within the SLO (live/steering.py's rule)
-        if limits is None:
-            met = True
-        else:
-            first, steps = job.first_token_s, job.req.output_tokens - 1
-            met = first - job.req.arrival_s <= limits[0] and (
-                steps <= 0 or (job.finish_s - first) / steps <= limits[1])
+        req = job.req  # a finished job is ok; the rule is the core's (easerve_core.slo.request_meets_slo)
+        met = request_meets_slo(self.slo, ok=True, arrival_s=req.arrival_s, first_token_s=job.first_token_s,
+                                finish_s=job.finish_s, output_tokens=req.output_tokens)
         self._finish(now, met_slo=met)
         self.num_done += 1
 

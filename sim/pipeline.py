@@ -5,7 +5,9 @@ between workers: embeddings from an encode worker to the least-loaded remote
 Prefill worker, KV caches from Prefill to
 the least-loaded Decode worker, both over the shared :class:`~sim.link.Link`.
 "Least loaded" counts the tokens assigned to a worker and not yet done
-(queued, in flight or running); a tie goes to the lowest index.
+(queued, in flight or running); a tie goes to the lowest index. That is the
+simulator's named worker choice, ``least-loaded-at-handoff``
+(:mod:`easerve_core.worker_choice`; live chooses round-robin at issue).
 
 ``handoff_prefill_s`` and ``handoff_decode_s`` (``[sim]``, 0 by default) delay
 every hand-off to a remote Prefill or to a Decode worker beyond the link: the
@@ -28,6 +30,7 @@ from typing import Protocol
 import numpy as np
 
 from easerve_core import StageProfile
+from easerve_core.worker_choice import least_loaded
 from sim.job import Job, RecordTable
 from sim.link import Transport
 from sim.recorder import Recorder
@@ -61,14 +64,6 @@ def take_batch(queue: deque[Job], budget_tokens: int) -> list[Job]:
         total += job.input_tokens
         batch.append(job)
     return batch
-
-
-def least_loaded(workers: Sequence[Receiver]) -> Receiver:
-    best = workers[0]
-    for w in workers:
-        if w.load_tokens < best.load_tokens:
-            best = w
-    return best
 
 
 class Pipeline:

@@ -42,11 +42,12 @@ from typing import Any
 from easerve_core import Cluster, Deployment, ParallelProfile, SMSharing, StageProfile
 from easerve_core.moves import MovePlan, Slot, Step, plan_moves
 from easerve_core.policies import make_batcher, make_router, retune
+from easerve_core.worker_choice import least_loaded
 from sim.build import WorkerKit
 from sim.encode import EncodeWorker
 from sim.feasibility import kv_capacities
 from sim.job import Job
-from sim.pipeline import Pipeline, least_loaded
+from sim.pipeline import Pipeline
 from sim.worker import Worker
 
 #: (role, tp) -> seconds a GPU group pays to serve in ``role`` (calibration.reconfig.reconfiguration_s)

@@ -5,23 +5,24 @@ batches. Each lane's task has a remaining work fraction that drains at
 ``speed / latency(share)`` per second, where ``latency`` is the profile's
 stage latency at that SM share. Whenever a lane starts or finishes work the
 GPU is re-partitioned and the other lane's remaining time is re-rated. The
-modes (DESIGN.md §2, docs/simulator.md):
-
-* ``dynamic``: while an encode batch of size b runs, Encode holds
-  ``table.share_for(b)`` and local Prefill the rest; with no encode batch,
-  local Prefill holds the whole GPU. Re-partitioned per micro-batch.
-* ``static``: Encode always holds ``static_encode_share`` and local Prefill
-  the rest, busy or not (a fixed partition).
-* ``time-slice``: no partition. Alone, a lane runs at full speed; when both
-  have work they alternate, each at ``(1 - overhead) / 2`` of its exclusive
-  speed (``SimOptions.time_slice_overhead_frac``).
-* ``none``: no local Prefill; Encode holds the GPU.
+shares come from the one per-micro-batch rule both engines apply,
+:func:`easerve_core.sm_split.sm_split` (DESIGN.md §2, docs/simulator.md):
+``dynamic`` re-partitions per micro-batch from the SM-share table,
+``static`` keeps one fixed partition, ``time-slice`` and ``none`` do not
+partition. Without a host model a share is a hard partition: a ``dynamic``
+batch that takes every SM leaves local Prefill waiting
+(``prefill_waits_on_full_encode``). What the simulator adds is speed: in
+``time-slice`` a lane alone runs at full speed, and when both have work they
+alternate, each at ``(1 - overhead) / 2`` of its exclusive speed
+(``SimOptions.time_slice_overhead_frac``).
 
 With host contention on (``[sim.host] num_host_cores``, :mod:`sim.host`) the lanes
 are two threads of one worker process: each runs at the host's factor, times
 ``host_colocated_speed_frac`` while both run; the SM shares still pick the
-latency (a profile that cannot split one thread quantises them away) and
-time-slice uses share 1.0 for both lanes (the host does the slicing).
+latency (a profile that cannot split one thread quantises them away), a
+full-share encode batch leaves local Prefill contending for everything (as the
+live partitioner does) and time-slice uses share 1.0 for both lanes (the host
+does the slicing).
 
 Busy SM fraction (utilisation): an encode batch of size b occupies at most
 ``table.share_for(b)`` of the SMs (what it can fill, from the SM-share
@@ -35,6 +36,7 @@ import math
 from collections.abc import Callable
 
 from easerve_core import SMShareTable, SMSharing
+from easerve_core.sm_split import SMSplit, sm_split
 
 
 class Lane:
@@ -106,20 +108,29 @@ class SharedGPU:
         self.table = table
         self.static_share = static_encode_share
         self.slice_speed = (1.0 - time_slice_overhead_frac) / 2.0
+        self.time_slice = mode is SMSharing.TIME_SLICE
         self.encode = Lane()
         self.prefill = Lane()
         self._encode_fill = 0.0
-        self._fills: dict[int, float] = {}  # batch size -> table.share_for(batch size)
+        #: batch size -> (table.share_for(batch size), the split while it runs); the table is immutable
+        self._per_size: dict[int, tuple[float, SMSplit]] = {}
         #: host mode (sim.host): lane speed = host factor x (colocated speed while both run)
         self.host_mode = host_colocated_speed_frac is not None
         self.colocated_speed = 1.0 if host_colocated_speed_frac is None else host_colocated_speed_frac
         self.host_factor = 1.0
+        self._idle_split = self._split(None)
+        self._busy_split = self._idle_split
+
+    def _split(self, batch_size: int | None) -> SMSplit:
+        # the host model is a real device: a full-share batch is no fence (easerve_core.sm_split)
+        return sm_split(self.mode, batch_size, table=self.table, static_share=self.static_share,
+                        prefill_waits_on_full_encode=not self.host_mode)
 
     def start_encode(self, now: float, batch_size: int, latency: Callable[[float], float]) -> None:
-        fill = self._fills.get(batch_size)
-        if fill is None:  # the table is immutable: one look-up per batch size
-            fill = self._fills[batch_size] = self.table.share_for(batch_size)
-        self._encode_fill = fill
+        known = self._per_size.get(batch_size)
+        if known is None:  # one look-up per batch size
+            known = self._per_size[batch_size] = (self.table.share_for(batch_size), self._split(batch_size))
+        self._encode_fill, self._busy_split = known
         self.encode.begin(now, latency)
         self._partition(now)
 
@@ -149,33 +160,14 @@ class SharedGPU:
 
     def _partition(self, now: float) -> None:
         enc, pf = self.encode, self.prefill
-        mode = self.mode
+        split = self._busy_split if enc.busy else self._idle_split
         if self.host_mode:
-            self._host_partition(now)
-        elif mode is SMSharing.TIME_SLICE:
-            speed = self.slice_speed if enc.busy and pf.busy else 1.0
-            enc.rate(now, 1.0, speed)
-            pf.rate(now, 1.0, speed)
-        elif mode is SMSharing.STATIC:
-            enc.rate(now, self.static_share, 1.0)
-            pf.rate(now, 1.0 - self.static_share, 1.0)
-        elif mode is SMSharing.DYNAMIC and enc.busy:
-            enc.rate(now, self._encode_fill, 1.0)
-            pf.rate(now, 1.0 - self._encode_fill, 1.0)
+            speed = self.host_factor * (self.colocated_speed if enc.busy and pf.busy else 1.0)
+        elif self.time_slice and enc.busy and pf.busy:
+            speed = self.slice_speed
         else:
-            enc.rate(now, 1.0, 1.0)
-            pf.rate(now, 1.0, 1.0)
+            speed = 1.0
+        enc.rate(now, split.encode, speed)
+        pf.rate(now, split.prefill, speed)
         enc.occupancy = min(enc.share, self._encode_fill) if enc.busy else 0.0
         pf.occupancy = pf.share if pf.busy else 0.0
-
-    def _host_partition(self, now: float) -> None:
-        enc, pf, mode = self.encode, self.prefill, self.mode
-        speed = self.host_factor * (self.colocated_speed if enc.busy and pf.busy else 1.0)
-        share = 1.0
-        if mode is SMSharing.STATIC:
-            share = self.static_share
-        elif mode is SMSharing.DYNAMIC and enc.busy:
-            share = self._encode_fill
-        enc.rate(now, share, speed)
-        # as the live partitioner: a full-share encode batch leaves Prefill contending for everything
-        pf.rate(now, 1.0 if share >= 1.0 else 1.0 - share, speed)

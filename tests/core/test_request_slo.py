@@ -9,7 +9,7 @@ import pytest
 
 from easerve_core import RECORD_COLUMNS, Modality, Record, Request, Status
 from easerve_core.request import records_from_columns, records_to_frame
-from easerve_core.slo import SLO, max_rate_within_slo, summarize
+from easerve_core.slo import SLO, max_rate_within_slo, meets_slo, request_meets_slo, summarize
 
 
 def rec(i, arrival, first, finish, out=11, status="ok"):
@@ -53,6 +53,33 @@ def test_records_from_columns_is_records_to_frame(tmp_path):
     assert (tmp_path / "rows.parquet").read_bytes() == (tmp_path / "cols.parquet").read_bytes()
     with pytest.raises(ValueError, match="finish_s"):
         records_from_columns({c: [] for c in RECORD_COLUMNS if c != "finish_s"})
+
+
+def test_rows_as_mappings_and_no_rows_take_the_one_builder():
+    row = {c: getattr(rec(4, 0.0, 1.0, 2.0), c) for c in RECORD_COLUMNS} | {"extra_key": 1}
+    frame = records_to_frame([row, rec(1, 0.0, 1.0, 2.0)])
+    assert list(frame.columns) == list(RECORD_COLUMNS) and list(frame["request_id"]) == [1, 4]
+    empty = records_to_frame([])
+    assert empty.empty and [str(t) for t in empty.dtypes] == list(RECORD_COLUMNS.values())
+    with pytest.raises(ValueError, match="missing fields: finish_s"):
+        records_to_frame([{c: v for c, v in row.items() if c != "finish_s"}])
+
+
+def test_one_request_meets_the_slo_as_its_frame_row_does():
+    """The engines' controllers hear per request (request_meets_slo) what meets_slo says per row."""
+    slo = SLO(ttft_s=1.0, tpot_s=0.1)
+    records = [rec(0, 0.0, 0.5, 1.0), rec(1, 0.0, 1.0, 2.5), rec(2, 0.0, 1.5, 1.6),
+               rec(3, 0.0, 0.5, 9.0, out=1), rec(4, 0.0, 0.5, 0.6, status="failed"),
+               rec(5, 0.0, 1.0, 2.0), rec(6, 0.0, float("nan"), float("nan"))]
+    frame = records_to_frame(records)
+    per_row = list(meets_slo(frame, slo))
+    assert per_row == [True, False, False, True, False, True, False]  # 5: both on the limit
+    one = [request_meets_slo(slo, ok=r.status == "ok", arrival_s=r.arrival_s, first_token_s=r.first_token_s,
+                             finish_s=r.finish_s, output_tokens=r.output_tokens) for r in records]
+    assert one == per_row
+    assert request_meets_slo(None, ok=True, arrival_s=0.0, first_token_s=9.0, finish_s=9.0, output_tokens=2)
+    assert not request_meets_slo(None, ok=False, arrival_s=0.0, first_token_s=0.0, finish_s=0.0,
+                                 output_tokens=2)
 
 
 def test_request_validation_names_fields():
