@@ -63,7 +63,7 @@ def _row(trial: optuna.trial.FrozenTrial, sampler: str) -> dict[str, Any]:
         "max_encode_batch": dep["max_encode_batch"],
         "remote_fraction": dep["remote_fraction"],
         "s_suggested": trial.params.get("s"),
-        "label": trial.user_attrs.get("label", ""),
+        "label": trial.user_attrs.get("label") or Deployment.from_dict(dep).label(),
         "cached": bool(trial.user_attrs.get("cached", False)),
         "trial_s": trial.duration.total_seconds() if trial.duration else float("nan"),
         "encode_workers": dep["encode"]["num_workers"],

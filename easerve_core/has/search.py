@@ -163,8 +163,6 @@ class Objective:
         dep = self.suggest(trial)
         key = short_key(dep)
         trial.set_user_attr("key", key)
-        trial.set_user_attr("label", dep.label())
-        trial.set_user_attr("s_eff", dep.remote_fraction)
         trial.set_user_attr("deployment", json.dumps(dep.to_dict(), sort_keys=True))
         if self.climbs:
             return self._climb(trial, dep, key)
