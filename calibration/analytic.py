@@ -160,7 +160,8 @@ class TPStageProfile:
         # the cost batching amortises. 0 in the roofline; docs/profiles.md says how the report
         # anchors it. Host preprocessing is not here: it is host_preprocess_s, its own stage.
         overhead_s = eff.step_overhead_s + eff.encode_call_residual_s
-        return max(self._stage_s(work.encoder_work(model, chunk), share, overhead_s=overhead_s,
+        return max(self._stage_s(work.encoder_work(
+            model, chunk, attention_half_len=eff.attention_half_len_tokens), share, overhead_s=overhead_s,
                                  elementwise_s=self._elementwise_s(
                                      lambda c=chunk: ops.encoder_ops(model, c), share))
                    for chunk in per_gpu)
@@ -184,7 +185,8 @@ class TPStageProfile:
 
     def _prefill_s(self, lens: list[int], share: float) -> float:
         lm = self.parent.model.lm
-        stage = work.prefill_work(lm, lens, tp=self.tp)
+        stage = work.prefill_work(lm, lens, tp=self.tp,
+                                   attention_half_len=self.parent.efficiency.attention_half_len_tokens)
         extra = self._elementwise_s(lambda: ops.prefill_ops(lm, lens, tp=self.tp), share)
         return self._stage_s(stage, share, overhead_s=self.parent.efficiency.step_overhead_s,
                              elementwise_s=extra)
@@ -241,7 +243,8 @@ class TPStageProfile:
             return self.decode_step_s(batch_size, context_tokens)
         lens = _validate_items("chunk_lens", chunk_lens)
         lm, tp = self.parent.model.lm, self.tp
-        stage = work.prefill_work(lm, lens, tp=tp)
+        stage = work.prefill_work(lm, lens, tp=tp,
+                                  attention_half_len=self.parent.efficiency.attention_half_len_tokens)
         shape = work.decode_shape(lm, batch_size, tp=tp)
         attention_flops, kv_read = work.decode_attention(lm, batch_size, context_tokens, tp=tp)
         compute = (sum(self._flops_s(*kernel, 1.0) for kernel in stage.kernels)

@@ -15,7 +15,7 @@ from calibration._fields import fraction, validate
 
 #: fields added after profiles were first committed: left out of a profile's params at their
 #: defaults, so that every profile written before them is written byte for byte as before
-_LATER_FIELDS = {"kernel_floor_s": 0.0, "price_elementwise_ops": False}
+_LATER_FIELDS = {"kernel_floor_s": 0.0, "price_elementwise_ops": False, "attention_half_len_tokens": 0.0}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +42,10 @@ class Efficiency:
     #: price the memory-bound passes (norms, residual adds, activations, rope) over the
     #: achieved bandwidth, in series with the roofline (calibration.ops); off by default
     price_elementwise_ops: bool = False
+    #: context and encoder attention's efficiency grows with the sequence length L:
+    #: ``attention_efficiency_frac * L / (L + attention_half_len_tokens)`` (0: one constant);
+    #: fitted per GPU by ``easerve profile fit-roofline`` (docs/profiles.md, "The roofline fitted")
+    attention_half_len_tokens: float = 0.0
 
     def __post_init__(self) -> None:
         validate(self, positive=frozenset({"fill_flops_per_sm"}))

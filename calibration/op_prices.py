@@ -13,7 +13,10 @@ price"); every profile of a GPU answers the same questions through
 
 :class:`RooflineOps` prices an op as the largest of its FLOPs over the achieved
 peak (the ``fill`` rule of :mod:`calibration.analytic` for small kernels), its
-bytes over the achieved bandwidth, and ``Efficiency.kernel_floor_s``.
+bytes over the achieved bandwidth, and ``Efficiency.kernel_floor_s``. Context and
+encoder attention of sequences of L tokens run at the length-dependent efficiency
+``attention_efficiency_frac * L / (L + attention_half_len_tokens)``: priced as
+``(L + half) / L`` times their FLOPs at the top efficiency (:func:`calibration.work.length_factor`).
 :class:`MeasuredOps` asks its :class:`~calibration.optables.OpTables` first and
 falls back to the roofline per op; :meth:`MeasuredOps.op_s` also says which
 answered. On a share s of the SMs a measured op is slowed by the roofline's own
@@ -26,6 +29,7 @@ from calibration.efficiency import Efficiency
 from calibration.ops import Op
 from calibration.optables import OpTables
 from calibration.specs import GPUSpec
+from calibration.work import length_factor
 
 PHASES = ("context", "generation", "encoder")
 ROOFLINE = "roofline"
@@ -72,6 +76,8 @@ class RooflineOps:
     def attention_s(self, phase: str, batch: float, tokens: float, num_heads: float, num_kv_heads: float,
                     head_dim: float, share: float = 1.0) -> float:
         flops, nbytes = _attention_work(phase, batch, tokens, num_heads, num_kv_heads, head_dim)
+        if phase != "generation":  # the length-dependent efficiency (Efficiency.attention_half_len_tokens)
+            flops *= length_factor(tokens, self.efficiency.attention_half_len_tokens)
         return self.kernel_s(flops, nbytes, attention=True, share=share)
 
     def allreduce_s(self, nbytes: float, tp: int) -> float:

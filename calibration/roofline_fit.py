@@ -8,9 +8,10 @@ whole prefills and decode steps (the measured profile's sums, fixed per-step
 overheads left out on both sides). Each class gets the median and P90 of
 |roofline / measured - 1|.
 
-:func:`fit_roofline` fits five constants of :class:`~calibration.efficiency.Efficiency`
-(GEMM and attention efficiency, bandwidth efficiency, ``fill_flops_per_sm``
-and the per-kernel floor ``kernel_floor_s``) and turns on the pricing of
+:func:`fit_roofline` fits six constants of :class:`~calibration.efficiency.Efficiency`
+(GEMM and top attention efficiency, bandwidth efficiency, ``fill_flops_per_sm``,
+the per-kernel floor ``kernel_floor_s`` and the half-efficiency length of
+attention ``attention_half_len_tokens``) and turns on the pricing of
 element-wise passes, minimising the mean |log ratio| of every class but ViT
 attention (which no single efficiency explains; it is reported, not fitted).
 The committed results live in ``specs/fitted/<gpu>.json`` with their
@@ -157,8 +158,9 @@ def fidelity(gpu: str, tables: OpTables, efficiency: Efficiency | None = None) -
 #: the fitted fields, their bounds, and how the optimiser sees them (log scale for the last two)
 _FIELDS: tuple[tuple[str, float, float], ...] = (
     ("gemm_efficiency_frac", 0.3, 1.0), ("attention_efficiency_frac", 0.1, 1.0),
-    ("mem_bw_efficiency_frac", 0.5, 1.0), ("fill_flops_per_sm", 1e5, 1e9), ("kernel_floor_s", 1e-7, 5e-5))
-_LOG = {"fill_flops_per_sm", "kernel_floor_s"}
+    ("mem_bw_efficiency_frac", 0.5, 1.0), ("fill_flops_per_sm", 1e5, 1e9), ("kernel_floor_s", 1e-7, 5e-5),
+    ("attention_half_len_tokens", 1.0, 1e5))
+_LOG = {"fill_flops_per_sm", "kernel_floor_s", "attention_half_len_tokens"}
 
 
 def _to_x(eff: Efficiency) -> list[float]:
@@ -202,7 +204,8 @@ def fit_roofline(gpu: str, tables: OpTables, start: Efficiency | None = None) ->
     def loss(x: Sequence[float]) -> float:
         return _fidelity(gpu, _from_x(x, base), measured).loss()
 
-    x0 = _to_x(replace(base, kernel_floor_s=base.kernel_floor_s or 5e-6))
+    x0 = _to_x(replace(base, kernel_floor_s=base.kernel_floor_s or 5e-6,
+                       attention_half_len_tokens=base.attention_half_len_tokens or 1000.0))
     best = minimize(loss, x0, method="Nelder-Mead", options={"maxiter": 400, "xatol": 1e-3, "fatol": 1e-5})
     efficiency = _from_x(best.x, base)
     return RooflineFit(gpu, before, _fidelity(gpu, efficiency, measured), efficiency)

@@ -60,8 +60,23 @@ def _layer_gemms(m: float, *, hidden: int, q: int, kv: int, ffn: float, mats: in
     ]
 
 
-def encoder_work(spec: ModelSpec, mm_tokens_per_item: Sequence[int]) -> StageWork:
-    """Work of one encoder forward over a batch of items (one GPU)."""
+def length_factor(length: float, half_len: float) -> float:
+    """1 / (the share of attention's top efficiency reached at sequence ``length``).
+
+    Attention of a sequence of L tokens runs at ``eff_max * L / (L + half_len)``
+    (:attr:`Efficiency.attention_half_len_tokens`): the same time as ``(L + half_len) / L``
+    times its FLOPs at ``eff_max``. 1 when ``half_len`` is 0.
+    """
+    return (length + half_len) / length if half_len and length > 0 else 1.0
+
+
+def encoder_work(spec: ModelSpec, mm_tokens_per_item: Sequence[int], *,
+                 attention_half_len: float = 0.0) -> StageWork:
+    """Work of one encoder forward over a batch of items (one GPU).
+
+    With ``attention_half_len`` the attention kernels count the FLOPs that price their
+    length-dependent efficiency (:func:`length_factor`) instead of their own.
+    """
     enc: EncoderSpec = spec.encoder
     segments = [s for tokens in mm_tokens_per_item for s in spec.mapping.segments(int(tokens))]
     positions = float(sum(segments))
@@ -71,7 +86,11 @@ def encoder_work(spec: ModelSpec, mm_tokens_per_item: Sequence[int]) -> StageWor
     kernels = [Kernel(f, enc.num_layers) for f in gemms]
     for layers, window in spec.mapping.attention_spans(enc.num_layers):
         if layers:
-            attn = sum(4.0 * s * (min(s, window) if window else s) * enc.hidden_size for s in segments)
+            if attention_half_len:
+                attn = sum(4.0 * s * (span := min(s, window) if window else s) * enc.hidden_size
+                           * length_factor(span, attention_half_len) for s in segments)
+            else:
+                attn = sum(4.0 * s * (min(s, window) if window else s) * enc.hidden_size for s in segments)
             kernels.append(Kernel(attn, layers, attention=True))
     kernels.append(Kernel(2.0 * lm_tokens * enc.projector_params))
     weight_bytes = enc.params * spec.lm.dtype_bytes
@@ -89,14 +108,23 @@ def _attended(lm: LMSpec, n: float, *, causal_prefix: bool) -> float:
     return lm.num_full_layers * full + lm.num_sliding_layers * sliding
 
 
-def prefill_work(lm: LMSpec, seq_lens: Sequence[int], *, tp: int) -> StageWork:
-    """Work of one prefill forward over sequences of ``seq_lens`` tokens (per GPU)."""
+def prefill_work(lm: LMSpec, seq_lens: Sequence[int], *, tp: int,
+                 attention_half_len: float = 0.0) -> StageWork:
+    """Work of one prefill forward over sequences of ``seq_lens`` tokens (per GPU).
+
+    With ``attention_half_len`` the attention kernel counts the FLOPs that price its
+    length-dependent efficiency (:func:`length_factor`, L each sequence's length).
+    """
     tokens = float(sum(seq_lens))
     gemms = _layer_gemms(tokens, hidden=lm.hidden_size, q=lm.q_width,
                          kv=lm.num_kv_heads * lm.head_dim, ffn=lm.active_intermediate_size,
                          mats=lm.mlp_num_matrices, tp=tp)
     kernels = [Kernel(f, lm.num_layers) for f in gemms]
-    pairs = sum(_attended(lm, float(n), causal_prefix=True) for n in seq_lens)
+    if attention_half_len:
+        pairs = sum(_attended(lm, float(n), causal_prefix=True) * length_factor(n, attention_half_len)
+                    for n in seq_lens)
+    else:
+        pairs = sum(_attended(lm, float(n), causal_prefix=True) for n in seq_lens)
     kernels.append(Kernel(4.0 * pairs * lm.q_width / tp, 1, attention=True))
     kernels.append(Kernel(2.0 * len(seq_lens) * lm.hidden_size * lm.vocab_size / tp))  # LM head
     return StageWork(tuple(kernels), bytes_read=lm.weight_bytes / tp, num_layers=lm.num_layers,

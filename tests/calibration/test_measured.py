@@ -10,12 +10,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from calibration import aiconfigurator, load_profile
+from calibration.analytic import AnalyticProfile
+from calibration.efficiency import Efficiency, efficiency_dict
 from calibration.measured import MeasuredProfile, model_tables
 from calibration.op_prices import RooflineOps
 from calibration.ops import decode_ops, encoder_ops, prefill_ops
@@ -23,6 +26,7 @@ from calibration.optables import AttentionTables, BatchTable, Curve, GemmTable
 from calibration.registry import analytic_profile, measured_doc
 from calibration.roofline_fit import fit_roofline, fitted_efficiency
 from calibration.specs import gpu_spec, model_spec
+from calibration.work import length_factor, prefill_work
 from easerve.cli import main
 from easerve_core.profile import save_profile_doc
 
@@ -215,7 +219,45 @@ def test_the_fitted_roofline_beats_the_hand_set_one_and_the_committed_constants_
     for cls in ("LM GEMM", "whole prefill", "whole decode step"):
         assert after[cls][0] < before[cls][0]
     assert after["LM GEMM"][0] <= 0.08 and after["whole prefill"][0] <= 0.05
+    assert after["context attention"][0] <= 0.12 and after["generation attention"][0] <= 0.12
     committed = fitted_efficiency("h200")
     assert committed is not None and committed.price_elementwise_ops
+    assert committed.attention_half_len_tokens == pytest.approx(fit.efficiency.attention_half_len_tokens,
+                                                                rel=0.05)
     assert committed.gemm_efficiency_frac == pytest.approx(fit.efficiency.gemm_efficiency_frac, rel=0.05)
     assert fitted_efficiency("rtx6000ada") is None  # outside the database: the documented constants
+
+
+# -- the length-dependent attention efficiency -------------------------------------
+def test_attention_efficiency_grows_with_the_sequence_length_as_documented():
+    gpu = gpu_spec("h200")
+    flat = Efficiency(attention_efficiency_frac=0.6, kernel_floor_s=0.0)
+    half = replace(flat, attention_half_len_tokens=2000.0)
+    a, b = RooflineOps(gpu, flat), RooflineOps(gpu, half)
+    for phase in ("context", "encoder"):
+        for length in (4096, 8192, 32768):  # large enough to fill the GPU: eff = 0.6 * L / (L + 2000)
+            ratio = b.attention_s(phase, 4, length, 40, 8, 128) / a.attention_s(phase, 4, length, 40, 8, 128)
+            assert ratio == pytest.approx((length + 2000) / length)
+    # decode attention is not a sequence of L queries: its price keeps the top efficiency
+    decode = ("generation", 32, 4096, 40, 8, 128)
+    assert b.attention_s(*decode) == a.attention_s(*decode)
+    assert length_factor(1000, 0.0) == 1.0 and length_factor(1000, 1000.0) == 2.0
+
+
+def test_the_analytic_stages_follow_the_same_rule_and_leave_it_out_when_off():
+    spec, gpu = model_spec(MODEL), gpu_spec("h200")
+    flat = Efficiency(attention_efficiency_frac=0.6, step_overhead_s=0.0, layer_launch_s=0.0)
+    half = replace(flat, attention_half_len_tokens=2000.0)
+    assert "attention_half_len_tokens" not in efficiency_dict(flat)  # committed profiles stay as they were
+    assert efficiency_dict(half)["attention_half_len_tokens"] == 2000.0
+    lm = spec.lm
+    plain, scaled = prefill_work(lm, [8192, 1024], tp=2), prefill_work(lm, [8192, 1024], tp=2,
+                                                                      attention_half_len=2000.0)
+    pairs = [n * (n + 1) / 2 * lm.num_layers for n in (8192, 1024)]
+    expected = 4.0 * lm.q_width / 2 * sum(p * length_factor(n, 2000.0)
+                                          for p, n in zip(pairs, (8192, 1024), strict=True))
+    assert scaled.kernels[-2].flops == pytest.approx(expected) and plain.kernels[:-2] == scaled.kernels[:-2]
+    slow = AnalyticProfile(model=spec, gpu=gpu, efficiency=half).for_tp(2)
+    fast = AnalyticProfile(model=spec, gpu=gpu, efficiency=flat).for_tp(2)
+    assert slow.prefill_s([8192]) > fast.prefill_s([8192]) and slow.encode_s([4096]) > fast.encode_s([4096])
+    assert slow.decode_step_s(32, 32 * 4096) == fast.decode_step_s(32, 32 * 4096)
