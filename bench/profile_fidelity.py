@@ -11,7 +11,14 @@ fixed per-step overheads left out on both sides) with the measured profile's
 op sums, so they check the roofline against the database's ops, not against a
 wall clock.
 
-Run: ``PYTHONPATH=. .venv/bin/python bench/profile_fidelity.py [--gpu h200 h100-sxm] [--engine vllm]``
+``--bias`` adds, per class, the median of roofline / measured itself (below 1
+the roofline is fast). ``--gpu l40s --bias`` is the check of the RTX 6000
+Ada's documented constants (outside the database): the L40S is the same AD102
+chip, and its "before" column is those hand-set constants on the L40S's spec
+(docs/profiles.md, "The roofline fitted").
+
+Run: ``PYTHONPATH=. .venv/bin/python bench/profile_fidelity.py [--gpu h200 h100-sxm] [--engine vllm]
+[--bias]``
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from statistics import median
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -35,6 +43,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", nargs="+", default=["h100-sxm", "h200"])
     parser.add_argument("--engine", default="vllm")
+    parser.add_argument("--bias", action="store_true",
+                        help="also print the median roofline / measured per class")
     args = parser.parse_args()
     system_of = {gpu: system for system, gpu in GPU_OF_SYSTEM.items()}
     for gpu in args.gpu:
@@ -46,6 +56,10 @@ def main() -> int:
         verdicts = [f"{c} {after[c][0]:.1%} {'ok' if after[c][0] <= bar else 'MISSES'} (<= {bar:.0%})"
                     for c, bar in BARS.items() if c in after]
         print("bars     " + "; ".join(verdicts))
+        if args.bias:
+            for side, fid in (("before", fit.before), ("after", fit.after)):
+                biases = (f"{c} {median(r):.2f}" for c, r in fid.ratios.items() if r)
+                print(f"bias {side:<7}" + "; ".join(biases))
     return 0
 
 
