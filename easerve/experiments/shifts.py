@@ -130,11 +130,30 @@ SHIFTS: Mapping[str, Shift] = {
             "decoding; chat adds 512-1024 output tokens, so Decode holds far more KV and steps"),
     "image-video": Shift(
         name="image-video", model="video", signal="mm_tokens_mean",
-        phases=_alternating("qwen-image", "qwen-video-rmm16"),
+        # the video phase's rate is set from the screen's capacities (8 x RTX 6000 Ada, moderate
+        # SLO, the typical request), not screened at load_frac: the image phase's best allocation
+        # at 0.6 of its capacity (1.89 req/s) is E2x2 P0x2 D1x4, whose only Prefill is local, in
+        # what the encoders leave: 1.612 * (1 - r / 1.252) req/s of videos, so it carries r <=
+        # 0.705 req/s of video; the old video pick E2x1 P1x2 D1x4 (one TP-2 Prefill worker) carries
+        # 0.840; the cluster's most, 1.123 (one TP-2 Decode worker at the TPOT limit). At 0.9 req/s
+        # (0.8 of that most) neither carries the videos; only allocations with two Prefill workers
+        # or three encoders' slack do (E2x1 P2x2 D1x2, E2x1 P1x4 D1x2, E2x2 P1x2 D1x2, E3x2 P0x2
+        # D1x2). The reverse does not hold: those carry the images at 1.89 req/s by the screen
+        # (their TP-2 Decode worker: 3.145), so whether the image phase measurably prefers local
+        # Prefill is left to the cross-check.
+        phases=_alternating("qwen-image", "qwen-video-rmm16", rates_hz=(None, 0.9)),
         why="1.2-2.7k-token images leave the encoder light enough to co-locate Prefill; 5,760-token "
-            "16-frame videos fill the encoder GPU (s = 1) and load Prefill four times as much"),
+            "16-frame videos fill the encoder GPU (s = 1) and load Prefill four times as much: at "
+            "0.9 req/s the image phase's local-Prefill allocation (0.705 req/s of videos) cannot "
+            "carry them"),
     "resolution": Shift(
         name="resolution", model="image", signal="mm_tokens_mean",
+        # loads kept (6.5 / 2.2 req/s): by the screen (8 x RTX 6000 Ada, moderate SLO) no pair of
+        # rates separates the phases' picks. One TP-2 encoder carries 17.9 req/s of either
+        # resolution (Encode never binds: anyres needs no more encoders); Prefill and Decode bind,
+        # and the same four allocations (E1x2 P1x2 D1x4/D2x2, E2x2 P0x2 D1x4/D2x2) carry the most
+        # of both mixes (10.3 req/s of tiles, 2.81 of anyres), so the tile phase's pick carries
+        # every anyres rate the cluster carries at all.
         phases=_alternating("llava-small", "llava-anyres", rates_hz=(6.5, 2.2)),
         why="a 576-token tile encodes and prefills in a fifth of a 2,928-token anyres grid's time, "
             "so at each phase's rate the balance between Encode, Prefill and Decode moves"),

@@ -10,8 +10,10 @@ import pytest
 
 from easerve.cli import main as easerve
 from easerve.experiments.controller_eval import main
+from easerve.experiments.mix_control import phase_rates, phase_setups
 from easerve.experiments.shifts import SHIFTS, load_shift, phase_of, stream
 from easerve.resources import config_path
+from easerve_core.has.screen import screen
 
 GOOD = """model = "image"
 signal = "output_tokens_mean"
@@ -80,3 +82,21 @@ def test_a_plan_table_needing_more_gpus_than_the_cluster_is_one_line_and_exit_2(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bands[0].deployment" in err[0] and "14 GPUs" in err[0], err
     assert not out.exists()
+
+
+def test_the_video_phase_runs_where_the_image_phases_local_prefill_cannot_carry_it() -> None:
+    """shifts.py's capacity argument for image-video's rates, on the screen itself."""
+    shift = SHIFTS["image-video"]
+    setups = phase_setups(shift)
+    image_hz, video_hz = phase_rates(shift, setups)[:2]
+    assert (image_hz, video_hz) == (1.89, 0.9)
+
+    def carriers(mix: str, rate: float) -> set[str]:
+        s = setups[mix]
+        report = screen(s.profile, s.plan.cluster, s.mix, rate_hz=rate, slo=s.slos["moderate"])
+        return {c.allocation.label for c in report.survivors}
+
+    videos, images = carriers("qwen-video-rmm16", video_hz), carriers("qwen-image", image_hz)
+    assert "E2x2 P0x2 D1x4" in images and "E2x2 P0x2 D1x4" not in videos
+    assert "E2x1 P1x2 D1x4" not in videos
+    assert videos and videos <= images  # the reverse does not hold (shifts.py says so)
