@@ -49,7 +49,7 @@ from easerve_core.has import (
     trials_frame,
     typical_shape,
 )
-from easerve_core.has.search import short_key
+from easerve_core.has.objective import short_key
 from easerve_core.has.space import GRID_BATCHES, aggregated_tps
 from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
 from easerve_core.plan import DEFAULT_PRESET, replan

@@ -55,7 +55,7 @@ from easerve_core.has import (
     run_search,
     trials_frame,
 )
-from easerve_core.has.search import short_key
+from easerve_core.has.objective import short_key
 from easerve_core.plan import replan
 from easerve_core.slo import summarize
 from sim.engine import simulate

@@ -16,6 +16,7 @@ pure: Optuna, numpy and pandas only. Background: docs/has.md.
 """
 
 from easerve_core.has.ladder import SINGLE_RUNG, Ladder, LadderEvaluator, Verdict
+from easerve_core.has.objective import Evaluator, Objective, short_key
 from easerve_core.has.recheck import RECHECK_COLUMNS, Rechecked, recheck, recheck_frame, recheck_seed
 from easerve_core.has.results import best_deployment, top_k, trials_frame, trials_to_reach
 from easerve_core.has.screen import (
@@ -27,14 +28,7 @@ from easerve_core.has.screen import (
     screen,
     typical_shape,
 )
-from easerve_core.has.search import (
-    SAMPLERS,
-    Evaluator,
-    Objective,
-    SearchSettings,
-    make_sampler,
-    run_search,
-)
+from easerve_core.has.search import SAMPLERS, SearchSettings, make_sampler, run_search
 from easerve_core.has.space import (
     Allocation,
     MemoryNeed,
@@ -87,6 +81,7 @@ __all__ = [
     "recheck_seed",
     "run_search",
     "screen",
+    "short_key",
     "top_k",
     "trials_frame",
     "trials_to_reach",
