@@ -46,7 +46,7 @@ from easerve.experiments.reproduce import FULL, QUICK, SHIFT_SHAPE, Plan
 from easerve.experiments.setup import load_setup
 from easerve.experiments.shape_control import controller_shapes
 from easerve.experiments.shift_control import rate_shift_study
-from easerve.experiments.shifts import SHIFTS, load_shift
+from easerve.experiments.shifts import KNOWN_SHIFTS, SHIFTS, load_shift
 from easerve.experiments.trace_shift import trace_arrivals, trace_shift
 from easerve_core.controller import ControllerSettings
 
@@ -167,11 +167,11 @@ def _mix_shifts(plan: Plan, args: argparse.Namespace) -> int:
             arrivals = trace_arrivals(args.trace, args.trace_format)
             shifts.append(trace_shift(arrivals, capacity_hz=mix_capacity_hz("image", "llava-image")))
         names = args.mix_shifts.split(",") if args.mix_shifts is not None else []
-        unknown = sorted(set(names) - set(SHIFTS))
+        unknown = sorted(set(names) - set(KNOWN_SHIFTS))
         if unknown:
             raise ValueError(f"--mix-shifts: unknown shift(s) {', '.join(unknown)}; "
-                             f"known: {', '.join(SHIFTS)}")
-        shifts += [SHIFTS[n] for n in names]
+                             f"known: {', '.join(KNOWN_SHIFTS)}")
+        shifts += [KNOWN_SHIFTS[n] for n in names]
     except (ValueError, OSError) as exc:
         print(f"controller_eval: error: {exc}", file=sys.stderr)
         return 2

@@ -49,6 +49,15 @@ PHASE_MIXES: Mapping[str, RequestMix] = {
     "llava-small": replace(_LLAVA, item_tokens=(576,), item_weights=()),
     # anyres with the full 2x2 grid plus the base tile (672x672: 2,928 LM tokens)
     "llava-anyres": replace(_LLAVA, item_tokens=(2928,), item_weights=()),
+    # resolution with the answers each size is asked for: long chat about a small image
+    # (decode-bound) and a short answer read off an anyres 4-tile grid (encode- and prefill-bound)
+    "llava-small-chat": replace(_LLAVA, item_tokens=(576,), item_weights=(), output_tokens=(512, 1024)),
+    "llava-anyres-short": replace(_LLAVA, item_tokens=(2928,), item_weights=(), prompt_tokens=(16, 64),
+                                  output_tokens=(16, 48)),
+    # Qwen2.5-VL: chat about an image (long answers, decode-bound), then 16-frame clips captioned
+    # in a line (encode- and prefill-bound)
+    "qwen-image-chat": replace(MIXES["qwen-image"], output_tokens=(512, 1024)),
+    "qwen-video-caption": replace(MIXES["qwen-video-rmm16"], prompt_tokens=(16, 64), output_tokens=(16, 48)),
 }
 
 
@@ -119,6 +128,31 @@ def _alternating(a: str, b: str, *, rates_hz: tuple[float | None, float | None] 
                  for k in range(2 * cycles))
 
 
+#: Loads of the shifts whose phases' bottleneck stages differ (image-video, resolution), set once
+#: from the simulator, not from the results: each phase's mix was run on the screen's best
+#: allocations for either phase (B 8, s 0 where all Prefill is local, else 0.5, or 1 where the
+#: encoders cannot hold the LM; one 300 s Poisson stream, seed 2000; moderate SLO of the mix;
+#: 8 x RTX 6000 Ada) at a ladder of rates, and a mix's capacity is the highest rate at which its
+#: best allocation kept >= 90% of requests within the SLO. Each phase then runs at
+#: :data:`SIM_LOAD_FRAC` of it. The other phase's picks, at those rates (same sweep): images'
+#: chat at 2.21 req/s, the video pick's one TP-2 decoder 0.83 attainment at 1.0 req/s and 0.20 at
+#: 2.2; video captions at 1.19 req/s, the chat picks' 1.00/0.72 at 1.0 and 0.47/0.22 at 1.2; tile
+#: chat at 4.76 req/s, the anyres pick's 0.50 at 2.0 and 0.14 at 4.4; anyres answers at 3.15
+#: req/s, the tile picks' 0.60/0.51 at 2.8 and 0.53/0.17 at 3.4. So the best allocation moves.
+SIM_CAPACITY_HZ: Mapping[str, float] = {
+    "qwen-image-chat": 2.6,  # E2x1 P1x2 D1x4 s1 and E2x2 P0x2 D1x4 s0: 1.00 at 2.6, 0.67/0.65 at 3.0
+    "qwen-video-caption": 1.4,  # E2x1 P2x2 D1x2 s1 and E3x2 P0x2 D1x2 s0: 1.00 at 1.4, 0.67/0.47 at 1.6
+    "llava-small-chat": 5.6,  # E2x2 P0x2 D1x4 s0: 0.97 at 5.6 (E1x2 P1x2 D1x4 s0.5: 1.00 at 5.0, 0.81)
+    "llava-anyres-short": 3.7,  # E3x2 P0x2 D1x2 s0: 1.00 at 3.7, 0.81 at 4.0
+}
+#: the fraction of :data:`SIM_CAPACITY_HZ` each such phase runs at
+SIM_LOAD_FRAC = 0.85
+
+
+def _load(capacity_hz: float) -> float:
+    return round(SIM_LOAD_FRAC * capacity_hz, 2)
+
+
 #: the built-in shifts, each with why the best allocation differs between its phases
 SHIFTS: Mapping[str, Shift] = {
     "output-length": Shift(
@@ -130,6 +164,31 @@ SHIFTS: Mapping[str, Shift] = {
             "decoding; chat adds 512-1024 output tokens, so Decode holds far more KV and steps"),
     "image-video": Shift(
         name="image-video", model="video", signal="mm_tokens_mean",
+        phases=_alternating("qwen-image-chat", "qwen-video-caption",
+                            rates_hz=(_load(SIM_CAPACITY_HZ["qwen-image-chat"]),
+                                      _load(SIM_CAPACITY_HZ["qwen-video-caption"]))),
+        why="chat about images is decode-bound: it wants one TP-4 decoder (the screen's best, E2x1 "
+            "P1x2 D1x4, carries 2.59 req/s; any allocation with one TP-2 decoder at most 1.30, 0.65 "
+            "with three TP-2 stages before it); one-line captions of 5,760-token 16-frame clips are "
+            "encode- and prefill-bound: they want that TP-4 decoder's GPUs as Prefill or encoders "
+            "(E2x1 P2x2 D1x2: 1.25 req/s; the chat picks 0.88 at most)"),
+    "resolution": Shift(
+        name="resolution", model="image", signal="mm_tokens_mean",
+        phases=_alternating("llava-small-chat", "llava-anyres-short",
+                            rates_hz=(_load(SIM_CAPACITY_HZ["llava-small-chat"]),
+                                      _load(SIM_CAPACITY_HZ["llava-anyres-short"]))),
+        why="long chat about a 576-token tile is decode-bound (one TP-4 decoder: 3.98 req/s by the "
+            "screen; one TP-2 decoder 0.98); a short answer read off a 2,928-token anyres grid is "
+            "prefill-bound (E3x2 P0x2 D1x2 or E1x2 P2x2 D1x2: 4.26 req/s; the tile pick's "
+            "allocations 2.84 at most)"),
+}
+
+#: the first image-video and resolution shifts (docs/controller.md: on 8 x RTX 6000 Ada one
+#: allocation carries both of each one's phases, so the cross-check keeps one deployment and the
+#: controller never moves); ``controller_eval --mix-shifts image-video-0.9,resolution-tiles``
+EARLIER_SHIFTS: Mapping[str, Shift] = {
+    "image-video-0.9": Shift(
+        name="image-video-0.9", model="video", signal="mm_tokens_mean",
         # the video phase's rate is set from the screen's capacities (8 x RTX 6000 Ada, moderate
         # SLO, the typical request), not screened at load_frac: the image phase's best allocation
         # at 0.6 of its capacity (1.89 req/s) is E2x2 P0x2 D1x4, whose only Prefill is local, in
@@ -146,8 +205,8 @@ SHIFTS: Mapping[str, Shift] = {
             "16-frame videos fill the encoder GPU (s = 1) and load Prefill four times as much: at "
             "0.9 req/s the image phase's local-Prefill allocation (0.705 req/s of videos) cannot "
             "carry them"),
-    "resolution": Shift(
-        name="resolution", model="image", signal="mm_tokens_mean",
+    "resolution-tiles": Shift(
+        name="resolution-tiles", model="image", signal="mm_tokens_mean",
         # loads kept (6.5 / 2.2 req/s): by the screen (8 x RTX 6000 Ada, moderate SLO) no pair of
         # rates separates the phases' picks. One TP-2 encoder carries 17.9 req/s of either
         # resolution (Encode never binds: anyres needs no more encoders); Prefill and Decode bind,
@@ -158,6 +217,9 @@ SHIFTS: Mapping[str, Shift] = {
         why="a 576-token tile encodes and prefills in a fifth of a 2,928-token anyres grid's time, "
             "so at each phase's rate the balance between Encode, Prefill and Decode moves"),
 }
+
+#: every shift ``--mix-shifts`` knows by name
+KNOWN_SHIFTS: Mapping[str, Shift] = {**SHIFTS, **EARLIER_SHIFTS}
 
 
 def load_shift(path: str | Path) -> Shift:

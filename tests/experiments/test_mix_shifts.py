@@ -11,7 +11,8 @@ import pytest
 from easerve.cli import main as easerve
 from easerve.experiments.controller_eval import main
 from easerve.experiments.mix_control import phase_rates, phase_setups
-from easerve.experiments.shifts import SHIFTS, load_shift, phase_of, stream
+from easerve.experiments.shape_control import screened_capacity_hz as screened
+from easerve.experiments.shifts import EARLIER_SHIFTS, SHIFTS, load_shift, phase_of, stream
 from easerve.resources import config_path
 from easerve_core.has.screen import screen
 
@@ -85,8 +86,8 @@ def test_a_plan_table_needing_more_gpus_than_the_cluster_is_one_line_and_exit_2(
 
 
 def test_the_video_phase_runs_where_the_image_phases_local_prefill_cannot_carry_it() -> None:
-    """shifts.py's capacity argument for image-video's rates, on the screen itself."""
-    shift = SHIFTS["image-video"]
+    """shifts.py's capacity argument for the first image-video shift's rates, on the screen itself."""
+    shift = EARLIER_SHIFTS["image-video-0.9"]
     setups = phase_setups(shift)
     image_hz, video_hz = phase_rates(shift, setups)[:2]
     assert (image_hz, video_hz) == (1.89, 0.9)
@@ -100,3 +101,23 @@ def test_the_video_phase_runs_where_the_image_phases_local_prefill_cannot_carry_
     assert "E2x2 P0x2 D1x4" in images and "E2x2 P0x2 D1x4" not in videos
     assert "E2x1 P1x2 D1x4" not in videos
     assert videos and videos <= images  # the reverse does not hold (shifts.py says so)
+
+
+@pytest.mark.parametrize("name", ["image-video", "resolution"])
+def test_no_allocation_the_screen_passes_carries_both_phases(name: str) -> None:
+    """shifts.py's argument for the bottleneck-differing shifts: at the phases' rates (0.85 of
+    the simulator's measured capacity) the screen's carriers of one phase never carry the other,
+    so the best allocation must move (the simulator's side is in SIM_CAPACITY_HZ's note)."""
+    shift = SHIFTS[name]
+    setups = phase_setups(shift)
+    rates = phase_rates(shift, setups)[:2]
+    assert rates == [p.rate_hz for p in shift.phases[:2]]
+
+    def carriers(mix: str, rate: float) -> set[str]:
+        s = setups[mix]
+        cands = screen(s.profile, s.plan.cluster, s.mix, rate_hz=min(rate, 0.999 * screened(s)),
+                       slo=s.slos["moderate"]).survivors
+        return {c.allocation.label for c in cands}
+
+    low, high = (carriers(p.mix, r) for p, r in zip(shift.phases[:2], rates, strict=True))
+    assert low and high and not low & high
