@@ -27,8 +27,9 @@ def _mix_shifts_section(t: Mapping[str, pd.DataFrame]) -> list[str]:
     lines = [
         "## Online controller on shifts where the optimum moves",
         "Two phases of 300 s alternating twice (docs/controller.md, \"Shifts where the optimum "
-        "moves\"): output length (captioning / chat, LLaVA-34B), image -> 16-frame video "
-        "(Qwen2.5-VL-32B) and image resolution (one tile / anyres, LLaVA-34B). HAS plans each "
+        "moves\"): output length (captioning / chat, LLaVA-34B), image chat -> 16-frame video "
+        "captions (Qwen2.5-VL-32B) and one-tile chat -> anyres short answers (LLaVA-34B), each phase "
+        "at 0.85 of its capacity measured in the simulator, and a trace's rate. HAS plans each "
         "phase; the plan table (one band per phase along the shift's signal) is cross-checked: each "
         "phase keeps the best of the table's deployments judged on its own workload, a tie going "
         "first to a deployment tied with the best in every phase (no move). Static-low/high run "
