@@ -27,15 +27,16 @@ from easerve_core.parallel import IN_PROCESS, Backend
 if TYPE_CHECKING:
     from easerve.experiments.reproduce import Plan
 
-#: the measured headline's sweep: the RTX 6000 Ada grid's shape, one seed, one refinement level
-#: (a faster server's peaks sit at higher rates: the grid reaches 8 req/s and extends from there)
-SCALE = studies.Scale(num_requests=300, rates_hz=(0.5, 1.0, 2.0, 3.0, 5.0, 8.0), num_seeds=1,
-                      timeline_s=1200.0, refine_levels=1, max_extensions=6, min_duration_s=150.0)
+#: the measured headline's sweep: the RTX 6000 Ada headline's rules on a shorter grid reaching
+#: 8 req/s (a faster server's peaks sit higher: up to six 1.5x extensions, to 91 req/s), points
+#: of at least 150 s rather than 250 s
+SCALE = studies.Scale(num_requests=300, rates_hz=(0.5, 1.0, 2.0, 3.0, 5.0, 8.0), num_seeds=3,
+                      timeline_s=1200.0, refine_levels=2, max_extensions=6, min_duration_s=150.0)
 #: HAS's budget per choice on these servers (the RTX 6000 Ada headline's: 30 trials of 500
 #: requests, two streams)
-HAS_TRIALS = 16
+HAS_TRIALS = 20
 HAS_REQUESTS = 300
-HAS_SAMPLES = 1
+HAS_SAMPLES = 2
 #: the profile kinds the study runs on each server: measured, and the hand-set roofline, so a
 #: change of GPU and a change of profile kind can be told apart
 KINDS = ("measured", "roofline")
@@ -87,7 +88,7 @@ def reference_peaks(peak_goodput: pd.DataFrame) -> pd.DataFrame:
 
 def rankings(peaks: pd.DataFrame) -> pd.DataFrame:
     """One row per (gpu, profile kind, modality): the systems from the highest peak down
-    (``ranking``, ``" > "`` between them; a tie within 2% is written ``" = "``)."""
+    (``ranking``, ``" > "`` between them; a tie within :data:`TIE_FRAC` is written ``" = "``)."""
     rows = []
     for (gpu, kind, modality), group in peaks.groupby(["gpu", "profile_kind", "modality"], sort=False):
         ordered = group.sort_values(["peak_goodput_rps", "system"], ascending=[False, True])
@@ -102,8 +103,9 @@ def rankings(peaks: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-#: two peaks within this fraction of the larger are a tie (the sweep's own resolution is coarser)
-TIE_FRAC = 0.02
+#: two peaks within this fraction of the larger are a tie: after two refinements of a 1.5x step
+#: the sweep's rate resolution near a peak is about 10%
+TIE_FRAC = 0.05
 
 
 def _tied(a: float, b: float) -> bool:
@@ -113,9 +115,8 @@ def _tied(a: float, b: float) -> bool:
 def ranking_changes(peaks: pd.DataFrame, reference: tuple[str, str] = REFERENCE,
                     against: Sequence[tuple[str, str]] | None = None) -> list[str]:
     """Per modality, where the order of the systems under each (gpu, profile kind) of ``against``
-    (default: every other one in ``peaks``) differs from ``reference``'s, one line each naming the
-    pairs of systems whose order flips (a pair tied within :data:`TIE_FRAC` on either side is
-    no flip)."""
+    (default: every other one in ``peaks``) differs from ``reference``'s, one line each naming
+    every pair of systems whose order changed (:func:`_change`: flipped, separated, or tied)."""
     value = peaks.set_index(["gpu", "profile_kind", "modality", "system"])["peak_goodput_rps"].to_dict()
     ranks = rankings(peaks)
     lines = []
@@ -127,18 +128,27 @@ def ranking_changes(peaks: pd.DataFrame, reference: tuple[str, str] = REFERENCE,
         others = [k for k in here.index if k != reference] if against is None else \
             [k for k in against if k in here.index]
         for gpu, kind in others:
-            flips = [f"{b} above {a}" for i, a in enumerate(ref_order) for b in ref_order[i + 1:]
-                     if _flipped(value, reference, (gpu, kind), modality, a, b)]
-            lines.append(f"{modality}, {gpu} {kind}: {'; '.join(flips) or 'same order'} "
-                         f"({here.loc[(gpu, kind), 'ranking']})")
+            changes = [c for i, a in enumerate(ref_order) for b in ref_order[i + 1:]
+                       if (c := _change(value, reference, (gpu, kind), modality, a, b))]
+            lines.append(f"{modality}, {gpu} {kind} ({here.loc[(gpu, kind), 'ranking']}): "
+                         f"{'; '.join(changes) or 'same order'}")
     return lines
 
 
-def _flipped(value: dict[tuple[str, str, str, str], float], ref: tuple[str, str], other: tuple[str, str],
-             modality: str, a: str, b: str) -> bool:
-    """Whether ``a`` beats ``b`` under ``ref`` and ``b`` beats ``a`` under ``other`` (no ties)."""
+def _change(value: dict[tuple[str, str, str, str], float], ref: tuple[str, str], other: tuple[str, str],
+            modality: str, a: str, b: str) -> str | None:
+    """How the order of ``a`` and ``b`` (``a`` first under ``ref``) differs under ``other``:
+    ``"b above a"`` (flipped), ``"a above b, tied before"``, ``"b above a, tied before"``,
+    ``"a = b, a above before"``, or None (the same, or a system missing)."""
     keys = [(*where, modality, s) for where in (ref, other) for s in (a, b)]
     if any(k not in value for k in keys):
-        return False
+        return None
     ra, rb, oa, ob = (value[k] for k in keys)
-    return not (_tied(ra, rb) or _tied(oa, ob)) and ra > rb and ob > oa
+    tied_before, tied_now = _tied(ra, rb), _tied(oa, ob)
+    if tied_before and tied_now:
+        return None
+    if tied_before:
+        return f"{a} above {b}, tied before" if oa > ob else f"{b} above {a}, tied before"
+    if tied_now:
+        return f"{a} = {b}, {a} above before"
+    return f"{b} above {a}" if ob > oa else None

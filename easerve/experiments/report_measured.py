@@ -49,17 +49,21 @@ def measured_sections(t: Mapping[str, pd.DataFrame]) -> list[str]:
         "server's SLO tiers are its own (multiples of its unloaded latency). A smaller sweep "
         f"than the RTX 6000 Ada headline's: rates {grid} req/s, extended "
         f"{SCALE.extend_factor:g}x at most {SCALE.max_extensions} times, refined "
-        f"{SCALE.refine_levels} level, {SCALE.num_seeds} seed, points of at least "
-        f"{SCALE.min_duration_s:g} s; HAS {HAS_TRIALS} trials of {HAS_REQUESTS} requests, "
-        f"{HAS_SAMPLES} stream (`easerve.experiments.measured_study`). Peak goodput at the "
+        f"{SCALE.refine_levels} times around each peak, seeds per point: {SCALE.num_seeds}, "
+        f"points of at least {SCALE.min_duration_s:g} s; HAS per choice: {HAS_TRIALS} trials, "
+        f"{HAS_REQUESTS} requests, streams: {HAS_SAMPLES} (`easerve.experiments.measured_study`; "
+        "the RTX 6000 Ada headline: 9 rates to 5 req/s, 3 seeds, 250 s, 30 trials of 500 "
+        "requests on 2 streams). Peak goodput at the "
         "moderate tier, req/s; '>= x': still rising at the sweep's top.",
         md_table(wide_table(peaks)),
         "### The order of the systems",
         f"Highest peak first; '=' marks peaks within {TIE_FRAC:.0%} of each other.",
         md_table(rankings(peaks), ["modality", "gpu", "profile_kind", "ranking"]),
         "### Where the ranking changes",
-        f"Against the committed headline ({REFERENCE[0]}, {REFERENCE[1]}), per modality; a pair "
-        "of systems tied on either side is no change:",
+        f"Against the committed headline ({REFERENCE[0]}, {REFERENCE[1]}), per modality, every "
+        "pair of systems whose order differs: flipped ('b above a'), separated ('a above b, tied "
+        f"before') or merged into a tie ('a = b, a above before'); peaks within {TIE_FRAC:.0%} "
+        "are tied:",
         _bullets(ranking_changes(peaks)),
         "Between the profile kinds on the same GPU (measured against roofline):",
         _bullets([line for gpu in dict.fromkeys(peaks["gpu"]) if gpu != REFERENCE[0]

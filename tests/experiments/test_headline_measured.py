@@ -71,10 +71,12 @@ def test_rankings_and_changes_are_computed_against_the_rtx_roofline():
     assert ranks[("rtx6000ada", "roofline")] == "easerve > fixed-batch > dynamo > vllm"
     assert ranks[("h200", "measured")] == "fixed-batch = easerve > vllm > dynamo"
     assert ranking_changes(peaks) == [
-        "image, h200 measured: vllm above dynamo (fixed-batch = easerve > vllm > dynamo)",
-        "image, h200 roofline: same order (easerve > fixed-batch > dynamo > vllm)"]
-    assert ranking_changes(peaks, ("h200", "roofline"), [("h200", "measured")]) == [
-        "image, h200 measured: vllm above dynamo (fixed-batch = easerve > vllm > dynamo)"]
+        "image, h200 measured (fixed-batch = easerve > vllm > dynamo): easerve = fixed-batch, "
+        "easerve above before; vllm above dynamo",
+        "image, h200 roofline (easerve > fixed-batch > dynamo > vllm): same order"]
+    assert ranking_changes(peaks, ("h200", "measured"), [("h200", "roofline")]) == [
+        "image, h200 roofline (easerve > fixed-batch > dynamo > vllm): easerve above fixed-batch, "
+        "tied before; dynamo above vllm"]
 
 
 def test_the_report_section_renders_from_a_small_table_and_is_absent_without_it():
@@ -83,10 +85,10 @@ def test_the_report_section_renders_from_a_small_table_and_is_absent_without_it(
     text = "\n\n".join(measured_sections({"headline_measured": measured, "peak_goodput": committed}))
     assert text.startswith("## The headline on measured hardware")
     assert "| image | easerve | 2.5 | >= 9 | >= 9 |" in text
-    assert "- image, h200 measured: vllm above dynamo" in text
+    assert "- image, h200 measured (fixed-batch = easerve > vllm > dynamo): easerve = fixed-batch" in text
     # without the committed headline the section still renders, with nothing to compare against
     alone = "\n\n".join(measured_sections({"headline_measured": measured}))
-    assert "- (nothing to compare)" in alone and "vllm above dynamo" in alone
+    assert "- (nothing to compare)" in alone and "; vllm above dynamo" in alone
 
 
 def test_the_full_run_has_the_study_and_the_quick_run_lists_it_as_cut():
