@@ -88,6 +88,15 @@ def roofline_setup(modality: str, system: str, *, residual: bool = True) -> Setu
     return setup_on(modality, profile, efficiency=eff, gpu=gpu)
 
 
+def have_database() -> bool:
+    """Whether the measured kernel database is installed (the ``easerve[measured]`` extra)."""
+    try:
+        aic.check_db(None)
+    except ValueError:
+        return False
+    return True
+
+
 def load_tables(system: str) -> OpTables:
     """``system``'s measured tables of :data:`ENGINE` (the newest version the database holds)."""
     return aic.load_tables(system, ENGINE)

@@ -37,6 +37,7 @@ from easerve.experiments import figures, mix_control, report, shape_control, shi
 from easerve.experiments.choose import BASELINES, convergence
 from easerve.experiments.has_regret import REGRET_COLUMNS, regret_study
 from easerve.experiments.headline import PEAK_KEYS, Chooser, clip_length_whatif, headline_sweep, peaks_by_slo
+from easerve.experiments.measured_setup import have_database
 from easerve.experiments.measured_study import measured_headline, measured_plan
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.setup import Setup, load_setup
@@ -208,9 +209,11 @@ def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
     tables.update(_convergence(setups, chooser, plan, backend, out))
     tables["has_choices"] = chooser.table()
     tables["baseline_choices"] = chooser.table(BASELINES)
-    if plan.measured_headline:
+    if plan.measured_headline and have_database():
         log("headline on 8 x H100 and 8 x H200, measured (vLLM) and roofline profiles")
         tables["headline_measured"] = measured_headline(measured_plan(plan), backend=backend, log=log)
+    elif plan.measured_headline:
+        log("headline on measured hardware skipped: it needs easerve[measured] (aiconfigurator-core)")
     if plan.has_regret:
         log("HAS regret: its pick against a 5x longer search, both judged on 4x streams (12 scenarios)")
         tables["has_regret"] = pd.DataFrame(regret_study(log=log), columns=list(REGRET_COLUMNS))

@@ -8,7 +8,13 @@ import pandas as pd
 import pytest
 
 from calibration import MeasuredProfile, aiconfigurator
-from easerve.experiments.measured_setup import gpu_of, measured_setup, roofline_setup, setup_for
+from easerve.experiments.measured_setup import (
+    gpu_of,
+    have_database,
+    measured_setup,
+    roofline_setup,
+    setup_for,
+)
 from easerve.experiments.measured_study import ranking_changes, rankings, reference_peaks
 from easerve.experiments.report_measured import measured_sections
 from easerve.experiments.setup import load_setup, run
@@ -19,6 +25,7 @@ needs_db = pytest.mark.skipif(importlib.util.find_spec(aiconfigurator.PACKAGE) i
 
 @needs_db
 def test_a_measured_setup_on_h200_builds_and_simulates():
+    assert have_database()  # the full run's study runs (it is skipped, logged, without the extra)
     setup = measured_setup("image", "h200_sxm")
     assert isinstance(setup.profile, MeasuredProfile)
     assert setup.plan.cluster.gpu == "h200" and setup.plan.cluster.num_gpus == 8
