@@ -3,7 +3,8 @@
 Numbers come from the study frames; the prose around them states the
 modelling assumptions that explain the gaps (docs/results/README.md goes
 deeper). Tables are plain Markdown (:mod:`easerve.experiments.markdown`); the
-controller's sections are in :mod:`easerve.experiments.report_controller`.
+controller's sections are in :mod:`easerve.experiments.report_controller`, the
+headline on measured hardware in :mod:`easerve.experiments.report_measured`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pandas as pd
 from easerve.experiments import paper
 from easerve.experiments.markdown import md_table
 from easerve.experiments.report_controller import controller_sections
+from easerve.experiments.report_measured import measured_sections
 
 
 def _ratio(ours: float, theirs: float) -> str:
@@ -184,7 +186,7 @@ def _cuts_section(cuts: Sequence[str]) -> list[str]:
 def write_report(out: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping[str, Any]) -> Path:
     """Write ``out/report.md`` from a run's tables and its ``meta.json``; return its path."""
     sections = [*_intro(meta), *_goodput_sections(tables, meta["plan"]["scale"]),
-                *_study_sections(tables)]
+                *measured_sections(tables), *_study_sections(tables)]
     path = out / "report.md"
     path.write_text("\n\n".join(sections) + "\n")
     return path

@@ -37,6 +37,8 @@ from easerve.experiments import figures, mix_control, report, shape_control, shi
 from easerve.experiments.choose import BASELINES, convergence
 from easerve.experiments.has_regret import REGRET_COLUMNS, regret_study
 from easerve.experiments.headline import PEAK_KEYS, Chooser, clip_length_whatif, headline_sweep, peaks_by_slo
+from easerve.experiments.measured_setup import have_database
+from easerve.experiments.measured_study import measured_headline, measured_plan
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.setup import Setup, load_setup
 from easerve.experiments.shifts import SHIFTS
@@ -76,6 +78,9 @@ class Plan:
     #: the controller on the three built-in shifts where the best deployment moves (mix_control;
     #: several minutes; the trace-rate shift needs a trace file: controller_eval --trace)
     mix_shifts: bool = True
+    #: the headline again on 8 x H100 and 8 x H200, measured (vLLM) and roofline profiles, at a
+    #: smaller sweep and HAS budget (easerve.experiments.measured_study; needs easerve[measured])
+    measured_headline: bool = True
 
 
 #: the quick run's convergence study: one seed, and a grid of every other B (2, 8, 32: half the
@@ -84,7 +89,7 @@ class Plan:
 QUICK = Plan(scale=studies.QUICK, has_trials=12, has_requests=150, convergence_seeds=(0,),
              grid_batches=(2, 8, 32), clip_scales=(1.0,), residual_variant=False, shape_models=("image",),
              controller_frugal=False,
-             free_encoder_own_choices=False, has_regret=False, mix_shifts=False)
+             free_encoder_own_choices=False, has_regret=False, mix_shifts=False, measured_headline=False)
 FULL = Plan(scale=studies.FULL, has_trials=30, has_requests=500, convergence_seeds=(0, 1, 2, 3, 4),
             has_samples=2)
 
@@ -136,6 +141,8 @@ def cuts(plan: Plan, full: Plan = FULL) -> list[str]:
         ("GPU-frugal planner in the controller study", int(plan.controller_frugal),
          int(full.controller_frugal)),
         ("controller on the shifts where the optimum moves", int(plan.mix_shifts), int(full.mix_shifts)),
+        ("headline on 8 x H100 and 8 x H200 measured profiles", int(plan.measured_headline),
+         int(full.measured_headline)),
     ]
     return [f"{what}: {ours:g} (full run: {theirs:g})" for what, ours, theirs in pairs if ours != theirs]
 
@@ -202,6 +209,11 @@ def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
     tables.update(_convergence(setups, chooser, plan, backend, out))
     tables["has_choices"] = chooser.table()
     tables["baseline_choices"] = chooser.table(BASELINES)
+    if plan.measured_headline and have_database():
+        log("headline on 8 x H100 and 8 x H200, measured (vLLM) and roofline profiles")
+        tables["headline_measured"] = measured_headline(measured_plan(plan), backend=backend, log=log)
+    elif plan.measured_headline:
+        log("headline on measured hardware skipped: it needs easerve[measured] (aiconfigurator-core)")
     if plan.has_regret:
         log("HAS regret: its pick against a 5x longer search, both judged on 4x streams (12 scenarios)")
         tables["has_regret"] = pd.DataFrame(regret_study(log=log), columns=list(REGRET_COLUMNS))

@@ -26,7 +26,7 @@ from calibration.plans import plan_for
 from easerve.experiments.paper import MODALITIES
 from easerve.resources import config_path
 from easerve_core import SLO, Deployment
-from easerve_core.config import load_experiment
+from easerve_core.config import ExperimentConfig, load_experiment
 from easerve_core.plan import RunPlan, replan
 from easerve_core.reference import slo_for
 from easerve_core.slo import SLO_TIERS
@@ -96,13 +96,36 @@ def load_setup(modality: str, *, efficiency: Efficiency | None = None,
         eff = replace(eff, encode_call_residual_s=0.0)
     gpu = str(cfg.cluster["gpu"])
     profile = analytic_profile(cfg.model, gpu, efficiency=eff)
-    table = sm_share_table(profile, items=_typical_items(cfg.workload))
-    plan = plan_for(cfg, profile=profile, sm_table=table).plan
-    slos = {tier: slo_for(tier, profile, cfg.workload.mix, plan.cluster) for tier in SLO_TIERS}
     in_step = profile
     if free_in_step_encoder:
         in_step = analytic_profile(cfg.model, gpu, efficiency=replace(eff, encode_call_residual_s=0.0))
-    return Setup(modality=modality, plan=plan, profile=profile, slos=slos, efficiency=eff,
+    return _assemble(modality, cfg, profile, eff, in_step)
+
+
+def setup_on(modality: str, profile: Any, *, efficiency: Efficiency, gpu: str | None = None,
+             aggregated_profile: Any = None) -> Setup:
+    """The setup of ``modality``'s example config on ``profile`` (of its model), on ``gpu``.
+
+    ``gpu`` (a GPU spec name) replaces the config's GPU, keeping its number of
+    GPUs and its deployment (easerve.experiments.measured_setup runs the paper's
+    models on other servers); ``aggregated_profile`` is the vLLM-like baseline's
+    (default: ``profile``). ``efficiency`` is what the setup records.
+    """
+    if modality not in MODALITIES:
+        raise ValueError(f"unknown modality {modality!r}; known: {', '.join(MODALITIES)}")
+    cfg = load_experiment(config_path(MODALITIES[modality][2]))
+    if gpu is not None:
+        cfg = replace(cfg, cluster={**cfg.cluster, "gpu": gpu})
+    return _assemble(modality, cfg, profile, efficiency,
+                     profile if aggregated_profile is None else aggregated_profile)
+
+
+def _assemble(modality: str, cfg: ExperimentConfig, profile: Any, efficiency: Efficiency,
+              in_step: Any) -> Setup:
+    table = sm_share_table(profile, items=_typical_items(cfg.workload))
+    plan = plan_for(cfg, profile=profile, sm_table=table).plan
+    slos = {tier: slo_for(tier, profile, cfg.workload.mix, plan.cluster) for tier in SLO_TIERS}
+    return Setup(modality=modality, plan=plan, profile=profile, slos=slos, efficiency=efficiency,
                  aggregated_profile=in_step)
 
 
