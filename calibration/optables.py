@@ -100,6 +100,9 @@ class GemmTable:
     """BF16 GEMM latency by (m, n, k): one :class:`Curve` over m per measured (n, k)."""
 
     curves: Mapping[tuple[int, int], Curve]
+    #: answer only the (n, k) shapes held (a per-model table such as Vidur's: its few shapes are
+    #: no grid to blend or extrapolate across); other shapes get None, so the roofline
+    exact: bool = False
     _ns: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _ks: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
@@ -112,6 +115,8 @@ class GemmTable:
         exact = self.curves.get((int(n), int(k))) if n == int(n) and k == int(k) else None
         if exact is not None:
             return exact(m)
+        if self.exact:
+            return None
         parts = []
         for nv, nw, nf in _axis_weights(self._ns, n):
             for kv, kw, kf in _axis_weights(self._ks, k):
@@ -129,7 +134,7 @@ class GemmTable:
             seconds = [self(m, n, k) for m in m_grid]
             if all(s is not None for s in seconds):
                 curves[(n, k)] = Curve(tuple(float(m) for m in m_grid), tuple(seconds))  # type: ignore[arg-type]
-        return GemmTable(curves)
+        return GemmTable(curves, self.exact)
 
     def m_grid(self) -> tuple[float, ...]:
         """The m points most of the table's curves share."""
@@ -139,15 +144,20 @@ class GemmTable:
         return max(counts, key=lambda sizes: (counts[sizes], len(sizes)))
 
     def to_dict(self) -> dict[str, Any]:
-        return {f"{n},{k}": c.to_list() for (n, k), c in sorted(self.curves.items())}
+        out: dict[str, Any] = {f"{n},{k}": c.to_list() for (n, k), c in sorted(self.curves.items())}
+        if self.exact:
+            out["exact"] = True
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GemmTable:
         curves = {}
         for key, value in data.items():
+            if key == "exact":
+                continue
             n, k = (int(v) for v in key.split(","))
             curves[(n, k)] = Curve.from_list(value)
-        return cls(curves)
+        return cls(curves, bool(data.get("exact", False)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,12 +2,15 @@
 
   easerve profile build --from aiconfigurator --system h200_sxm --engine vllm --model M --out P.json
       [--engine-version V] [--db PATH] [--gpu G] [--tp N]
+  easerve profile build --from vidur --path DIR --model M --gpu G --out P.json [--tp N]
   easerve profile fit-roofline --gpu h200 --from aiconfigurator [--system S] [--engine E] [--db PATH]
       [--out FILE]
 
 ``build`` writes a ``measured`` profile: every op the database holds (GEMMs,
 context, generation and ViT attention, all-reduce) is read from it, the rest
-(element-wise passes, the patch embedding) priced by the roofline; ``profile
+(element-wise passes, the patch embedding) priced by the roofline. ``--from
+vidur`` reads Vidur's ``mlp.csv`` and ``attention.csv`` from ``--path``
+(:mod:`calibration.vidur`: the LM's four GEMMs, prefill and decode attention); ``profile
 show`` lists the source per op. ``fit-roofline`` fits the roofline's
 constants of one GPU to the database and prints the per-op error before and
 after; with ``--out`` it writes the fitted constants with their provenance
@@ -21,22 +24,25 @@ import argparse
 import datetime as dt
 from pathlib import Path
 
-from calibration import aiconfigurator, model_names
+from calibration import aiconfigurator, model_names, vidur
 from calibration.registry import measured_doc
 from calibration.roofline_fit import fit_roofline, fitted_constants_doc, fitted_efficiency, write_fitted
-from calibration.specs import gpu_names
+from calibration.specs import gpu_names, gpu_spec, model_spec
 from easerve.cli.common import add_out
 from easerve.cli.outputs import check_file
 from easerve_core.profile import save_profile_doc
 
 #: measured sources ``--from`` knows
-SOURCES = ("aiconfigurator",)
+SOURCES = ("aiconfigurator", "vidur")
 
 
 def register(sub: argparse._SubParsersAction, check_lm_tp: object) -> None:  # type: ignore[type-arg]
     b = sub.add_parser("build", help="write a measured profile from a kernel database")
     _add_source(b)
-    b.add_argument("--system", required=True, help="the database's GPU system (e.g. h200_sxm, h100_sxm)")
+    b.add_argument("--system", default=None,
+                   help="aiconfigurator: the database's GPU system (e.g. h200_sxm, h100_sxm)")
+    b.add_argument("--path", type=Path, default=None,
+                   help="vidur: the folder holding mlp.csv and attention.csv")
     b.add_argument("--model", required=True, help=f"one of: {', '.join(model_names())} (or a spec *.json)")
     b.add_argument("--gpu", default=None, help="easerve's GPU spec (default: the system's)")
     b.add_argument("--tp", type=int, default=2, help="Prefill/Decode TP 'profile show' reports (default 2)")
@@ -76,6 +82,10 @@ def run_build(args: argparse.Namespace) -> int:
     _check_source(args.source)
     args.check_lm_tp(args.model, args.tp)
     check_file(args.out)
+    if args.source == "vidur":
+        return _build_vidur(args)
+    if args.system is None:
+        raise ValueError("--from aiconfigurator needs --system (e.g. h200_sxm)")
     db = aiconfigurator.check_db(args.db)
     version = aiconfigurator.resolve(db, args.system, args.engine, args.engine_version)
     gpu = args.gpu or _gpu_of(args.system)
@@ -90,8 +100,26 @@ def run_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _build_vidur(args: argparse.Namespace) -> int:
+    if args.path is None:
+        raise ValueError("--from vidur needs --path DIR (the folder holding mlp.csv and attention.csv)")
+    if args.gpu is None:
+        raise ValueError("--from vidur needs --gpu (the GPU the CSVs were timed on)")
+    gpu_spec(args.gpu)  # refuse an unknown GPU before reading
+    tables = vidur.load_tables(args.path, model_spec(args.model), args.gpu)
+    database = {"source": "vidur", "path": str(args.path), "files": "mlp.csv, attention.csv",
+                "layout": vidur.LAYOUT}
+    doc = measured_doc(args.model, args.gpu, tables, database, lm_tp=args.tp,
+                       created=dt.date.today().isoformat(), efficiency=fitted_efficiency(args.gpu))
+    save_profile_doc(doc, args.out)
+    print(f"wrote measured profile {args.model} on {args.gpu} ({tables.source}, tp={args.tp}) to {args.out}")
+    return 0
+
+
 def run_fit_roofline(args: argparse.Namespace) -> int:
     _check_source(args.source)
+    if args.source != "aiconfigurator":
+        raise ValueError("fit-roofline reads --from aiconfigurator only")
     if args.out is not None:
         check_file(args.out)
     system = args.system or {v: k for k, v in aiconfigurator.GPU_OF_SYSTEM.items()}.get(args.gpu)

@@ -187,7 +187,7 @@ def test_profile_build_then_show_prints_the_source_per_op(tmp_path, capsys):
      "database path /nonexistent/systems does not exist"),
     (["--system", "h999"], "holds no system 'h999'; it holds: "),
     (["--system", "h200_sxm", "--engine-version", "9.9"], "holds: 0.24.0"),
-    (["--system", "h200_sxm", "--from", "vidur"], "unknown --from 'vidur'; known: aiconfigurator"),
+    (["--system", "h200_sxm", "--from", "sim"], "unknown --from 'sim'; known: aiconfigurator, vidur"),
 ])
 def test_profile_build_refuses_bad_input_in_one_line_writing_nothing(tmp_path, capsys, extra, match):
     out = tmp_path / "bad.json"
