@@ -37,9 +37,11 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
+import yaml
 
 from calibration.optables import (
     AllreduceTable,
@@ -80,6 +82,42 @@ def check_db(db: str | os.PathLike[str] | None) -> Path:
     if not (path / "data").is_dir():
         raise ValueError(f"database path {path} is not an aiconfigurator systems folder (no data/ in it)")
     return path
+
+
+#: our GPU spec fields a system's YAML states: field -> (YAML path, how to read it)
+_SYSTEM_FIELDS = {
+    "mem_bandwidth_bytes_per_s": ("gpu.mem_bw", float),
+    "dense_bf16_flops": ("gpu.bfloat16_tc_flops", float),
+    "memory_bytes": ("gpu.mem_capacity", int),
+    "link_bytes_per_s": ("node.intra_node_bw", float),
+    "link_latency_s": ("node.p2p_latency", float),
+}
+
+
+def system_gpu(db: Path, system: str) -> dict[str, tuple[Any, str]]:
+    """The GPU facts of ``system``'s vendor table (``systems/SYSTEM.yaml``): field -> (value, source).
+
+    The table states bandwidth, BF16 tensor FLOPS, memory, the intra-node link
+    (bytes/s per GPU and direction, as written: no achieved-fraction applied)
+    and its latency, and the SM version (the compute capability, derived).
+    It has no SM count or partition granularity.
+    """
+    path = db / f"{system}.yaml"
+    if not path.is_file():
+        held = sorted(p.stem for p in db.glob("*.yaml") if (db / "data" / p.stem).is_dir())
+        raise ValueError(f"the database at {db} holds no system {system!r}; it holds: {', '.join(held)}")
+    data = yaml.safe_load(path.read_text()) or {}
+    where = f"{PINNED} systems/{system}.yaml"
+    out: dict[str, tuple[Any, str]] = {}
+    for field, (key, cast) in _SYSTEM_FIELDS.items():
+        table, name = key.split(".")
+        value = (data.get(table) or {}).get(name)
+        if value is not None:
+            out[field] = (cast(value), f"{where} {key}")
+    sm = (data.get("gpu") or {}).get("sm_version")
+    if sm is not None:
+        out["compute_capability"] = (f"{int(sm) // 10}.{int(sm) % 10}", f"{where} gpu.sm_version = {sm}")
+    return out
 
 
 def systems(db: Path) -> list[str]:
