@@ -19,6 +19,8 @@ Sections, in order, each one or more ``easerve`` commands under a cap
   dynamic deployment; if a bar is missed, ``easerve calibrate --from-runs``
   and a further new set (another workload seed), both reported;
 * d, encode call: ``python -m bench.gpu.encode_call`` per family;
+* kernels: ``python -m bench.gpu.kernels``, GEMM and attention at a dozen
+  sizes against the ``measured`` (h200_sxm) and fitted-roofline prices;
 * c, search: ``easerve search ... --confirm`` in full if the time holds it,
   else reduced, cut at its cap (a cut confirmation writes its partial report).
 
@@ -78,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             check.serve(profile)
             check.fidelity(profile)
         check.encode_call()
+        check.kernels()
         check.search()
     finally:
         check.finish(wall_s=time.monotonic() - t0)

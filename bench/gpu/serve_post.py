@@ -157,6 +157,31 @@ def call_lines(rows: list[dict[str, str]]) -> list[str]:
                     r["overhead_ms"] or "-", _num(r["overhead_frac"], ".0%")] for r in rows])
 
 
+def kernel_lines(summary: dict[str, Any]) -> list[str]:
+    """The kernels step's table: device time against the measured and fitted-roofline prices."""
+    k = summary.get("kernels")
+    if not k:
+        return ["No kernel timings (see `steps`)."]
+    lines = [f"{k['device_name']}, {k['dtype']}, torch {k['torch']}; median of {k['reps']} timings of "
+             f"{k['inner']} launches. Measured: {k['measured_source']}; fitted: `{k['fitted']}`."
+             + (" Dry run: shrunk shapes on the CPU, the ratios mean nothing." if k.get("dry_run") else ""),
+             ""]
+    rows = []
+    for p in k["points"]:
+        shape = (f"{p['m']}x{p['n']}x{p['k']}" if p["kind"] == "gemm"
+                 else f"b{p['batch']} t{p['tokens']} h{p['heads']}/{p['kv_heads']} d{p['head_dim']}")
+        rows.append([p["kind"], p["label"], shape, _num(p["time_s"] * 1e6, ".1f"),
+                     _num(p["measured_s"] * 1e6 if p["measured_s"] is not None else None, ".1f"),
+                     p["measured_from"] or "-", _num(p["fitted_s"] * 1e6, ".1f"),
+                     _num(p["time_over_measured"]), _num(p["time_over_fitted"])])
+    lines += _table(["kind", "op", "shape", "device us", "measured us", "from", "fitted us",
+                     "device / measured", "device / fitted"], rows)
+    med = k.get("medians") or {}
+    medians = "; ".join(f"{kind} device/measured {_num(m.get('time_over_measured'))}, device/fitted "
+                        f"{_num(m.get('time_over_fitted'))}" for kind, m in med.items())
+    return [*lines, "", f"Medians: {medians}."]
+
+
 def section(folder: Path, *, results: str) -> str:
     """The RESULTS.md section of one run's files (every figure read from them)."""
     summary = json.loads((folder / "summary.json").read_text())
@@ -174,7 +199,9 @@ def section(folder: Path, *, results: str) -> str:
              "", "### b. Fidelity on new trials (bars: median abs error across deployments)", "",
              *fidelity_lines(summary), "", "### c. HAS's live confirmation", "", *search_lines(summary), "",
              "### d. The live encode call beyond its kernels", "",
-             *call_lines(_csv(folder / "encode_call.csv")), ""]
+             *call_lines(_csv(folder / "encode_call.csv")), "",
+             "### Kernels against the measured (h200_sxm) and fitted-roofline prices", "",
+             *kernel_lines(summary), ""]
     errors = summary.get("errors") or {}
     if errors:
         lines += ["### Errors", "", *(f"- `{k}`: {v.splitlines()[0]}" for k, v in errors.items()), ""]

@@ -264,6 +264,15 @@ class Check:
                 "--reps", str(plan.call_reps)]
         self._step("encode_call", "bench.gpu.encode_call", argv)
 
+    def kernels(self) -> None:
+        """GEMM and attention on the device against the measured and fitted prices, into the summary."""
+        dest = self.work / "kernels.json"
+        argv = ["--out", str(dest), *(["--dry-run"] if self.plan.kernels_dry_run else [])]
+        self._step("kernels", "bench.gpu.kernels", argv)
+        if dest.exists():
+            self.summary["kernels"] = json.loads(dest.read_text())
+            self.sink.write_summary()
+
     def search(self) -> None:
         plan = self.plan
         left = self.deadline.left_s() - plan.reserve_s

@@ -78,6 +78,9 @@ def test_summary_records_every_step_and_section(out: Path) -> None:
     assert summary["calibrate"]["fit_error"] and summary["calibrate"]["sm_share_table"]
     assert summary["search"]["confirm"]["command"].startswith("easerve search")
     assert summary["env"]["gpu_label"] == "cpu-dry-run"
+    kernels = summary["kernels"]  # issue 35: the kernels step folded into the summary, no new file
+    assert kernels["dry_run"] and len(kernels["points"]) == 12
+    assert all(p["time_s"] > 0 and p["fitted_s"] > 0 for p in kernels["points"])
 
 
 def test_runs_tgz_holds_the_configs_and_the_stage_logs(out: Path, tmp_path: Path) -> None:
@@ -103,5 +106,6 @@ def test_post_processing_writes_a_section_and_keeps_cpu_profiles_out(out: Path, 
     for mode in SERVE_MODES:
         assert f"| {mode} |" in text
     assert "| refit | profile-refit.json |" in text
+    assert "### Kernels against the measured" in text and "| attention | context |" in text
     assert not profiles.exists()  # a dry run's tiny CPU profiles never land with the H200 ones
     assert {p.name for p in results.iterdir()} == {*OUT_FILES, "RESULTS-section.md"}
