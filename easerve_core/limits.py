@@ -25,6 +25,8 @@ letting it hang or exhaust the machine:
 
 from __future__ import annotations
 
+from easerve_core import checks
+
 MAX_ENCODE_BATCH = 1024
 MAX_NUM_REQUESTS = 2_000_000
 MAX_NUM_GPUS = 4096
@@ -33,10 +35,21 @@ MAX_TOKENS = 1 << 20
 MAX_ITEMS_PER_REQUEST = 256
 MAX_NUM_DECODE_SEQS = 65_536
 MAX_ARRIVAL_S = 365 * 86_400
+#: the highest arrival rate, req/s: a million requests a second is past any serving cluster, and
+#: beyond it a stream's arrivals collapse to t = 0 in floating point
+MAX_RATE_HZ = 1e6
 
 #: why a token count is bounded, and why an arrival time is (the reasons the errors give)
 TOKENS_WHY = "the longest context of public LLMs"
 ARRIVAL_WHY = "one year of arrivals; split longer traces"
+
+
+def rate(name: str, value: float) -> float:
+    """A positive arrival rate of at most :data:`MAX_RATE_HZ` (a ValueError naming the field)."""
+    out = checks.positive(name, value)
+    if out > MAX_RATE_HZ:
+        raise ValueError(f"{name} must be <= {MAX_RATE_HZ:g} req/s (past any serving cluster), got {value!r}")
+    return out
 
 
 def at_most(name: str, value: int, limit: int, why: str) -> int:

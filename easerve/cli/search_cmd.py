@@ -41,7 +41,7 @@ from easerve.cli.outputs import check_study_folder
 from easerve.cli.search_outputs import dump_toml, write_outputs
 from easerve.recipes import ENGINES
 from easerve.resources import load_config
-from easerve_core import checks
+from easerve_core import checks, limits
 from easerve_core.config import ExperimentConfig
 from easerve_core.has import (
     SAMPLERS,
@@ -122,7 +122,7 @@ def recheck_jobs(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> list[str]:
-    checks.positive("rate", args.rate)
+    limits.rate("rate", args.rate)
     checks.one_of("tier", args.tier, TIER_NAMES)
     checks.integer("trials", args.trials, minimum=1)
     checks.one_of("sampler", args.sampler, SAMPLERS)

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from easerve_core import checks
+from easerve_core import checks, limits
 
 
 class ArrivalProcess(Protocol):
@@ -68,7 +68,7 @@ class PoissonArrivals(_Renewal):
     rate_hz: float
 
     def __post_init__(self) -> None:
-        checks.positive("rate_hz", self.rate_hz)
+        limits.rate("rate_hz", self.rate_hz)
 
     @property
     def cv(self) -> float:  # type: ignore[override]
@@ -81,7 +81,7 @@ class GammaArrivals(_Renewal):
     cv: float = 1.0
 
     def __post_init__(self) -> None:
-        checks.positive("rate_hz", self.rate_hz)
+        limits.rate("rate_hz", self.rate_hz)
         checks.positive("cv", self.cv)
 
     @property
@@ -128,7 +128,7 @@ class RateSchedule:
         return sum(s.rate_hz * s.duration_s for s in self.segments) / self.period_s
 
     def with_rate(self, rate_hz: float) -> RateSchedule:
-        factor = checks.positive("rate_hz", rate_hz) / self.mean_rate_hz
+        factor = limits.rate("rate_hz", rate_hz) / self.mean_rate_hz
         segs = tuple(replace(s, rate_hz=s.rate_hz * factor) for s in self.segments)
         return replace(self, segments=segs)
 

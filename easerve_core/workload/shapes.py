@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from easerve_core import checks
+from easerve_core import checks, limits
 
 _BISECTION_STEPS = 64  # halves a bracket of any width below one float ulp
 
@@ -73,7 +73,7 @@ class SineArrivals:
     phase_frac: float = 0.0
 
     def __post_init__(self) -> None:
-        checks.positive("rate_hz", self.rate_hz)
+        limits.rate("rate_hz", self.rate_hz)
         checks.fraction("amplitude_frac", self.amplitude_frac)
         checks.positive("period_s", self.period_s)
         checks.fraction("phase_frac", self.phase_frac)
@@ -83,7 +83,7 @@ class SineArrivals:
         return self.rate_hz
 
     def with_rate(self, rate_hz: float) -> SineArrivals:
-        return replace(self, rate_hz=checks.positive("rate_hz", rate_hz))
+        return replace(self, rate_hz=limits.rate("rate_hz", rate_hz))
 
     def _angle(self, t: Any) -> np.ndarray:
         return 2.0 * math.pi * (np.asarray(t, dtype=float) / self.period_s + self.phase_frac)
@@ -135,7 +135,7 @@ class StepArrivals(_Piecewise):
 
     def __post_init__(self) -> None:
         checks.non_negative("rate_before_hz", self.rate_before_hz)
-        checks.positive("rate_after_hz", self.rate_after_hz)
+        limits.rate("rate_after_hz", self.rate_after_hz)
         checks.non_negative("at_s", self.at_s)
 
     @property
@@ -143,7 +143,7 @@ class StepArrivals(_Piecewise):
         return self.rate_after_hz
 
     def with_rate(self, rate_hz: float) -> StepArrivals:
-        f = checks.positive("rate_hz", rate_hz) / self.mean_rate_hz
+        f = limits.rate("rate_hz", rate_hz) / self.mean_rate_hz
         return replace(self, rate_before_hz=self.rate_before_hz * f, rate_after_hz=rate_hz)
 
     def _pieces(self) -> tuple[np.ndarray, np.ndarray]:
@@ -163,7 +163,7 @@ class SpikeArrivals(_Piecewise):
     duration_s: float
 
     def __post_init__(self) -> None:
-        checks.positive("rate_hz", self.rate_hz)
+        limits.rate("rate_hz", self.rate_hz)
         checks.non_negative("spike_rate_hz", self.spike_rate_hz)
         checks.non_negative("start_s", self.start_s)
         checks.positive("duration_s", self.duration_s)
@@ -173,7 +173,7 @@ class SpikeArrivals(_Piecewise):
         return self.rate_hz
 
     def with_rate(self, rate_hz: float) -> SpikeArrivals:
-        f = checks.positive("rate_hz", rate_hz) / self.mean_rate_hz
+        f = limits.rate("rate_hz", rate_hz) / self.mean_rate_hz
         return replace(self, rate_hz=rate_hz, spike_rate_hz=self.spike_rate_hz * f)
 
     def _pieces(self) -> tuple[np.ndarray, np.ndarray]:
@@ -204,7 +204,7 @@ class DriftArrivals:
         return self.end_rate_hz
 
     def with_rate(self, rate_hz: float) -> DriftArrivals:
-        f = checks.positive("rate_hz", rate_hz) / self.mean_rate_hz
+        f = limits.rate("rate_hz", rate_hz) / self.mean_rate_hz
         return replace(self, start_rate_hz=self.start_rate_hz * f, end_rate_hz=rate_hz)
 
     @property

@@ -235,6 +235,9 @@ CASES = [
          "t.csv:2: prompt_tokens must be <= 1,048,576"),
     Case("sim-rate-tiny", sim(extra=("--rate", "1e-9")), "rate_hz 1e-09: 50 requests would arrive over"),
     Case("sim-workload-rate-tiny", sim(("workload.rate_hz", 1e-300)), "more than 31,536,000 s"),
+    Case("sim-rate-huge", sim(extra=("--rate", "1e300")), "rate_hz must be <= 1e+06 req/s"),
+    Case("sim-workload-rate-huge", sim(("workload.rate_hz", 1e300)), "rate_hz must be <= 1e+06 req/s"),
+    Case("search-rate-huge", search("--rate", "1e300"), "rate must be <= 1e+06 req/s"),
     # keys that moved between releases name their old place and their new one
     Case("sim-moved-share-table-live", sim(("live.sm_share_table", {"1": 0.5})),
          "[live] sm_share_table has moved to [profile] sm_share_table"),
