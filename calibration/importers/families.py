@@ -12,10 +12,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from calibration.importers import towers
+from calibration.importers import tower_parts, towers, towers_audio, towers_tiled
 from calibration.importers._read import Keys
 
-TowerFn = Callable[[Keys, Keys, int, Mapping[str, Any], str], towers.Tower]
+TowerFn = Callable[[Keys, Keys, int, Mapping[str, Any], str], tower_parts.Tower]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +36,7 @@ def _qwen(version: int) -> TowerFn:
 
 
 def _whisper(stacked: bool) -> TowerFn:
-    return lambda t, top, h, pre, m: towers.whisper(
+    return lambda t, top, h, pre, m: towers_audio.whisper(
         t, top, h, stack=int(top.raw_value("stack_factor", 8)) if stacked else None
     )
 
@@ -58,13 +58,15 @@ FAMILIES: dict[str, Family] = {
     "internvl": Family(
         "InternVL (InternViT tiles)",
         "vision_config",
-        lambda t, top, h, pre, m: towers.internvit(t, top, h, pre),
+        lambda t, top, h, pre, m: towers_tiled.internvit(t, top, h, pre),
     ),
     "idefics3": Family(
-        "Idefics3 (SigLIP tiles)", "vision_config", lambda t, top, h, pre, m: towers.idefics3(t, top, h, pre)
+        "Idefics3 (SigLIP tiles)", "vision_config",
+        lambda t, top, h, pre, m: towers_tiled.idefics3(t, top, h, pre)
     ),
     "smolvlm": Family(
-        "SmolVLM (SigLIP tiles)", "vision_config", lambda t, top, h, pre, m: towers.idefics3(t, top, h, pre)
+        "SmolVLM (SigLIP tiles)", "vision_config",
+        lambda t, top, h, pre, m: towers_tiled.idefics3(t, top, h, pre)
     ),
     "qwen2_audio": Family("Qwen2-Audio (Whisper encoder)", "audio_config", _whisper(False), ("audio",)),
     "ultravox": Family(
@@ -73,7 +75,7 @@ FAMILIES: dict[str, Family] = {
     "gemma4": Family(
         "Gemma-4 (pooled ViT, fixed token budget)",
         "vision_config",
-        lambda t, top, h, pre, m: towers.fixed_pooled(
+        lambda t, top, h, pre, m: towers_tiled.fixed_pooled(
             t,
             top,
             h,
@@ -83,7 +85,8 @@ FAMILIES: dict[str, Family] = {
         ),
     ),
     "llama4": Family(
-        "Llama-4 (tiled ViT)", "vision_config", lambda t, top, h, pre, m: towers.llama4_vision(t, top, h)
+        "Llama-4 (tiled ViT)", "vision_config",
+        lambda t, top, h, pre, m: towers_tiled.llama4_vision(t, top, h)
     ),
 }
 

@@ -1,0 +1,73 @@
+"""What every encoder tower of an imported spec shares: the :class:`Tower` result and its table builders.
+
+The tower kinds live in :mod:`calibration.importers.towers` (CLIP / SigLIP and
+Qwen-VL), :mod:`calibration.importers.towers_tiled` (InternViT, Idefics3 /
+SmolVLM, pooled towers, Llama-4) and :mod:`calibration.importers.towers_audio`
+(Whisper). Typical items (marked G): the image that fills the most tiles for a
+tiled tower, a 1280x720 image for Qwen, 10 s of 720p at 2 fps for video, 10 s
+of audio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from calibration.importers._read import Keys, derived, leaf
+
+TYPICAL_IMAGE_PX = (1280, 720)
+TYPICAL_VIDEO = (1280, 720, 10.0, 2.0)  # width, height, seconds, fps
+TYPICAL_AUDIO_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Tower:
+    encoder: dict[str, Any]
+    mapping: dict[str, Any]
+    typical_tokens: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    processor: dict[str, Any] | None = None
+
+
+def fixed_image_processor(tokens: int, why: str) -> dict[str, Any]:
+    return {"kind": "fixed", "tokens_per_image": derived(tokens, why)}
+
+
+def square_side(keys: Keys, name: str) -> dict[str, Any]:
+    """A pixel size that configs write as an int or as [h, w] (square assumed)."""
+    raw = keys.raw_value(name)
+    if isinstance(raw, list | tuple):
+        if len(set(raw)) != 1:
+            raise ValueError(f"{keys.file}: {keys.key(name)} {raw!r}: only square sizes are modelled")
+        return leaf(int(raw[0]), "V", f"config.json {keys.key(name)} (square)")
+    return keys.get(name)
+
+
+def vit_encoder(
+    tower: Keys,
+    *,
+    mats: int,
+    mlp_note: str,
+    layers: str = "num_hidden_layers",
+    heads: str = "num_attention_heads",
+) -> dict[str, Any]:
+    return {
+        "num_layers": tower.get(layers),
+        "hidden_size": tower.get("hidden_size"),
+        "intermediate_size": tower.get("intermediate_size"),
+        "num_heads": tower.get(heads),
+        "mlp_num_matrices": derived(mats, mlp_note),
+    }
+
+
+def tiles_mapping(
+    base: int, per_tile: int, max_tiles: int, positions: int, why: Mapping[str, str]
+) -> dict[str, Any]:
+    return {
+        "kind": "tiles",
+        "base_lm_tokens": derived(base, why["base"]),
+        "lm_tokens_per_tile": derived(per_tile, why["per_tile"]),
+        "max_tiles": derived(max_tiles, why["max_tiles"]),
+        "positions_per_tile": derived(positions, why["positions"]),
+    }

@@ -1,0 +1,175 @@
+"""Tiled and pooled encoder towers of an imported spec: InternViT, Idefics3 / SmolVLM, pooled towers, Llama-4.
+
+See :mod:`calibration.importers.towers` for what a tower function takes and returns.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from calibration.importers._read import Keys, derived, value
+from calibration.importers.tower_parts import (
+    Tower,
+    square_side,
+    tiles_mapping,
+    vit_encoder,
+)
+
+
+def internvit(tower: Keys, top: Keys, lm_hidden: int, pre: Mapping[str, Any]) -> Tower:
+    """InternVL: 448 px tiles (dynamic tiling + thumbnail), pixel shuffle to 1/4, MLP projector."""
+    hid, size, patch = (
+        value(tower.get("hidden_size")),
+        value(square_side(tower, "image_size")),
+        value(square_side(tower, "patch_size")),
+    )
+    ratio = float(top.raw_value("downsample_ratio", 0.5))
+    side = size // patch
+    per_tile = int(side * side * ratio * ratio)
+    max_patches = int(pre.get("max_patches", 12))
+    wide = int(hid / (ratio * ratio))
+    enc = vit_encoder(tower, mats=2, mlp_note="InternViT MLP fc1 -> GELU -> fc2")
+    enc["projector_params"] = derived(
+        wide * lm_hidden + lm_hidden * lm_hidden,
+        f"Linear({wide}->{lm_hidden}) + Linear({lm_hidden}->{lm_hidden})",
+    )
+    enc["stem_params"] = derived(
+        3 * patch * patch * hid + (side * side + 1) * hid,
+        f"patch conv 3*{patch}*{patch}*{hid} + {side * side + 1} positions * {hid}",
+    )
+    src = (
+        "preprocessor_config.json max_patches"
+        if "max_patches" in pre
+        else "GotOcr2ImageProcessor default max_patches 12"
+    )
+    mapping = tiles_mapping(
+        per_tile,
+        per_tile,
+        max_patches + 1,
+        side * side + 1,
+        {
+            "base": f"({size}/{patch})^2 x downsample_ratio^2 = {per_tile}",
+            "per_tile": "the same per tile",
+            "max_tiles": f"{src} + one thumbnail",
+            "positions": f"{side * side} patches + CLS",
+        },
+    )
+    tokens = per_tile * (max_patches + 1)
+    return Tower(enc, mapping, derived(tokens, f"an image filling {max_patches} tiles + thumbnail"), [])
+
+
+def idefics3(tower: Keys, top: Keys, lm_hidden: int, pre: Mapping[str, Any]) -> Tower:
+    """Idefics3 / SmolVLM: square tiles of max_image_size plus a global view, pixel shuffle."""
+    hid, size, patch = (
+        value(tower.get("hidden_size")),
+        value(square_side(tower, "image_size")),
+        value(square_side(tower, "patch_size")),
+    )
+    scale = int(top.raw_value("scale_factor", 2))
+    side = size // patch
+    per_tile = side * side // (scale * scale)
+    longest = int((pre.get("size") or {}).get("longest_edge", 4 * size))
+    grid = math.ceil(longest / size)
+    enc = vit_encoder(tower, mats=2, mlp_note="SigLIP-style MLP fc1 -> GELU -> fc2")
+    enc["projector_params"] = derived(
+        hid * scale * scale * lm_hidden, f"connector Linear({hid}*{scale}^2 -> {lm_hidden})"
+    )
+    enc["stem_params"] = derived(
+        3 * patch * patch * hid + side * side * hid,
+        f"patch conv 3*{patch}*{patch}*{hid} + {side * side} positions * {hid}",
+    )
+    mapping = tiles_mapping(
+        per_tile,
+        per_tile,
+        grid * grid + 1,
+        side * side,
+        {
+            "base": f"({size}/{patch})^2 / scale_factor^2 = {per_tile}",
+            "per_tile": "the same per tile",
+            "max_tiles": f"size.longest_edge {longest} / {size} = {grid}x{grid} tiles + the global view",
+            "positions": f"({size}/{patch})^2 patches",
+        },
+    )
+    tokens = per_tile * (grid * grid + 1)
+    return Tower(
+        enc,
+        mapping,
+        derived(tokens, f"an image filling {grid}x{grid} tiles + global view"),
+        ["row/column separator tokens between tiles are not counted"],
+    )
+
+
+def fixed_pooled(
+    tower: Keys, top: Keys, lm_hidden: int, *, tokens_key: str, kernel_key: str, what: str
+) -> Tower:
+    """Gemma-4 vision: a variable-resolution ViT pooled kernel^2 -> one soft token, a fixed budget."""
+    hid, patch = value(tower.get("hidden_size")), value(tower.get("patch_size"))
+    tokens, kernel = value(top.get(tokens_key)), value(tower.get(kernel_key))
+    positions = tokens * kernel * kernel
+    enc = vit_encoder(tower, mats=3, mlp_note=f"{what}: gated MLP")
+    enc["projector_params"] = derived(hid * lm_hidden, f"Linear({hid}->{lm_hidden})")
+    enc["stem_params"] = derived(3 * patch * patch * hid, f"patch embedding 3*{patch}*{patch}*{hid}")
+    mapping = tiles_mapping(
+        tokens,
+        tokens,
+        1,
+        positions,
+        {
+            "base": tokens_key,
+            "per_tile": tokens_key,
+            "max_tiles": "one view per image",
+            "positions": f"{tokens} tokens x pooling {kernel}^2",
+        },
+    )
+    return Tower(
+        enc,
+        mapping,
+        derived(tokens, f"{tokens_key} per image"),
+        [f"{what}: position embeddings and images below the token budget are not modelled"],
+        {"kind": "fixed", "tokens_per_image": top.get(tokens_key)},
+    )
+
+
+def llama4_vision(tower: Keys, top: Keys, lm_hidden: int) -> Tower:
+    """Llama-4: 336 px tiles (up to 16 + a global view), pixel shuffle, a vision adapter MLP."""
+    hid, size, patch = (
+        value(tower.get("hidden_size")),
+        value(tower.get("image_size")),
+        value(tower.get("patch_size")),
+    )
+    ratio = float(tower.raw_value("pixel_shuffle_ratio", 0.5))
+    side = size // patch
+    per_tile = int(side * side * ratio * ratio)
+    proj_in, vout = value(tower.get("projector_input_dim")), value(tower.get("vision_output_dim"))
+    enc = vit_encoder(tower, mats=2, mlp_note="Llama-4 vision MLP fc1 -> GELU -> fc2")
+    shuffled = int(hid / (ratio * ratio))
+    enc["projector_params"] = derived(
+        shuffled * proj_in + proj_in * vout + vout * lm_hidden,
+        f"adapter Linear({shuffled}->{proj_in}) + Linear({proj_in}->{vout}) "
+        f"+ projector Linear({vout}->{lm_hidden})",
+    )
+    enc["stem_params"] = derived(
+        3 * patch * patch * hid + (side * side + 1) * hid,
+        f"patch 3*{patch}*{patch}*{hid} + {side * side + 1} positions * {hid}",
+    )
+    mapping = tiles_mapping(
+        per_tile,
+        per_tile,
+        17,
+        side * side + 1,
+        {
+            "base": f"({size}/{patch})^2 x pixel_shuffle_ratio^2",
+            "per_tile": "the same per tile",
+            "max_tiles": "Llama4ImageProcessor default max_patches 16 + the global view",
+            "positions": f"{side * side} patches + CLS",
+        },
+    )
+    notes = []
+    if not tower.raw:
+        notes.append(
+            "vision_config absent from config.json: the tower is transformers' Llama4VisionConfig "
+            "defaults, not the released model's"
+        )
+    return Tower(enc, mapping, derived(per_tile * 17, "an image filling 16 tiles + global view"), notes)
