@@ -127,9 +127,10 @@ def _guard_budget(trial: Trial) -> None:
     planned = trial.study.user_attrs.get("planned_trials")
     if planned is None:
         return
-    live = trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
-    live = [*live, *(t for t in trial.study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))
-                     if not t.user_attrs.get(SURPLUS))]
+    # one read: two (COMPLETE and RUNNING, then PRUNED) counted twice a trial pruned between them
+    live = [t for t in trial.study.get_trials(
+        deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING, TrialState.PRUNED))
+        if t.state != TrialState.PRUNED or not t.user_attrs.get(SURPLUS)]
     if sum(t.number < trial.number for t in live) >= int(planned):
         trial.set_user_attr(SURPLUS, True)
         trial.study.stop()

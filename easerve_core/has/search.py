@@ -29,6 +29,14 @@ shared path when the tasks run on other machines). Each job seeds its
 sampler from (seed, trials already in the study, job index), whichever
 process runs it: a fresh study with one job is reproducible; a resumed one
 does not replay its first points.
+
+When every job has returned and the study still holds fewer finished
+trials than planned, a trial was lost: left RUNNING or FAIL by an error
+Optuna absorbed (a storage retry, a value it would not store, such as
+NaN). The remainder runs again, as a rerun would, up to
+:data:`MAX_TOP_UPS` times, each told as a notice (not for the grid, whose
+points are enqueued once, nor for a joined worker, whose peers run the
+rest). The study returned is read afresh from the storage.
 """
 
 from __future__ import annotations
@@ -59,6 +67,8 @@ from easerve_core.parallel import Backend, BackendSettings, open_backend
 
 Progress = Callable[[int, int], None]
 SAMPLERS = ("tpe", "random", "grid")
+#: rounds run again for trials lost in a round (see :func:`run_search`)
+MAX_TOP_UPS = 2
 
 
 def make_sampler(name: str, *, seed: int, tpe_startup_trials: int = 10) -> BaseSampler:
@@ -198,6 +208,37 @@ def run_search(space: SearchSpace, evaluator: Evaluator, settings: SearchSetting
         progress(state.num_complete, planned)
     if remaining <= 0:
         return study
+    for round_ in range(1 + MAX_TOP_UPS):
+        _run_round(space, evaluator, settings, (storage, study), (remaining, planned),
+                   progress=progress, backend=backend)
+        if settings.storage != MEMORY:  # read it afresh: nothing a long-lived cache missed
+            storage = open_storage(settings.storage)
+            study = optuna.load_study(study_name=settings.study_name, storage=storage)
+        remaining = planned - _count_complete(study)
+        if progress:
+            progress(planned - remaining, planned)
+        if remaining <= 0 or settings.join or settings.sampler == "grid" or round_ == MAX_TOP_UPS:
+            break
+        # every job has returned, so a trial not finished was lost (left RUNNING or FAIL by an error
+        # Optuna absorbed, a value it would not store): run that many again, as a rerun would
+        checks.notice(f"study {settings.study_name!r}: {remaining} of {planned} trials were lost "
+                      "(not finished when their job returned); running them again")
+        prepare_study(storage, settings.study_name)
+    if remaining > 0 and not settings.join:  # joined: the other workers run the rest
+        checks.notice(f"study {settings.study_name!r}: holds {planned - remaining} of its {planned} "
+                      "planned trials; rerun the command to run the rest")
+    return study
+
+
+def _run_round(space: SearchSpace, evaluator: Evaluator, settings: SearchSettings,
+               opened: tuple[BaseStorage, optuna.Study], counts: tuple[int, int], *,
+               progress: Progress | None, backend: Backend | None) -> None:
+    """Run ``remaining`` more trials of the study as ``settings.num_workers`` jobs (see :func:`run_search`).
+
+    ``opened``: the storage and the study on it this process holds; ``counts``: (remaining, planned).
+    """
+    storage, study = opened
+    remaining, planned = counts
     existing = len(study.get_trials(deepcopy=False))
     jobs = [
         _Job(storage=settings.storage, study_name=settings.study_name, sampler=settings.sampler,
@@ -211,7 +252,7 @@ def run_search(space: SearchSpace, evaluator: Evaluator, settings: SearchSetting
             if progress:
                 progress(_count_complete(study_), planned)
         _run_job(jobs[0], [tick], storage=storage)
-        return study
+        return
     if settings.storage == MEMORY:
         raise ValueError(f"storage {MEMORY!r} holds the study in this process only: run it without a backend")
 
@@ -224,5 +265,3 @@ def run_search(space: SearchSpace, evaluator: Evaluator, settings: SearchSetting
     else:
         with open_backend(BackendSettings(num_jobs=len(jobs), poll_s=settings.poll_s)) as pool:
             pool.map(_run_job, jobs, poll=poll)
-    poll()
-    return study

@@ -9,6 +9,7 @@ import pytest
 from optuna.trial import TrialState
 
 from easerve_core.deployment import Cluster
+from easerve_core.has.objective import _guard_budget
 from easerve_core.has import (
     Ladder,
     SearchSettings,
@@ -106,3 +107,37 @@ def test_surplus_trials_do_not_count_as_pruned(tmp_path: Path, space: SearchSpac
     assert all(not t.user_attrs.get("surplus") for t in pruned)
     assert len(finished_trials(optuna.load_study(study_name="t", storage=str(
         "sqlite:///" + str(tmp_path / "study.db"))))) == 9
+
+
+def test_a_trial_pruned_while_the_budget_is_counted_is_counted_once(tmp_path: Path) -> None:
+    """Trial 4 leaves RUNNING for PRUNED while trial 5 counts the trials before it (6 planned).
+
+    The study's storage answers each read with the state at that moment: a count that read
+    COMPLETE and RUNNING trials, then PRUNED ones, saw trial 4 twice and called trial 5 surplus
+    (the race a parallel search met on a loaded machine).
+    """
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'race.db'}", study_name="race",
+                                direction="maximize")
+    study.set_user_attr("planned_trials", 6)
+    for _ in range(4):
+        done = study.ask()
+        study.tell(done, 1.0)
+    racing = study.ask()  # trial 4, RUNNING until the count is halfway
+    racing.report(0.5, 1)
+    trial = study.ask()  # trial 5, the one the guard checks
+    reads = {"n": 0}
+    real = study.get_trials
+
+    def get_trials(*args: object, **kwargs: object) -> list[optuna.trial.FrozenTrial]:
+        reads["n"] += 1
+        if reads["n"] == 2:
+            study.tell(racing, state=TrialState.PRUNED)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    study.get_trials = get_trials  # type: ignore[method-assign]
+    _guard_budget(trial)  # not surplus: five trials precede it
+    del study.get_trials  # the real method again
+    assert not trial.user_attrs.get("surplus")
+    if reads["n"] < 2:  # one read: the racing trial is pruned after it, as it may be
+        study.tell(racing, state=TrialState.PRUNED)
+    assert sum(t.number < 5 for t in finished_trials(study)) == 5

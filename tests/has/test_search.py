@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
 import pytest
 
-from easerve_core.deployment import Cluster
+from easerve_core.checks import Notice
+from easerve_core.deployment import Cluster, Deployment
 from easerve_core.has import (
     SearchSettings,
     SearchSpace,
@@ -151,3 +153,29 @@ def test_memory_storage_takes_one_worker_in_this_process(tmp_path: Path, space: 
         _settings(tmp_path, storage="memory:", num_workers=2)
     with pytest.raises(ValueError, match="without a backend"):
         run_search(space, AnalyticEvaluator(BEST), _settings(tmp_path, storage="memory:"), backend=IN_PROCESS)
+
+
+@dataclass
+class _LosesFirst:
+    """:class:`AnalyticEvaluator` whose first ``lost`` values are NaN: Optuna stores those trials FAIL."""
+
+    inner: AnalyticEvaluator
+    lost: int
+    calls: int = 0
+
+    def __call__(self, dep: Deployment) -> float:
+        self.calls += 1
+        return float("nan") if self.calls <= self.lost else self.inner(dep)
+
+
+@pytest.mark.parametrize(("lost", "held"), [(2, 6), (40, 0)])
+def test_trials_lost_in_a_round_are_run_again(tmp_path: Path, space: SearchSpace,
+                                              lost: int, held: int) -> None:
+    settings = _settings(tmp_path, num_trials=6)
+    with pytest.warns(Notice) as notices:
+        study = run_search(space, _LosesFirst(AnalyticEvaluator(BEST), lost), settings)
+    assert len(trials_frame(study)) == held  # 2 lost: run again; always lost: 3 rounds, then told
+    said = [str(n.message) for n in notices]
+    assert "2 of 6 trials were lost" in said[0] if held else "holds 0 of its 6 planned" in said[-1]
+    states = [t.state for t in study.get_trials(deepcopy=False)]
+    assert optuna.trial.TrialState.RUNNING not in states
