@@ -20,49 +20,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from calibration import memory, ops, work
+from calibration import memory, ops, stage_memo, work
 from calibration.efficiency import Efficiency, efficiency_dict
 from calibration.op_prices import RooflineOps
 from calibration.specs import GPUSpec, ModelSpec
+from calibration.stage_memo import (
+    SpecMemory,
+    check_decode_args,
+    check_tp,
+    make_room,
+    remembered,
+    validate_items,
+)
 
 __all__ = ["AnalyticProfile", "Efficiency", "TPStageProfile"]
-
-#: latencies remembered per TP profile and stage before that stage's memo starts over
-_MEMO_MAX = 1 << 17
-
-
-def _validate_items(name: str, values: Sequence[int]) -> list[int]:
-    out = list(values)
-    if not out:
-        raise ValueError(f"{name} must hold at least one entry")
-    for i, v in enumerate(out):
-        # plain ints pass the first test alone
-        if (type(v) is not int or v < 1) and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise ValueError(f"{name}[{i}] must be an integer >= 1, got {v!r}")
-    return out
-
-
-def _check_decode_args(batch_size: int, context_tokens: int) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    if isinstance(context_tokens, bool) or not isinstance(context_tokens, int) or context_tokens < 0:
-        raise ValueError(f"context_tokens must be an integer >= 0, got {context_tokens!r}")
-
-
-def _room(memo: dict[Any, Any]) -> None:
-    """Start a memo over once it holds ``_MEMO_MAX`` entries (bounded memory)."""
-    if len(memo) >= _MEMO_MAX:
-        memo.clear()
-
-
-def _remembered(memo: dict[Any, float], key: Any, compute: Callable[..., float], *args: Any) -> float:
-    """``memo[key]``, computed by ``compute(*args)`` the first time (see :func:`_room`)."""
-    seconds = memo.get(key)
-    if seconds is None:
-        _room(memo)
-        seconds = memo[key] = compute(*args)
-    return seconds
-
 
 class TPStageProfile:
     """The :class:`~easerve_core.profile.StageProfile` of one worker of ``tp`` GPUs."""
@@ -139,7 +110,7 @@ class TPStageProfile:
         if type(sm_share) is float:  # the shares a simulation uses repeat: remember them
             share = self._shares.get(sm_share)
             if share is None:
-                _room(self._shares)
+                make_room(self._shares)
                 share = self._shares[sm_share] = self.parent.gpu.partition_share(sm_share)
             return share
         if isinstance(sm_share, bool) or not isinstance(sm_share, int | float):
@@ -148,9 +119,9 @@ class TPStageProfile:
 
     # -- StageProfile --------------------------------------------------------------
     def encode_s(self, mm_tokens_per_item: Sequence[int], sm_share: float = 1.0) -> float:
-        items = _validate_items("mm_tokens_per_item", mm_tokens_per_item)
+        items = validate_items("mm_tokens_per_item", mm_tokens_per_item)
         share = self._share(sm_share)
-        return _remembered(self._encode_memo, (tuple(items), share), self._encode_s, items, share)
+        return remembered(self._encode_memo, (tuple(items), share), self._encode_s, items, share)
 
     def _encode_s(self, items: list[int], share: float) -> float:
         per_gpu = [items[i:: self.tp] for i in range(min(self.tp, len(items)))]
@@ -179,9 +150,9 @@ class TPStageProfile:
         return sum(per_item + per_token * t for t in mm_tokens_per_item)
 
     def prefill_s(self, seq_lens: Sequence[int], sm_share: float = 1.0) -> float:
-        lens = _validate_items("seq_lens", seq_lens)
+        lens = validate_items("seq_lens", seq_lens)
         share = self._share(sm_share)
-        return _remembered(self._prefill_memo, (tuple(lens), share), self._prefill_s, lens, share)
+        return remembered(self._prefill_memo, (tuple(lens), share), self._prefill_s, lens, share)
 
     def _prefill_s(self, lens: list[int], share: float) -> float:
         lm = self.parent.model.lm
@@ -195,13 +166,13 @@ class TPStageProfile:
         # plain ints pass the first test alone (a simulated decode worker asks millions of times)
         if type(batch_size) is not int or type(context_tokens) is not int or batch_size < 1 \
                 or context_tokens < 0:
-            _check_decode_args(batch_size, context_tokens)
+            check_decode_args(batch_size, context_tokens)
         by_context = self._decode_memo.get(batch_size)
         if by_context is None:
             by_context = self._decode_memo[batch_size] = {}
         seconds = by_context.get(context_tokens)
         if seconds is None:
-            if self._decode_memo_size >= _MEMO_MAX:
+            if self._decode_memo_size >= stage_memo.MEMO_MAX:
                 self._decode_memo.clear()
                 self._decode_memo[batch_size] = by_context = {}
                 self._decode_memo_size = 0
@@ -241,7 +212,7 @@ class TPStageProfile:
             return self.prefill_s(chunk_lens)
         if not chunk_lens:
             return self.decode_step_s(batch_size, context_tokens)
-        lens = _validate_items("chunk_lens", chunk_lens)
+        lens = validate_items("chunk_lens", chunk_lens)
         lm, tp = self.parent.model.lm, self.tp
         stage = work.prefill_work(lm, lens, tp=tp,
                                   attention_half_len=self.parent.efficiency.attention_half_len_tokens)
@@ -263,7 +234,7 @@ class TPStageProfile:
         tokens = int(num_tokens)
         nbytes = self._kv_bytes.get(tokens)
         if nbytes is None:  # asked once per request handed to Decode, for few distinct sizes
-            _room(self._kv_bytes)
+            make_room(self._kv_bytes)
             nbytes = self._kv_bytes[tokens] = self.parent.model.lm.kv_bytes(tokens)
         return nbytes
 
@@ -280,7 +251,7 @@ class TPStageProfile:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AnalyticProfile:
+class AnalyticProfile(SpecMemory):
     """A :class:`~easerve_core.profile.ParallelProfile` from specs (any TP)."""
 
     model: ModelSpec
@@ -289,16 +260,7 @@ class AnalyticProfile:
     budget: memory.MemoryBudget = field(default_factory=memory.MemoryBudget)
 
     def for_tp(self, tp: int) -> TPStageProfile:
-        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-            raise ValueError(f"tp must be an integer >= 1, got {tp!r}")
-        return TPStageProfile(self, tp)
-
-    def lm_fits(self, tp: int) -> bool:
-        return memory.lm_fits(self.model, self.gpu, self.budget, tp)
-
-    def kv_capacity_tokens(self, tp: int, *, with_encoder: bool = False) -> int:
-        return memory.kv_capacity_tokens(self.model, self.gpu, self.budget, tp,
-                                         with_encoder=with_encoder)
+        return TPStageProfile(self, check_tp(tp))
 
     def to_params(self) -> dict[str, Any]:
         return {"model_spec": self.model.to_dict(), "gpu_spec": self.gpu.to_dict(),

@@ -21,13 +21,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from calibration import memory
-from calibration.analytic import _MEMO_MAX, _check_decode_args, _remembered, _validate_items
+from calibration import memory, stage_memo
 from calibration.efficiency import Efficiency, efficiency_dict
 from calibration.op_prices import MeasuredOps, RooflineOps
 from calibration.ops import Op, decode_attention_ops, decode_ops, encoder_ops, prefill_ops
 from calibration.optables import OpTables
 from calibration.specs import GPUSpec, ModelSpec
+from calibration.stage_memo import SpecMemory, check_decode_args, check_tp, remembered, validate_items
 
 #: TP sizes whose LM shapes a built profile keeps
 PROFILE_TPS = (1, 2, 4, 8)
@@ -62,9 +62,9 @@ class MeasuredStageProfile:
         return overhead_s + sum(op.count * self._price(op, share) for op in ops)
 
     def encode_s(self, mm_tokens_per_item: Sequence[int], sm_share: float = 1.0) -> float:
-        items = _validate_items("mm_tokens_per_item", mm_tokens_per_item)
+        items = validate_items("mm_tokens_per_item", mm_tokens_per_item)
         share = self.parent.gpu.partition_share(float(sm_share))
-        return _remembered(self._encode_memo, (tuple(items), share), self._encode_s, items, share)
+        return remembered(self._encode_memo, (tuple(items), share), self._encode_s, items, share)
 
     def _encode_s(self, items: list[int], share: float) -> float:
         eff = self.parent.efficiency
@@ -78,9 +78,9 @@ class MeasuredStageProfile:
                    for t in mm_tokens_per_item)
 
     def prefill_s(self, seq_lens: Sequence[int], sm_share: float = 1.0) -> float:
-        lens = _validate_items("seq_lens", seq_lens)
+        lens = validate_items("seq_lens", seq_lens)
         share = self.parent.gpu.partition_share(float(sm_share))
-        return _remembered(self._prefill_memo, (tuple(lens), share), self._prefill_s, lens, share)
+        return remembered(self._prefill_memo, (tuple(lens), share), self._prefill_s, lens, share)
 
     def _prefill_s(self, lens: list[int], share: float) -> float:
         ops = prefill_ops(self.parent.model.lm, lens, tp=self.tp)
@@ -89,16 +89,16 @@ class MeasuredStageProfile:
     def decode_step_s(self, batch_size: int, context_tokens: int) -> float:
         if type(batch_size) is not int or type(context_tokens) is not int or batch_size < 1 \
                 or context_tokens < 0:
-            _check_decode_args(batch_size, context_tokens)
+            check_decode_args(batch_size, context_tokens)
         # a simulated decode worker asks millions of times: the analytic profile's two-level memo
         by_context = self._decode_memo.get(batch_size)
         if by_context is None:
-            if len(self._decode_memo) >= _MEMO_MAX:
+            if len(self._decode_memo) >= stage_memo.MEMO_MAX:
                 self._decode_memo.clear()
             by_context = self._decode_memo[batch_size] = {}
         seconds = by_context.get(context_tokens)
         if seconds is None:
-            if len(by_context) >= _MEMO_MAX:
+            if len(by_context) >= stage_memo.MEMO_MAX:
                 by_context.clear()
             seconds = by_context[context_tokens] = self._decode_s(batch_size, context_tokens)
         return seconds
@@ -112,7 +112,7 @@ class MeasuredStageProfile:
         seconds = self._decode_attention.get(key)
         if seconds is None:
             attention = decode_attention_ops(self.parent.model.lm, batch_size, context_tokens, tp=self.tp)
-            seconds = _remembered(self._decode_attention, key, self._stage_s, attention, 1.0, 0.0)
+            seconds = remembered(self._decode_attention, key, self._stage_s, attention, 1.0, 0.0)
         return fixed + seconds
 
     def _decode_fixed_s(self, batch_size: int) -> float:
@@ -127,7 +127,7 @@ class MeasuredStageProfile:
             return self.prefill_s(chunk_lens)
         if not chunk_lens:
             return self.decode_step_s(batch_size, context_tokens)
-        lens = _validate_items("chunk_lens", chunk_lens)
+        lens = validate_items("chunk_lens", chunk_lens)
         lm = self.parent.model.lm
         prefill = prefill_ops(lm, [*lens, *([1] * batch_size)], tp=self.tp)
         decode = decode_ops(lm, batch_size, context_tokens, tp=self.tp)
@@ -149,7 +149,7 @@ class MeasuredStageProfile:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MeasuredProfile:
+class MeasuredProfile(SpecMemory):
     """A :class:`~easerve_core.profile.ParallelProfile` from measured op tables (any TP)."""
 
     model: ModelSpec
@@ -161,15 +161,7 @@ class MeasuredProfile:
     budget: memory.MemoryBudget = field(default_factory=memory.MemoryBudget)
 
     def for_tp(self, tp: int) -> MeasuredStageProfile:
-        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-            raise ValueError(f"tp must be an integer >= 1, got {tp!r}")
-        return MeasuredStageProfile(self, tp)
-
-    def lm_fits(self, tp: int) -> bool:
-        return memory.lm_fits(self.model, self.gpu, self.budget, tp)
-
-    def kv_capacity_tokens(self, tp: int, *, with_encoder: bool = False) -> int:
-        return memory.kv_capacity_tokens(self.model, self.gpu, self.budget, tp, with_encoder=with_encoder)
+        return MeasuredStageProfile(self, check_tp(tp))
 
     def ops(self) -> MeasuredOps:
         """The price of one op on this GPU (:mod:`calibration.op_prices`)."""

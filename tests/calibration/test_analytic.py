@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from calibration import analytic_profile, cluster_for, sm_share_table, work
+from calibration import analytic_profile, cluster_for, sm_share_table, stage_memo, work
 from calibration.memory import max_decode_batch
 from easerve_core.profile import ParallelProfile, StageProfile
 
@@ -129,7 +129,6 @@ def test_cluster_takes_the_gpu_link():
 
 def test_decode_step_memo_returns_what_a_fresh_profile_computes():
     """The per-profile memo of decode steps is invisible: same value, cold or warm, and bounded."""
-    import calibration.analytic as analytic_module
     from calibration import analytic_profile
 
     warm = analytic_profile("llava-v1.6-34b", "rtx6000ada").for_tp(2)
@@ -139,14 +138,14 @@ def test_decode_step_memo_returns_what_a_fresh_profile_computes():
     cold = [analytic_profile("llava-v1.6-34b", "rtx6000ada").for_tp(2).decode_step_s(b, c) for b, c in points]
     assert first == again == cold
     assert len(first) == len(set(first))  # distinct points, distinct steps: no key collision
-    saved = analytic_module._MEMO_MAX
+    saved = stage_memo.MEMO_MAX
     try:
-        analytic_module._MEMO_MAX = 4
+        stage_memo.MEMO_MAX = 4
         for c in range(10):
             warm.decode_step_s(2, c)
         assert sum(len(by_context) for by_context in warm._decode_memo.values()) <= 4
     finally:
-        analytic_module._MEMO_MAX = saved
+        stage_memo.MEMO_MAX = saved
 
 
 def test_encode_and_prefill_memos_return_what_a_fresh_profile_computes():
