@@ -1,6 +1,6 @@
 """The front end's book of requests: records, who holds what, and the stage log.
 
-Workers report :class:`~live.transport.Event` values; the ledger folds them
+Workers report typed events (:mod:`live.events`); the ledger folds them
 into one :class:`~easerve_core.request.Record` per request. It also tracks,
 per open request, the workers whose death would lose it: the one that holds
 it and, while a hand-off is in flight, the one it was sent to. A request
@@ -17,16 +17,31 @@ absolute monotonic seconds and are stored relative to the trial start.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pandas as pd
 
 from easerve_core.request import Record, Request, Status, records_to_frame
 from easerve_core.result import STAGE_LOG_COLUMNS, UTILIZATION_COLUMNS
-from live.transport import RANK, Event, WorkerId
-
-_INT_FIELDS = ("encode_batch_size", "encode_worker", "prefill_worker", "decode_worker", "mm_tokens")
+from live.events import (
+    EVENT_TYPES,
+    At,
+    Crash,
+    Done,
+    Event,
+    Failed,
+    Noted,
+    Ready,
+    Rejected,
+    Retuned,
+    Sent,
+    StageRow,
+    Stamped,
+    Stamps,
+    WorkerId,
+)
+from live.transport import RANK
 
 
 def worker_name(worker: WorkerId) -> str:
@@ -51,13 +66,14 @@ class Ledger:
         self.settled: list[int] = []
         self._holders: dict[int, dict[WorkerId, int]] = {}
         self._open = set(self.records)
-        #: what each event kind (live.transport.EVENT_KINDS) does to the book
-        self._handlers: dict[str, Callable[[Event], None]] = {
-            "ready": self._on_ready, "at": self._on_at, "sent": self._on_sent,
-            "stamp": self._on_stamp, "done": self._on_done, "fail": self._on_fail,
-            "reject": self._on_reject, "log": self._on_log, "crash": self._on_crash,
-            "note": self._on_note, "retuned": self._on_retuned,
+        #: what each event type (live.events.EVENT_TYPES) does to the book
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            Ready: self._on_ready, At: self._on_at, Sent: self._on_sent,
+            Stamped: self._on_stamp, Done: self._on_done, Failed: self._on_fail,
+            Rejected: self._on_reject, StageRow: self._on_log, Crash: self._on_crash,
+            Noted: self._on_note, Retuned: self._on_retuned,
         }
+        assert set(self._handlers) == set(EVENT_TYPES)
 
     def set_t0(self, t0: float) -> None:
         self.t0 = t0
@@ -88,23 +104,24 @@ class Ledger:
         self.settled.append(rid)
 
     @property
-    def kinds(self) -> frozenset[str]:
-        """The event kinds :meth:`apply` takes."""
+    def kinds(self) -> frozenset[type]:
+        """The event types :meth:`apply` takes."""
         return frozenset(self._handlers)
 
     def apply(self, event: Event) -> None:
-        handler = self._handlers.get(event.kind)
+        handler = self._handlers.get(type(event))
         if handler is None:
-            raise ValueError(f"unknown event kind {event.kind!r}; known: {', '.join(self._handlers)}")
+            raise ValueError(f"unknown event {type(event).__name__}; known: "
+                             f"{', '.join(t.__name__ for t in self._handlers)}")
         handler(event)
 
-    def _on_ready(self, event: Event) -> None:
+    def _on_ready(self, event: Ready) -> None:
         pass
 
-    def _on_crash(self, event: Event) -> None:
-        self.crashes[event.worker] = str(event.data.get("error", ""))
+    def _on_crash(self, event: Crash) -> None:
+        self.crashes[event.worker] = event.error
 
-    def _on_at(self, event: Event) -> None:
+    def _on_at(self, event: At) -> None:
         holders = self._holders.get(event.request_id)
         if holders is None:
             return
@@ -113,9 +130,8 @@ class Ledger:
             self._holders[event.request_id] = {w: r for w, r in holders.items() if r >= rank}
             self._holders[event.request_id][event.worker] = rank
 
-    def _on_sent(self, event: Event) -> None:
-        to = event.data["to"]
-        rid, dest = event.request_id, (str(to[0]), int(to[1]))
+    def _on_sent(self, event: Sent) -> None:
+        rid, dest = event.request_id, (str(event.to[0]), int(event.to[1]))
         holders = self._holders.get(rid)
         if holders is None:
             return
@@ -123,47 +139,41 @@ class Ledger:
         if dest in self.dead:
             self.finish(rid, Status.FAILED, f"sent to {worker_name(dest)}, which died: {self.dead[dest]}")
 
-    def _on_stamp(self, event: Event) -> None:
-        self._stamp(event.request_id, event.data)
+    def _on_stamp(self, event: Stamped) -> None:
+        self._stamp(event.request_id, event.stamps)
 
-    def _stamp(self, rid: int, fields: Mapping[str, Any]) -> None:
+    def _stamp(self, rid: int, stamps: Stamps) -> None:
         """Merge record fields; a finished record still takes late stamps, a failed one not."""
         rec = self.records.get(rid)
         if rec is None or (rid not in self._open and rec.status != Status.OK.value):
             return
-        for key, value in fields.items():
-            if key.endswith("_s"):
-                value = float(value) - self.t0
-            elif key in _INT_FIELDS:
-                value = int(value)
-            setattr(rec, key, value)
+        stamps.merge_into(rec, self.t0)
 
-    def _on_done(self, event: Event) -> None:
+    def _on_done(self, event: Done) -> None:
         rid = event.request_id
         if rid not in self._open:
             return
-        self._stamp(rid, event.data.get("stamps", {}))
-        self.records[rid].finish_s = float(event.data["finish_s"]) - self.t0
-        self.tokens[rid] = list(event.data.get("tokens", []))
+        self._stamp(rid, event.stamps)
+        self.records[rid].finish_s = float(event.finish_s) - self.t0
+        self.tokens[rid] = list(event.tokens)
         self.finish(rid, Status.OK)
 
-    def _on_fail(self, event: Event) -> None:
-        self.finish(event.request_id, Status.FAILED, str(event.data.get("error", "failed")))
+    def _on_fail(self, event: Failed) -> None:
+        self.finish(event.request_id, Status.FAILED, event.error)
 
-    def _on_reject(self, event: Event) -> None:
-        self.finish(event.request_id, Status.REJECTED, str(event.data.get("error", "rejected")))
+    def _on_reject(self, event: Rejected) -> None:
+        self.finish(event.request_id, Status.REJECTED, event.error)
 
-    def _on_retuned(self, event: Event) -> None:
-        self.retunes.append({"worker": list(event.worker), **dict(event.data)})
+    def _on_retuned(self, event: Retuned) -> None:
+        self.retunes.append({"worker": list(event.worker), "generation": event.generation,
+                             "max_encode_batch": event.max_encode_batch,
+                             "remote_fraction": event.remote_fraction})
 
-    def _on_note(self, event: Event) -> None:
-        self.notes.append({"request_id": event.request_id, "why": str(event.data.get("why", ""))})
+    def _on_note(self, event: Noted) -> None:
+        self.notes.append({"request_id": event.request_id, "why": event.why})
 
-    def _on_log(self, event: Event) -> None:
-        row = dict(event.data)
-        row["start_s"] = float(row["start_s"]) - self.t0
-        row["end_s"] = float(row["end_s"]) - self.t0
-        self.stage_rows.append(row)
+    def _on_log(self, event: StageRow) -> None:
+        self.stage_rows.append(event.row(self.t0))
 
     def worker_died(self, worker: WorkerId, exitcode: int | None) -> list[int]:
         """Mark ``worker`` dead; fail and return the open requests it held."""

@@ -14,7 +14,8 @@ import queue
 from collections.abc import Mapping
 from typing import Any
 
-from live.transport import FRONTEND, Channels, Event, WorkerId, clock
+from live.events import Event, WorkerId
+from live.transport import FRONTEND, Channels, clock
 
 
 def drain_events(events: Any, timeout_s: float) -> list[Event]:

@@ -33,7 +33,7 @@ import torch
 import torch.multiprocessing as tmp
 
 from easerve_core.parallel.lifeline import die_with_parent, lifeline
-from live.transport import Event
+from live.events import StageRow
 
 #: bytes per float32 element
 _FLOAT_BYTES = 4
@@ -247,9 +247,8 @@ def measure_step_overhead(step: Callable[[], Any], *, iterations: int = 200,
         tokens = int(mask.sum())
         step()
         now = time.monotonic()
-        events.put(Event(kind="log", worker=("decode", 0), data={
-            "stage": "decode", "worker": 0, "group": "decode", "start_s": now, "end_s": now,
-            "batch_size": 4, "tokens": tokens + i, "sm_share": 1.0}))
+        events.put(StageRow(worker=("decode", 0), stage="decode", index=0, group="decode", start_s=now,
+                            end_s=now, batch_size=4, tokens=tokens + i, sm_share=1.0))
         loop.append(time.perf_counter() - begin)
     events.cancel_join_thread()
     inbox.cancel_join_thread()

@@ -7,8 +7,8 @@ part on one GPU node). The sender must stay alive and keep the tensor
 referenced until the receiver has it (pitfall P8), so every data message is
 held in the sender's :class:`Outbox` until the receiver acks its key.
 
-Events (stamps, stage-log rows, failures) go to the front end as small
-:class:`Event` values without tensors. Every channel has one queue per writer
+Events (stamps, stage-log rows, failures) go to the front end as small typed
+values without tensors (:mod:`live.events`). Every channel has one queue per writer
 (:class:`~live.fanin.FanIn`), so a killed worker cannot block the others. Events from different
 processes may arrive in any order, so the record fields stamped so far also
 travel with the data and come back in the ``done`` event. Times in events are absolute
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import queue
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,11 +28,11 @@ import torch
 
 from easerve_core.deployment import Deployment
 from easerve_core.request import Modality, Request
+from live.events import Event, Stamps, WorkerId
 from live.families.base import MMInput
 from live.fanin import FanIn
 from live.stages import KVState
 
-WorkerId = tuple[str, int]  # (group, index): ("encode", 0), ("prefill", 1), ...
 FRONTEND: WorkerId = ("frontend", 0)
 #: stage rank of where a request is; a request's location only moves forward
 RANK = {"frontend": 0, "encode": 1, "prefill": 2, "decode": 3}
@@ -67,7 +66,7 @@ class Encoded:
     sizes: tuple[int, ...]
     decode_worker: int
     sender: WorkerId
-    stamps: Mapping[str, Any] = field(default_factory=dict)  # record fields so far
+    stamps: Stamps = field(default_factory=Stamps)  # record fields so far
 
     def items(self) -> list[torch.Tensor]:
         return list(torch.split(self.feats, list(self.sizes))) if self.sizes else []
@@ -81,7 +80,7 @@ class Prefilled:
     steps: int  # decode steps still to run (output_tokens - 1)
     state: KVState
     sender: WorkerId
-    stamps: Mapping[str, Any] = field(default_factory=dict)  # record fields so far
+    stamps: Stamps = field(default_factory=Stamps)  # record fields so far
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,31 +96,6 @@ class Retune:
 
     deployment: Deployment
     generation: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Event:
-    """Something the front end must know. ``kind`` is one of :data:`EVENT_KINDS`."""
-
-    kind: str
-    worker: WorkerId
-    request_id: int = -1
-    data: Mapping[str, Any] = field(default_factory=dict)
-
-
-EVENT_KINDS = (
-    "ready",  # worker loaded its model and warmed up
-    "at",  # worker received the request
-    "sent",  # worker handed the request to data["to"]
-    "stamp",  # record fields to merge
-    "done",  # request finished ok (data: finish_s, tokens, stamps)
-    "fail",  # request failed (data: error)
-    "reject",  # request rejected as malformed (data: error)
-    "log",  # one stage-log row (data: the row)
-    "crash",  # worker-level error (data: error); the worker is going down
-    "note",  # something the run should report about a request (data: why), e.g. a fall-back route
-    "retuned",  # an encode worker applied the controller's fast knobs (data: generation, knobs)
-)
 
 
 @dataclass(slots=True)

@@ -39,13 +39,14 @@ from easerve_core.plan import RunPlan
 from easerve_core.request import Modality, Request, Status
 from easerve_core.result import RunResult
 from easerve_core.worker_choice import RoundRobin
+from live.events import Crash, Ready, WorkerId
 from live.families.base import MMInput
 from live.ledger import Ledger, utilization
 from live.options import LiveOptions
 from live.placement import check_placement
 from live.procs import drain_events, stop_workers
 from live.steering import Steering
-from live.transport import FRONTEND, Channels, Job, Outbox, Retune, WorkerDown, WorkerId, clock
+from live.transport import FRONTEND, Channels, Job, Outbox, Retune, WorkerDown, clock
 from live.workers import WorkerSpec, run_worker
 from live.zoo import ModelSpec, build_model, count_params, save_model
 
@@ -140,11 +141,11 @@ class Trial:
                 raise ValueError(
                     f"workers not ready after {self.options.startup_timeout_s} s: {sorted(waiting)}")
             for event in drain_events(self._channels.events, self.options.poll_interval_s):
-                if event.kind == "ready":
+                if isinstance(event, Ready):
                     waiting.discard(event.worker)
-                elif event.kind == "crash":
+                elif isinstance(event, Crash):
                     raise ValueError(f"{event.worker[0]} worker {event.worker[1]} failed to start: "
-                                     f"{event.data.get('error')}")
+                                     f"{event.error}")
             dead = [w for w in waiting if self.procs[w].exitcode is not None]
             if dead:
                 raise ValueError(f"worker(s) exited during start-up: {sorted(dead)}")

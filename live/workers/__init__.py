@@ -20,7 +20,8 @@ from transformers.utils import logging as hf_logging
 
 from easerve_core.deployment import Architecture
 from live.device import use_device
-from live.transport import Channels, Event
+from live.events import Crash, Ready
+from live.transport import Channels
 from live.workers.aggregated import AggregatedWorker
 from live.workers.common import WorkerContext, WorkerSpec
 from live.workers.encode import EncodeWorker
@@ -47,11 +48,10 @@ def run_worker(spec: WorkerSpec, channels: Channels) -> None:
         ctx = WorkerContext(spec, channels, model)
         role = _role(spec.deployment.architecture, spec.me[0])(ctx)
         role.warm_up()
-        ctx.emit("ready")
+        ctx.emit(Ready(worker=spec.me))
         role.run()
     except BaseException as exc:  # reported, then the process exits non-zero
-        channels.emit(Event(kind="crash", worker=spec.me,
-                            data={"error": f"{exc!r}", "trace": traceback.format_exc(limit=5)}))
+        channels.emit(Crash(worker=spec.me, error=f"{exc!r}", trace=traceback.format_exc(limit=5)))
         raise SystemExit(1) from None
     finally:
         if ctx is not None:

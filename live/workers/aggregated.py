@@ -16,10 +16,10 @@ rejected and the worker goes on.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 
 import torch
 
+from live.events import Stamps
 from live.stages import encode_batch, prefill
 from live.transport import Job, clock
 from live.workers.common import WorkerContext, validate_job
@@ -60,11 +60,11 @@ class AggregatedWorker(DecodeWorker):
         ctx = self.ctx
         rid = job.request.request_id
         ctx.channels.ack(job.sender, rid, receiver=ctx.me)
-        ctx.emit("at", rid)
+        ctx.at(rid)
         try:
             validate_job(ctx, job)
         except ValueError as exc:
-            ctx.emit("reject", rid, error=f"malformed input: {exc}")
+            ctx.reject(rid, f"malformed input: {exc}")
             return
         self.waiting.append(job)
 
@@ -83,24 +83,23 @@ class AggregatedWorker(DecodeWorker):
                 state = prefill(ctx.model, pin)
                 end = clock()
         except Exception as exc:  # one bad request must not stop the worker
-            ctx.emit("fail", rid, error=f"aggregated phase failed: {exc!r}")
+            ctx.fail(rid, f"aggregated phase failed: {exc!r}")
             return
         tokens = sum(int(f.shape[0]) for f in feats)
         if job.mm is not None:
             ctx.log(stage="encode", start_s=start, end_s=enc_end, batch_size=1, tokens=tokens, share=1.0)
         ctx.log(stage="prefill", start_s=enc_end, end_s=end, batch_size=1, tokens=state.length, share=1.0)
-        stamps: dict[str, Any] = {
-            "encode_start_s": start, "encode_end_s": enc_end, "encode_batch_size": 1 if job.mm else None,
-            "encode_worker": ctx.index, "mm_tokens": tokens, "route": "local", "prefill_worker": ctx.index,
-            "prefill_start_s": enc_end, "first_token_s": end, "decode_worker": ctx.index}
-        stamps = {k: v for k, v in stamps.items() if v is not None}
-        ctx.emit("stamp", rid, **stamps)
+        stamps = Stamps(
+            encode_start_s=start, encode_end_s=enc_end, encode_batch_size=1 if job.mm else None,
+            encode_worker=ctx.index, mm_tokens=tokens, route="local", prefill_worker=ctx.index,
+            prefill_start_s=enc_end, first_token_s=end, decode_worker=ctx.index)
+        ctx.stamp(rid, stamps)
         if job.request.output_tokens <= 1:
-            ctx.emit("done", rid, finish_s=end, tokens=[state.first_token], stamps=stamps)
+            ctx.done(rid, finish_s=end, tokens=[state.first_token], stamps=stamps)
             return
         try:
             self.batch.join(rid, state, job.request.output_tokens - 1)
         except Exception as exc:
-            ctx.emit("fail", rid, error=f"decode join failed: {exc!r}")
+            ctx.fail(rid, f"decode join failed: {exc!r}")
             return
-        self.stamps[rid] = stamps
+        self.carried[rid] = stamps

@@ -10,10 +10,11 @@ from typing import Any
 from easerve_core.deployment import Deployment
 from easerve_core.request import Modality
 from easerve_core.sm_share import SMShareTable
+from live.events import At, Done, Event, Failed, Rejected, Sent, StageRow, Stamped, Stamps, WorkerId
 from live.families.base import Family
 from live.options import LiveOptions
 from live.stages import prefill
-from live.transport import Channels, Encoded, Event, Job, Outbox, Prefilled, WorkerId, clock
+from live.transport import Channels, Encoded, Job, Outbox, Prefilled, clock
 from live.zoo import ModelSpec
 
 
@@ -50,13 +51,32 @@ class WorkerContext:
     def index(self) -> int:
         return self.me[1]
 
-    def emit(self, kind: str, request_id: int = -1, **data: Any) -> None:
-        self.channels.emit(Event(kind=kind, worker=self.me, request_id=request_id, data=data))
+    def emit(self, event: Event) -> None:
+        self.channels.emit(event)
+
+    def at(self, rid: int) -> None:
+        self.emit(At(worker=self.me, request_id=rid))
+
+    def sent(self, rid: int, to: WorkerId) -> None:
+        self.emit(Sent(worker=self.me, request_id=rid, to=to))
+
+    def stamp(self, rid: int, stamps: Stamps) -> None:
+        self.emit(Stamped(worker=self.me, request_id=rid, stamps=stamps))
+
+    def done(self, rid: int, *, finish_s: float, tokens: list[int], stamps: Stamps) -> None:
+        self.emit(Done(worker=self.me, request_id=rid, finish_s=finish_s, tokens=tuple(tokens),
+                       stamps=stamps))
+
+    def fail(self, rid: int, error: str) -> None:
+        self.emit(Failed(worker=self.me, request_id=rid, error=error))
+
+    def reject(self, rid: int, error: str) -> None:
+        self.emit(Rejected(worker=self.me, request_id=rid, error=error))
 
     def log(self, *, stage: str, start_s: float, end_s: float, batch_size: int, tokens: int,
             share: float) -> None:
-        self.emit("log", stage=stage, worker=self.index, group=self.me[0], start_s=start_s,
-                  end_s=end_s, batch_size=batch_size, tokens=tokens, sm_share=share)
+        self.emit(StageRow(worker=self.me, stage=stage, index=self.index, group=self.me[0], start_s=start_s,
+                           end_s=end_s, batch_size=batch_size, tokens=tokens, sm_share=share))
 
     def frontend_alive(self) -> bool:
         try:
@@ -92,17 +112,18 @@ def run_prefill(ctx: WorkerContext, enc: Encoded, slot: Any) -> None:
             state = prefill(ctx.model, pin)
             end = clock()
     except Exception as exc:  # one bad request must not stop the worker
-        ctx.emit("fail", rid, error=f"prefill failed on {ctx.me[0]} {ctx.index}: {exc!r}")
+        ctx.fail(rid, f"prefill failed on {ctx.me[0]} {ctx.index}: {exc!r}")
         return
-    stamps = {**enc.stamps, "prefill_start_s": start, "first_token_s": end,
-              "prefill_worker": enc.stamps.get("prefill_worker", ctx.index)}
-    ctx.emit("stamp", rid, **stamps)
+    worker = enc.stamps.prefill_worker
+    stamps = enc.stamps.with_(prefill_start_s=start, first_token_s=end,
+                              prefill_worker=ctx.index if worker is None else worker)
+    ctx.stamp(rid, stamps)
     ctx.log(stage="prefill", start_s=start, end_s=end, batch_size=1, tokens=state.length, share=share)
     if request.output_tokens <= 1:
-        ctx.emit("done", rid, finish_s=end, tokens=[state.first_token], stamps=stamps)
+        ctx.done(rid, finish_s=end, tokens=[state.first_token], stamps=stamps)
         return
     dest: WorkerId = ("decode", enc.decode_worker)
-    ctx.emit("sent", rid, to=dest)
+    ctx.sent(rid, dest)
     ctx.outbox.send(dest, rid, Prefilled(request_id=rid, steps=request.output_tokens - 1,
                                           state=state, sender=ctx.me, stamps=stamps))
 

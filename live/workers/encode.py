@@ -23,6 +23,7 @@ from easerve_core.deployment import SMSharing
 from easerve_core.policies import make_batcher, make_router, retune
 from easerve_core.router import Route, Router
 from live.device import model_device, sync, use_device
+from live.events import Noted, Retuned, Stamps
 from live.partition import make_partitioner
 from live.stages import encode_batch
 from live.transport import Encoded, Job, Retune, WorkerDown, clock
@@ -97,8 +98,9 @@ class EncodeWorker:
                        generation=msg.generation)
         self.batcher = self.loop.batcher = tuned.batcher
         self.router = tuned.router
-        self.ctx.emit("retuned", generation=msg.generation, max_encode_batch=msg.deployment.max_encode_batch,
-                      remote_fraction=msg.deployment.remote_fraction)
+        self.ctx.emit(Retuned(worker=self.ctx.me, generation=msg.generation,
+                              max_encode_batch=msg.deployment.max_encode_batch,
+                              remote_fraction=msg.deployment.remote_fraction))
         if tuned.flushed is not None:
             self._run_batch(tuned.flushed)
 
@@ -117,14 +119,14 @@ class EncodeWorker:
         ctx = self.ctx
         rid = job.request.request_id
         ctx.channels.ack(job.sender, rid, receiver=ctx.me)
-        ctx.emit("at", rid)
+        ctx.at(rid)
         try:
             validate_job(self.ctx, job)
         except ValueError as exc:
-            ctx.emit("reject", rid, error=f"malformed input: {exc}")
+            ctx.reject(rid, f"malformed input: {exc}")
             return None
         if job.mm is None:  # text only: nothing to encode
-            self._route(job, [], {"encode_start_s": now, "encode_end_s": now, "encode_worker": ctx.index})
+            self._route(job, [], Stamps(encode_start_s=now, encode_end_s=now, encode_worker=ctx.index))
             return None
         return self.batcher.offer(job, now)
 
@@ -138,32 +140,32 @@ class EncodeWorker:
                 sync(self.device)  # the end stamp covers the device's work
         except Exception as exc:  # fail the batch, keep serving
             for job in jobs:
-                ctx.emit("fail", job.request.request_id, error=f"encode failed: {exc!r}")
+                ctx.fail(job.request.request_id, f"encode failed: {exc!r}")
             return
         end = clock()
         tokens = sum(f.shape[0] for items in feats for f in items)
         ctx.log(stage="encode", start_s=start, end_s=end, batch_size=len(jobs), tokens=tokens,
                 share=share)
         for job, items in zip(jobs, feats, strict=True):
-            self._route(job, items, {"encode_start_s": start, "encode_end_s": end,
-                                     "encode_batch_size": len(jobs), "encode_worker": ctx.index})
+            self._route(job, items, Stamps(encode_start_s=start, encode_end_s=end,
+                                           encode_batch_size=len(jobs), encode_worker=ctx.index))
 
-    def _route(self, job: Job, items: list[torch.Tensor], stamps: dict[str, Any]) -> None:
+    def _route(self, job: Job, items: list[torch.Tensor], stamps: Stamps) -> None:
         ctx = self.ctx
         rid = job.request.request_id
         route = self.router.route()
         remote = self._remote_for(job) if route is Route.REMOTE else None
         if route is Route.REMOTE and remote is None:  # no remote Prefill left: use what remains
             if not self.local_possible:
-                ctx.emit("fail", rid, error="no live prefill worker: every remote one died and this "
-                                            "deployment runs no local prefill (sm_sharing = 'none')")
+                ctx.fail(rid, "no live prefill worker: every remote one died and this "
+                              "deployment runs no local prefill (sm_sharing = 'none')")
                 return
             route = Route.LOCAL
-            ctx.emit("note", rid, why="routed local: no live remote prefill worker")
+            ctx.emit(Noted(worker=ctx.me, request_id=rid, why="routed local: no live remote prefill worker"))
         local = route is Route.LOCAL
-        stamps = {**stamps, "mm_tokens": sum(f.shape[0] for f in items), "route": route.value,
-                  "prefill_worker": ctx.index if local else remote}
-        ctx.emit("stamp", rid, **stamps)
+        stamps = stamps.with_(mm_tokens=sum(f.shape[0] for f in items), route=route.value,
+                              prefill_worker=ctx.index if local else remote)
+        ctx.stamp(rid, stamps)
         hidden = ctx.model.config.text_config.hidden_size
         enc = Encoded(
             request=job.request, text_ids=job.text_ids, modality=job.request.modality,
@@ -179,7 +181,7 @@ class EncodeWorker:
             self.local.put(enc)
         else:
             dest = ("prefill", int(remote))  # type: ignore[arg-type]
-            ctx.emit("sent", rid, to=dest)
+            ctx.sent(rid, dest)
             ctx.outbox.send(dest, rid, enc)
 
     def _local_prefill_loop(self) -> None:

@@ -10,10 +10,10 @@ leave, so requests join and leave a batch that never drains to start over.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 import numpy as np
 
+from live.events import Stamps
 from live.stages import DecodeBatch, KVState, encode_batch, prefill
 from live.transport import Encoded, Prefilled, clock
 from live.workers.common import WorkerContext, run_prefill
@@ -47,7 +47,7 @@ class PrefillWorker:
                 continue
             rid = msg.request.request_id
             ctx.channels.ack(msg.sender, rid, receiver=ctx.me)
-            ctx.emit("at", rid)
+            ctx.at(rid)
             run_prefill(ctx, msg, contextlib.nullcontext(1.0))
 
 
@@ -58,7 +58,8 @@ class DecodeWorker:
         self.ctx = ctx
         self.batch = DecodeBatch(ctx.model, mrope=ctx.family.mrope)
         self.max_seqs = ctx.spec.deployment.max_num_decode_seqs
-        self.stamps: dict[int, dict[str, Any]] = {}
+        #: per request in the batch, the record fields it carried in (returned whole in Done)
+        self.carried: dict[int, Stamps] = {}
 
     def warm_up(self) -> None:
         self.batch.join(-1, _warm_state(self.ctx), 1)
@@ -84,14 +85,14 @@ class DecodeWorker:
             if not isinstance(msg, Prefilled):
                 continue
             ctx.channels.ack(msg.sender, msg.request_id, receiver=ctx.me)
-            ctx.emit("at", msg.request_id)
+            ctx.at(msg.request_id)
             try:
                 self.batch.join(msg.request_id, msg.state, msg.steps)
             except Exception as exc:  # one bad request must not stop the worker
-                ctx.emit("fail", msg.request_id, error=f"decode join failed: {exc!r}")
+                ctx.fail(msg.request_id, f"decode join failed: {exc!r}")
                 continue
-            self.stamps[msg.request_id] = {**msg.stamps, "decode_worker": ctx.index}
-            ctx.emit("stamp", msg.request_id, decode_worker=ctx.index)
+            self.carried[msg.request_id] = msg.stamps.with_(decode_worker=ctx.index)
+            ctx.stamp(msg.request_id, Stamps(decode_worker=ctx.index))
         return True
 
     def _step(self) -> None:
@@ -103,14 +104,14 @@ class DecodeWorker:
         except Exception as exc:  # fail the batch, keep serving
             keys = self.batch.keys
             for key in keys:
-                self.stamps.pop(key, None)
-                ctx.emit("fail", int(key), error=f"decode step failed: {exc!r}")
+                self.carried.pop(key, None)
+                ctx.fail(int(key), f"decode step failed: {exc!r}")
             self.batch.leave(keys)
             return
         end = clock()
         ctx.log(stage="decode", start_s=start, end_s=end, batch_size=size, tokens=context, share=1.0)
         done = self.batch.finished()
         for key in done:
-            ctx.emit("done", int(key), finish_s=end, tokens=self.batch.tokens(key),
-                     stamps=self.stamps.pop(key, {}))
+            ctx.done(int(key), finish_s=end, tokens=self.batch.tokens(key),
+                     stamps=self.carried.pop(key, Stamps()))
         self.batch.leave(done)

@@ -8,10 +8,10 @@ import sys
 import pytest
 
 from easerve_core.request import Modality, Request
+from live.events import EVENT_TYPES, At, Done, Sent, StageRow, Stamped, Stamps
 from live.ledger import Ledger, utilization
 from live.options import LiveOptions
 from live.profiling import profile_stages
-from live.transport import EVENT_KINDS, Event
 from live.zoo import ModelSpec
 
 
@@ -35,40 +35,56 @@ def test_ledger_follows_hand_offs_and_fails_what_a_dead_worker_held():
     ledger.set_t0(100.0)
     for rid in range(4):
         ledger.issue(rid, ("encode", 0))
-    ledger.apply(Event(kind="sent", worker=("encode", 0), request_id=0, data={"to": ("prefill", 0)}))
-    ledger.apply(Event(kind="at", worker=("prefill", 0), request_id=0))
-    ledger.apply(Event(kind="sent", worker=("encode", 0), request_id=1, data={"to": ("prefill", 0)}))
+    ledger.apply(Sent(worker=("encode", 0), request_id=0, to=("prefill", 0)))
+    ledger.apply(At(worker=("prefill", 0), request_id=0))
+    ledger.apply(Sent(worker=("encode", 0), request_id=1, to=("prefill", 0)))
     # an out-of-order "at" from an earlier stage does not move a request back
-    ledger.apply(Event(kind="at", worker=("encode", 0), request_id=0))
-    ledger.apply(Event(kind="done", worker=("decode", 0), request_id=2,
-                       data={"finish_s": 101.5, "tokens": [1, 2], "stamps": {"first_token_s": 101.0}}))
-    ledger.apply(Event(kind="stamp", worker=("encode", 0), request_id=2, data={"encode_end_s": 100.5}))
+    ledger.apply(At(worker=("encode", 0), request_id=0))
+    ledger.apply(Done(worker=("decode", 0), request_id=2, finish_s=101.5, tokens=(1, 2),
+                      stamps=Stamps(first_token_s=101.0)))
+    ledger.apply(Stamped(worker=("encode", 0), request_id=2, stamps=Stamps(encode_end_s=100.5)))
     lost = ledger.worker_died(("prefill", 0), -9)
     assert lost == [0, 1]  # 1 was in flight to it
-    ledger.apply(Event(kind="done", worker=("decode", 0), request_id=0, data={"finish_s": 102.0}))
+    ledger.apply(Done(worker=("decode", 0), request_id=0, finish_s=102.0, tokens=(), stamps=Stamps()))
     rec = ledger.records
     assert rec[0].status == "failed" and "prefill worker 0 died" in rec[0].error
     assert rec[2].status == "ok" and rec[2].finish_s == pytest.approx(1.5)
     assert rec[2].encode_end_s == pytest.approx(0.5)  # late stamp still lands
-    ledger.apply(Event(kind="sent", worker=("encode", 0), request_id=3, data={"to": ("prefill", 0)}))
+    ledger.apply(Sent(worker=("encode", 0), request_id=3, to=("prefill", 0)))
     assert rec[3].status == "failed" and "which died" in rec[3].error
     assert ledger.open_ids == []
 
 
-def test_the_ledger_takes_every_event_kind_and_names_the_known_for_another():
+def test_the_ledger_takes_every_event_type_and_names_the_known_for_another():
     ledger = Ledger([])
-    assert ledger.kinds == set(EVENT_KINDS)
-    with pytest.raises(ValueError, match="unknown event kind 'gone'; known: ready, at, sent"):
-        ledger.apply(Event(kind="gone", worker=("encode", 0)))
+    assert ledger.kinds == set(EVENT_TYPES)
+    with pytest.raises(ValueError, match="unknown event dict; known: Ready, At, Sent"):
+        ledger.apply({"kind": "gone"})  # type: ignore[arg-type]
+
+
+def test_stamps_land_on_the_record_relative_to_the_trial_start():
+    ledger = Ledger(_requests(1))
+    ledger.set_t0(10.0)
+    ledger.issue(0, ("encode", 0))
+    stamps = Stamps(encode_start_s=10.5, encode_end_s=11.0, encode_batch_size=2, encode_worker=1,
+                    mm_tokens=12, route="remote", prefill_worker=0)
+    ledger.apply(Stamped(worker=("encode", 1), request_id=0, stamps=stamps))
+    later = stamps.with_(prefill_start_s=11.5, first_token_s=12.0, decode_worker=0)
+    ledger.apply(Done(worker=("decode", 0), request_id=0, finish_s=13.0, tokens=(5,), stamps=later))
+    rec = ledger.records[0]
+    assert (rec.encode_start_s, rec.encode_end_s, rec.prefill_start_s, rec.first_token_s, rec.finish_s) == (
+        0.5, 1.0, 1.5, 2.0, 3.0)
+    assert (rec.encode_batch_size, rec.encode_worker, rec.mm_tokens, rec.route, rec.prefill_worker,
+            rec.decode_worker) == (2, 1, 12, "remote", 0, 0)
+    assert ledger.tokens[0] == [5] and rec.status == "ok"
 
 
 def test_utilization_steps_up_and_down():
     ledger = Ledger([])
     ledger.set_t0(0.0)
     for start, end, share in [(1.0, 2.0, 0.5), (1.5, 3.0, 0.5)]:
-        ledger.apply(Event(kind="log", worker=("encode", 0), data={
-            "stage": "encode", "worker": 0, "group": "encode", "start_s": start, "end_s": end,
-            "batch_size": 1, "tokens": 4, "sm_share": share}))
+        ledger.apply(StageRow(worker=("encode", 0), stage="encode", index=0, group="encode", start_s=start,
+                              end_s=end, batch_size=1, tokens=4, sm_share=share))
     util = utilization(ledger.stage_log(), [("encode", 0)])
     assert util["busy_frac"].tolist() == [0.0, 0.5, 1.0, 0.5, 0.0]
 
