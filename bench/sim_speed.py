@@ -95,12 +95,12 @@ def run(num_requests: int, rate_hz: float | None, output_tokens: int,
     measured = _measured_profile(config) if profile_kind == "measured" else None
     resolved = plan_for(config, requests=requests, profile=measured)
     profile, options = resolved.sim_profile(), resolved.sim_options()
-    steering = {}
+    controller = None
     if controller_idle:  # one band: the controller observes and polls but never decides
-        table = PlanTable((Band(rate_hz=1.0, deployment=resolved.plan.deployment),))
-        steering = {"controller": Controller(table), "reconfiguration_s": 0.0}
+        controller = Controller(PlanTable((Band(rate_hz=1.0, deployment=resolved.plan.deployment),)))
     start, cpu = time.perf_counter(), time.process_time()
-    result = simulate(resolved.plan, profile, options=options, **steering)
+    result = simulate(resolved.plan, profile, options=options, controller=controller,
+                      reconfiguration_s=None if controller is None else 0.0)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     summary = result.summary()
     return {"wall_s": wall, "req_per_s": num_requests / wall, "req_per_cpu_s": num_requests / cpu,

@@ -1,6 +1,6 @@
 """The online controller in a live trial: the front end's observations in, fast knobs out.
 
-:class:`Steering` wraps an :class:`easerve_core.controller.Controller` for
+:class:`LiveSteering` wraps an :class:`easerve_core.controller.Controller` for
 :class:`live.trial.Trial`: it hears of every issued request and every settled
 one (met the plan's SLO or not) and the number still open, and when the
 controller decides, it turns the decision into the fast knobs the running
@@ -28,7 +28,7 @@ def _met(record: Record, slo: SLO | None) -> bool:
                              output_tokens=record.output_tokens)
 
 
-class Steering:
+class LiveSteering:
     """A live trial's controller (see the module docstring)."""
 
     def __init__(self, controller: Controller, deployment: Deployment, slo: SLO | None) -> None:

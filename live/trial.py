@@ -45,7 +45,7 @@ from live.ledger import Ledger, utilization
 from live.options import LiveOptions
 from live.placement import check_placement
 from live.procs import drain_events, stop_workers
-from live.steering import Steering
+from live.steering import LiveSteering
 from live.transport import FRONTEND, Channels, Job, Outbox, Retune, WorkerDown, clock
 from live.workers import WorkerSpec, run_worker
 from live.zoo import ModelSpec, build_model, count_params, save_model
@@ -77,7 +77,7 @@ class Trial:
                  inputs: Mapping[int, MMInput | None] | None = None,
                  controller: Controller | None = None) -> None:
         self.plan = plan
-        self.steering = None if controller is None else Steering(controller, plan.deployment, plan.slo)
+        self.steering = None if controller is None else LiveSteering(controller, plan.deployment, plan.slo)
         self.options = options or LiveOptions.from_dict(plan.engine("live"))
         self.spec = ModelSpec(name=plan.model, size=plan.model_size,
                               init_std=self.options.init_std, seed=self.options.model_seed)

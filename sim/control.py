@@ -1,6 +1,6 @@
 """The online controller in a simulated run: observations in, decisions applied, a timeline out.
 
-:class:`Steering` runs an :class:`easerve_core.controller.Controller` (or the
+:class:`SimSteering` runs an :class:`easerve_core.controller.Controller` (or the
 evaluation's oracle, :class:`~easerve_core.oracle.ScriptedController`)
 inside :func:`sim.simulate` (docs/simulator.md, "The controller in the
 simulator"). It is offered every arrival as the front end hands it on, every
@@ -52,7 +52,7 @@ class ControllerLike(Protocol):
     def poll(self, now: float) -> Decision | None: ...
 
 
-class Steering:
+class SimSteering:
     """The controller's driver in one run (see the module docstring)."""
 
     def __init__(self, env: SimEnvironment, controller: ControllerLike, roster: Roster, *,

@@ -25,7 +25,7 @@ from easerve_core.plan import RunPlan, cluster_dict
 from easerve_core.profile import profile_for_tp
 from sim.build import WorkerKit, build_aggregated, build_disaggregated
 from sim.clock import SimEnvironment
-from sim.control import ControllerLike, Steering
+from sim.control import ControllerLike, SimSteering
 from sim.feasibility import Capacities, check_memory, kv_capacities
 from sim.job import Job, RecordTable
 from sim.network import make_link
@@ -102,7 +102,7 @@ class _SteeredDispatcher(_Dispatcher):
     """The front end of a run with a controller: it tells the controller of each arrival, and
     parks a request when no encode worker serves (sim.roster)."""
 
-    def attach(self, steering: Steering) -> None:
+    def attach(self, steering: SimSteering) -> None:
         self.steering = steering
         # once per request: the controller's arrival and the stamps, without a call between
         self._arrive, self._roster = steering.controller.arrive, steering.roster
@@ -208,7 +208,7 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
         cost = reconfiguration_s if callable(reconfiguration_s) else _constant(float(reconfiguration_s))
         roster = Roster(kit, deployment=deployment, encoders=front, profile=profile, seed=seed,
                         reconfig_s=cost, make_before_break=make_before_break)
-        steering = Steering(env, controller, roster, slo=plan.slo, num_requests=len(requests),
+        steering = SimSteering(env, controller, roster, slo=plan.slo, num_requests=len(requests),
                             num_admitted=len(admitted))
         dispatcher = _SteeredDispatcher(env, requests, admitted, front, options.dispatch,
                                         host.dispatch_latency_s)

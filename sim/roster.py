@@ -55,7 +55,7 @@ ReconfigCost = Callable[[str, int], float]
 STAGES = ("encode", "prefill", "decode")
 
 
-def layout(d: Deployment, cluster: Cluster) -> list[Slot]:
+def worker_slots(d: Deployment, cluster: Cluster) -> list[Slot]:
     """The workers of ``d`` on ``cluster``'s GPUs (:meth:`Deployment.layout`), in build order."""
     local = d.sm_sharing is not SMSharing.NONE
     places = d.layout(cluster)
@@ -113,7 +113,7 @@ class Roster:
         self.reconfig_s = reconfig_s
         self.make_before_break = make_before_break
         self.deployment = deployment
-        self.target: tuple[Slot, ...] = tuple(layout(deployment, kit.cluster))
+        self.target: tuple[Slot, ...] = tuple(worker_slots(deployment, kit.cluster))
         self.steps: deque[Step] = deque()  # the current move's steps not started yet
         self._step_up: list[_Joining] = []  # the running step's workers on their way up
         self._step_drains: list[Worker] = []  # and its workers draining
@@ -158,7 +158,7 @@ class Roster:
         ``make_before_break`` off, one step at the build's layout); return how many GPUs change role."""
         self.deployment, self.generation = target, generation
         cluster = self.kit.cluster
-        slots = layout(target, cluster)
+        slots = worker_slots(target, cluster)
         serving = {slot_of(w): w for workers in self.stages.values() for w in workers}
         joining = {j.slot: j for j in self.joining}
         if self.make_before_break:

@@ -66,23 +66,25 @@ def run(args: argparse.Namespace) -> int:
     resolved = plan_for(load_config(args.config, runs_deployment=True), preset=args.preset, rate_hz=args.rate)
     plan, profile = resolved.plan, resolved.sim_profile()
     options = resolved.sim_options()
-    steering: dict[str, Any] = {}
+    controller: Controller | None = None
+    cost: ReconfigurationCost | None = None
     if args.controller is not None:
         if args.preset not in (None, "easerve"):
             raise ValueError(f"--controller runs the plan table's EAServe deployments; "
                              f"drop --preset {args.preset}")
-        plan, steering = _with_controller(args.controller, resolved, profile)
+        plan, controller, cost = _with_controller(args.controller, resolved, profile)
     folder = RunFolder(args.out, force=args.force)  # checked before the run, written whole after it
     with tqdm(total=len(plan.requests), desc=f"sim {plan.preset}", unit="req", delay=PROGRESS_DELAY_S,
               leave=False) as bar:
-        result = simulate(plan, profile, options=options, progress=bar.update, **steering)
+        result = simulate(plan, profile, options=options, progress=bar.update, controller=controller,
+                          reconfiguration_s=cost)
     result = replace(result, config={**plan.config, "sim": options.to_dict()})
     with folder as staging:
         result.write(staging, slo=plan.slo)
         if not args.no_plots:
             _plots(result, plan.deployment, staging, plan.slo,
                    title=f"{plan.model} {plan.preset} {plan.deployment.label()}")
-            if steering:
+            if controller is not None:
                 end = float(result.records["finish_s"].max())
                 controller_plot(result.meta["controller"], staging / "controller.png",
                                 end_s=end if math.isfinite(end) else 0.0,
@@ -90,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out
     s = result.summary(plan.slo)
     tier = plan.slo.tier if plan.slo is not None else "no SLO"
-    if steering:
+    if controller is not None:
         decisions = result.meta["controller"]["decisions"]
         print(f"controller: {len(decisions)} decision(s): "
               + (", ".join(f"{d['at_s']:.0f} s -> band {d['band']}" for d in decisions) or "none"))
@@ -113,8 +115,9 @@ def _plots(result: Any, deployment: Deployment, out: Path, slo: Any, *, title: s
                      end_s=end if math.isfinite(end) else 0.0, title=f"encoder GPUs: {title}")
 
 
-def _with_controller(path: Path, resolved: Resolved, profile: Any) -> tuple[RunPlan, dict[str, Any]]:
-    """The plan on the start band's deployment, and simulate()'s controller arguments."""
+def _with_controller(path: Path, resolved: Resolved,
+                     profile: Any) -> tuple[RunPlan, Controller, ReconfigurationCost]:
+    """The plan on the start band's deployment, the controller, and what a re-roled GPU group pays."""
     try:
         data = json.loads(read_text(path, what="plan table"))
     except json.JSONDecodeError as exc:
@@ -136,4 +139,4 @@ def _with_controller(path: Path, resolved: Resolved, profile: Any) -> tuple[RunP
     start = table.band_for(opening)
     plan = replan(plan, profile, deployment=table.bands[start].deployment,
                   requests=plan.requests)
-    return plan, {"controller": Controller(table, settings, start_band=start), "reconfiguration_s": cost}
+    return plan, Controller(table, settings, start_band=start), cost

@@ -48,7 +48,7 @@ from easerve_core.oracle import ScriptedController
 from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
 from easerve_core.plan_check import cross_check_bands
 from easerve_core.slo import meets_slo, tpot_s, ttft_s
-from sim.roster import layout
+from sim.roster import worker_slots
 
 SYSTEMS = ("static-low", "static-high", "oracle", "reactive", "predictive")
 
@@ -86,7 +86,7 @@ def band_edges(shift: Shift, levels: list[float]) -> list[float]:
 def lead_s(setup: Setup, table: PlanTable) -> float:
     """The re-role time: the longest reconfiguration of any worker of the table's deployments."""
     cost = ReconfigurationCost(setup.plan.model, setup.plan.cluster.gpu)
-    slots = {(s.role, s.tp) for b in table.bands for s in layout(b.deployment, setup.plan.cluster)}
+    slots = {(s.role, s.tp) for b in table.bands for s in worker_slots(b.deployment, setup.plan.cluster)}
     return max(float(cost(role, tp)) for role, tp in slots)
 
 

@@ -46,7 +46,7 @@ from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
 from easerve_core.plan import replan
 from easerve_core.slo import goodput_rps, meets_slo, tpot_s, ttft_s
 from sim import simulate
-from sim.roster import layout
+from sim.roster import worker_slots
 
 SHIFT_SYSTEMS = ("static-mean", "static-peak", "oracle", "controller")
 @dataclass(frozen=True, slots=True)
@@ -274,7 +274,7 @@ def held_gpu_s(start: Deployment, cluster: Any, meta: dict[str, Any], end_s: flo
 
     spans: dict[int, list[tuple[float, float]]] = {}
     index = dict.fromkeys(("encode", "prefill", "decode"), 0)
-    for slot in layout(start, cluster):
+    for slot in worker_slots(start, cluster):
         for gpu in slot.gpus:
             spans.setdefault(gpu, []).append((0.0, until(slot.stage, index[slot.stage])))
         index[slot.stage] += 1
