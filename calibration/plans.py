@@ -28,7 +28,7 @@ alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from calibration.analytic import Efficiency
@@ -44,7 +44,6 @@ from easerve_core.profile import ParallelProfile, ProfileDoc, StageProfile, load
 from easerve_core.request import Request
 from easerve_core.slo import SLO
 from easerve_core.sm_share import SMShareTable
-from easerve_core.workload.mixes import RequestMix
 from live.options import LiveOptions
 from sim.options import SimOptions, options_for
 
@@ -76,17 +75,6 @@ class Resolved:
             raise ValueError(f"model {self.plan.model!r} on {self.plan.cluster.gpu!r} has no profile to "
                              "simulate with: set [profile] path (easerve calibrate writes one)")
         return self.profile
-
-
-def scaled_mix(config: ExperimentConfig) -> RequestMix:
-    """The workload's mix with item sizes scaled as the live side scales them (``[live] mm_token_scale``).
-
-    What a live run of the config feeds its model (before the family's own
-    geometry), so what the simulator should judge a live-capable config on.
-    """
-    mix = resolve_sizes(config).workload.mix
-    scale = LiveOptions.from_dict(config.engine.get("live")).mm_token_scale
-    return replace(mix, item_tokens=tuple(max(1, round(t * scale)) for t in mix.item_tokens))
 
 
 def committed_profile_path(model: str, size: str, gpu: str) -> Path:
@@ -168,5 +156,6 @@ def plan_for(config: ExperimentConfig, *, preset: str | None = None, rate_hz: fl
     base = base_cluster(config, host, measured=doc is not None and doc.kind == "fitted")
     plan = resolve(config, profile, base_cluster=base, preset=preset, rate_hz=rate_hz, tier=tier,
                    requests=requests, slo=slo, sm_table=sm_table,
-                   profile_table=None if doc is None else doc.sm_share_table)
+                   profile_table=None if doc is None else doc.sm_share_table,
+                   item_scale=LiveOptions.from_dict(config.engine.get("live")).mm_token_scale)
     return Resolved(plan=plan, profile=profile, doc=doc, host=host)

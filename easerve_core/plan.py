@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from easerve_core import checks
 from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Cluster, Deployment, SMSharing
 from easerve_core.presets import apply_preset
@@ -52,6 +53,7 @@ from easerve_core.request import Request
 from easerve_core.slo import SLO
 from easerve_core.sm_share import SMShareTable, derive_table
 from easerve_core.workload import WorkloadSpec, generate
+from easerve_core.workload.mixes import scale_items
 
 Profile = StageProfile | ParallelProfile
 #: where a plan's SM-share table came from (see the module docstring), in order of precedence
@@ -165,7 +167,7 @@ def resolve(config: ExperimentConfig, profile: Profile | None, *, base_cluster: 
             preset: str | None = None, rate_hz: float | None = None, tier: str | None = None,
             requests: Sequence[Request] | None = None, slo: SLO | None = None,
             sm_table: SMShareTable | None = None,
-            profile_table: SMShareTable | None = None) -> RunPlan:
+            profile_table: SMShareTable | None = None, item_scale: float = 1.0) -> RunPlan:
     """The plan of ``config`` (see the module docstring).
 
     Args:
@@ -182,6 +184,10 @@ def resolve(config: ExperimentConfig, profile: Profile | None, *, base_cluster: 
         slo: an SLO to judge by instead of the tier's (computed from the profile).
         sm_table: an SM-share table that wins over every other source.
         profile_table: the table the profile document carries.
+        item_scale: every drawn request's multimodal items, and the mix the
+            SLO is computed for, at this many times their LM tokens (a small
+            live model's ``[live] mm_token_scale``, read by the caller), so
+            both engines run the same work. Given ``requests`` are run as given.
     """
     cluster = config.build_cluster(base_cluster)
     name = preset or config.deployment_preset or DEFAULT_PRESET
@@ -196,6 +202,11 @@ def resolve(config: ExperimentConfig, profile: Profile | None, *, base_cluster: 
             deployment = deployment.with_(rate_hint_hz=rate_hz)
     stream = tuple(requests) if requests is not None else tuple(
         generate(workload, np.random.default_rng(config.seed)))
+    if checks.positive("item_scale", item_scale) != 1.0:
+        if requests is None:
+            stream = tuple(replace(r, mm_tokens_per_item=scale_items(r.mm_tokens_per_item, item_scale))
+                           for r in stream)
+        workload = replace(workload, mix=workload.mix.with_item_scale(item_scale))
     spec = config.slo.with_tier(tier) if tier else config.slo
     if slo is None and (profile is not None or spec.absolute):
         slo = slo_for(spec, profile, workload.mix, cluster)

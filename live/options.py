@@ -30,9 +30,11 @@ class LiveOptions:
         model_seed: seed of the random weights.
         weights_dir: where the weights are saved once and loaded by every
             worker; empty means a temporary folder removed after the trial.
-        mm_token_scale: factor applied to each item's LM tokens before building
-            its input, so the presets' full-size token counts fit a tiny model;
-            the record holds the tokens the model actually got.
+        mm_token_scale: factor applied to each item's LM tokens, so the presets'
+            full-size token counts fit a tiny model. It is applied to the plan
+            when it is resolved (``calibration.plans.plan_for``), so the
+            simulator runs the same items as the live run; the record holds
+            the tokens the model actually got.
         start_method: ``forkserver`` (fast: torch imported once) or ``spawn``.
         startup_timeout_s: the longest workers may take to load and warm up.
         trial_timeout_s: the longest a trial may run after its start; requests

@@ -190,9 +190,8 @@ class Trial:
                 mm = self.overrides[req.request_id]
             elif req.modality is Modality.TEXT:
                 mm = None
-            else:
-                scaled = [max(1, round(t * self.options.mm_token_scale)) for t in req.mm_tokens_per_item]
-                mm = family.make_input(cfg, req.modality, scaled, rng)
+            else:  # the plan's items: [live] mm_token_scale is applied when it is resolved
+                mm = family.make_input(cfg, req.modality, list(req.mm_tokens_per_item), rng)
             jobs.append(Job(request=req, text_ids=tuple(text), mm=mm, prefill_worker=-1, decode_worker=-1))
         return jobs
 
@@ -219,7 +218,7 @@ class Trial:
                                        decode_worker=placed["decode"]))
 
     def model_requests(self) -> list[Request]:
-        """The requests with the LM tokens the model really gets (items scaled, the family's geometry).
+        """The requests with the LM tokens the model really gets (the family's geometry).
 
         What the simulator must be given to mirror this trial (calibration.loop.runner).
         """

@@ -32,12 +32,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from calibration.loop.host import HostModel
-from calibration.plans import Resolved, plan_for, scaled_mix
+from calibration.plans import Resolved, plan_for
 from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Deployment
 from easerve_core.plan import RunPlan, replan
 from easerve_core.profile import ProfileDoc
-from easerve_core.reference import slo_for
 from easerve_core.request import Request
 from easerve_core.result import RunResult
 from live.options import LiveOptions
@@ -46,15 +45,12 @@ from sim import simulate
 
 
 def setup(config: ExperimentConfig, doc: ProfileDoc, *, host_cores: float | None = None) -> Resolved:
-    """The config's plan on ``doc``'s profile, judged by the SLO of the mix the live model gets.
+    """The config's plan on ``doc``'s profile (its items and SLO those the live model gets).
 
     ``host_cores`` replaces the profile's ``num_host_cores`` (the host's free
     cores re-measured just before the runs: other tenants come and go).
     """
-    resolved = plan_for(config, doc=doc, host_cores=host_cores)
-    plan = resolved.plan
-    slo = slo_for(config.slo, resolved.sim_profile(), scaled_mix(config), plan.cluster)
-    return replace(resolved, plan=replace(plan, slo=slo))
+    return plan_for(config, doc=doc, host_cores=host_cores)
 
 
 def requests_for(plan: RunPlan) -> list[Request]:

@@ -26,7 +26,7 @@ import os
 import sys
 import time
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ import optuna
 import pandas as pd
 from tqdm import tqdm
 
-from calibration.plans import Resolved, plan_for, scaled_mix
+from calibration.plans import Resolved, plan_for
 from easerve.cli import confirm_step
 from easerve.cli.common import add_backend, add_config, add_out, backend_settings
 from easerve.cli.outputs import check_study_folder
@@ -57,7 +57,6 @@ from easerve_core.has import (
     trials_frame,
 )
 from easerve_core.parallel import Backend, LocalPool, open_backend
-from easerve_core.reference import slo_for
 from easerve_core.slo import TIER_NAMES
 from easerve_core.trial_length import (
     DEFAULT_MAX_REQUESTS,
@@ -202,12 +201,7 @@ def plan_search(config_path: str | Path, *, rate_hz: float, tier: str, num_reque
     config = load_config(config_path)
     resolved = plan_for(config, preset="easerve", rate_hz=rate_hz, tier=tier)
     plan, profile = resolved.plan, resolved.sim_profile()
-    assert plan.slo is not None and plan.workload is not None
-    if "live" in config.engine:  # a live-capable config: judge the mix its live model gets
-        mix = scaled_mix(config)
-        plan = replace(plan, workload=replace(plan.workload, mix=mix),
-                       slo=slo_for(config.slo.with_tier(tier) if tier else config.slo, profile, mix,
-                                   plan.cluster))
+    # a live-capable config's plan holds the items its live model gets ([live] mm_token_scale)
     assert plan.slo is not None and plan.workload is not None
     report = screen(profile, plan.cluster, plan.workload.mix, rate_hz=rate_hz, slo=plan.slo)
     space = SearchSpace(allocations=report.survivor_allocations, base=plan.deployment)

@@ -26,7 +26,7 @@ Text lengths follow vLLM's ``random-mm`` examples (128-512 prompt tokens,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -108,6 +108,10 @@ class RequestMix:
         probs = np.array(weights or [1.0] * len(tokens), dtype=float)
         set_(self, "_probs", probs / probs.sum() if probs.size else probs)
 
+    def with_item_scale(self, scale: float) -> RequestMix:
+        """This mix with every item's LM tokens times ``scale`` (rounded, at least 1)."""
+        return replace(self, item_tokens=scale_items(self.item_tokens, scale))
+
     def draw(self, request_id: int, arrival_s: float, rng: np.random.Generator) -> Request:
         """One request; draws in a fixed order so a seed fixes every size."""
         prompt = int(rng.integers(self.prompt_tokens[0], self.prompt_tokens[1] + 1))
@@ -143,6 +147,11 @@ class RequestMix:
         tokens = np.asarray(self.item_tokens)[picks].tolist()
         ends = np.cumsum(counts).tolist()
         return [tuple(tokens[end - k:end]) for end, k in zip(ends, counts.tolist(), strict=True)]
+
+
+def scale_items(tokens: Sequence[int], scale: float) -> tuple[int, ...]:
+    """Each item's LM tokens times ``scale``, rounded, at least 1 (a small live model's items)."""
+    return tuple(max(1, round(t * scale)) for t in tokens)
 
 
 def _audio_tokens(seconds: Sequence[float]) -> tuple[int, ...]:

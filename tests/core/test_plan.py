@@ -21,6 +21,13 @@ class Encoder(ConstantStages):
         return 0.01 * len(items) / min(1.0, sm_share / fill)
 
 
+class TokenEncoder(ConstantStages):
+    """Encode latency in proportion to the items' LM tokens."""
+
+    def encode_s(self, items: Sequence[int], sm_share: float = 1.0) -> float:
+        return 1e-3 * sum(items) / sm_share
+
+
 PROFILE = Encoder()
 BASE = Cluster(gpu="cpu", num_gpus=8, link_bytes_per_s=1e12, link_latency_s=0.0, num_links=4)
 
@@ -65,6 +72,26 @@ def test_the_stream_is_drawn_with_the_seed_or_given() -> None:
         resolve(_config(), PROFILE, base_cluster=BASE, requests=[mine[0], mine[0]])
     with pytest.raises(ValueError, match="--rate must be a positive number"):
         resolve(_config(), PROFILE, base_cluster=BASE, rate_hz=-1.0)
+
+
+def test_item_scale_shrinks_the_drawn_items_and_the_slo_s_mix_once() -> None:
+    full = resolve(_config(), PROFILE, base_cluster=BASE)
+    half = resolve(_config(), PROFILE, base_cluster=BASE, item_scale=0.5)
+    assert [r.arrival_s for r in half.requests] == [r.arrival_s for r in full.requests]  # same draw
+    assert [r.mm_tokens_per_item for r in half.requests] == [
+        tuple(max(1, round(t * 0.5)) for t in r.mm_tokens_per_item) for r in full.requests]
+    assert half.workload is not None and full.workload is not None
+    mix = full.workload.mix
+    assert half.workload.mix.item_tokens == tuple(max(1, round(t * 0.5)) for t in mix.item_tokens)
+    by_tokens = TokenEncoder()
+    small, big = (resolve(_config(), by_tokens, base_cluster=BASE, item_scale=k) for k in (0.5, 1.0))
+    assert small.slo is not None and big.slo is not None and small.slo.ttft_s < big.slo.ttft_s  # small items
+    mine = [Request(request_id=0, arrival_s=0.0, modality=Modality.AUDIO, prompt_tokens=4,
+                    output_tokens=2, mm_tokens_per_item=(50,))]
+    given = resolve(_config(), PROFILE, base_cluster=BASE, requests=mine, item_scale=0.5)
+    assert given.requests[0].mm_tokens_per_item == (50,)  # a given stream runs as given
+    with pytest.raises(ValueError, match="item_scale"):
+        resolve(_config(), PROFILE, base_cluster=BASE, item_scale=0.0)
 
 
 def test_sm_share_table_sources_in_order() -> None:

@@ -111,3 +111,21 @@ def test_many_workers_start_with_spawn():
     assert start_method(30, "forkserver") == "forkserver"
     assert start_method(31, "forkserver") == "spawn"
     assert start_method(7, "spawn") == "spawn"
+
+
+@pytest.mark.parametrize("model", ["llava-next", "qwen2-audio"])
+def test_the_plan_holds_the_items_the_live_model_is_built_with(model: str) -> None:
+    """[live] mm_token_scale is applied once, to the plan: the simulator runs what live builds."""
+    from live.trial import Trial
+    from tests.live.conftest import FAMILY_MIX, live_config, live_plan
+
+    scale = FAMILY_MIX[model][1]
+    plan = live_plan(live_config(model))
+    full = live_plan(live_config(model, live={"mm_token_scale": 1.0}))
+    assert [r.mm_tokens_per_item for r in plan.requests] == [
+        tuple(max(1, round(t * scale)) for t in r.mm_tokens_per_item) for r in full.requests]
+    # what the model is fed, read back from the built inputs: the plan's items (up to the family's
+    # geometry: anyres tiles round 58 tokens to 56), not scaled again (that would be ~2 tokens)
+    fed = [t for r in Trial(plan).model_requests() for t in r.mm_tokens_per_item]
+    planned = [t for r in plan.requests for t in r.mm_tokens_per_item]
+    assert len(fed) == len(planned) and all(abs(f - p) <= 0.1 * p for f, p in zip(fed, planned, strict=True))
