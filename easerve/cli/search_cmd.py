@@ -56,7 +56,6 @@ from easerve_core.has import (
     screen,
     trials_frame,
 )
-from easerve_core.parallel import Backend, LocalPool, open_backend
 from easerve_core.reference import slo_for
 from easerve_core.slo import TIER_NAMES
 from easerve_core.trial_length import (
@@ -66,6 +65,7 @@ from easerve_core.trial_length import (
     DEFAULT_TRIAL_S,
     TrialLength,
 )
+from runtime.parallel import Backend, LocalPool, open_backend
 from sim.evaluate import SimEvaluator, make_evaluator
 
 

@@ -22,7 +22,7 @@ apply to it.
 become FAIL, COMPLETE and ladder-PRUNED ones are kept) and runs only the remainder as
 ``num_workers`` jobs that each open the same storage and call
 ``study.optimize``: in this process for one job, else on a backend
-(:mod:`easerve_core.parallel`): by default a local pool, whose workers die
+(:mod:`runtime.parallel`): by default a local pool, whose workers die
 with the process that started them, or the Ray tasks of a given backend,
 which coordinate through the storage alone (an RDB server or a journal on a
 shared path when the tasks run on other machines). Each job seeds its
@@ -63,7 +63,7 @@ from easerve_core.has.storage import (
     open_storage,
     prepare_study,
 )
-from easerve_core.parallel import Backend, BackendSettings, open_backend
+from runtime.parallel import Backend, BackendSettings, open_backend
 
 Progress = Callable[[int, int], None]
 SAMPLERS = ("tpe", "random", "grid")

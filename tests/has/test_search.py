@@ -19,7 +19,7 @@ from easerve_core.has import (
     top_k,
     trials_frame,
 )
-from easerve_core.parallel import IN_PROCESS
+from runtime.parallel import IN_PROCESS
 from tests.has.toy import AnalyticEvaluator, ToyProfile
 
 BEST = "E2x2 P1x2 D1x2"

@@ -1,6 +1,6 @@
 """Worker processes that die with the process that started them (local pools, the host probes).
 
-A local pool (:class:`~easerve_core.parallel.backend.LocalPool`: a sweep's
+A local pool (:class:`~runtime.parallel.backend.LocalPool`: a sweep's
 simulations, a HAS search's ``num_workers`` > 1) runs its tasks on spawned
 processes. When the driver is killed (``kill -9``, the OOM killer) nothing
 tells them: they finish their share of the work, then wait for more on a
