@@ -36,15 +36,11 @@ import pandas as pd
 from easerve.experiments.setup import Setup
 from easerve_core import Deployment, StageGroup, checks
 from easerve_core.has import (
-    MEMORY,
     ScreenReport,
-    SearchSettings,
     SearchSpace,
     best_deployment,
     enumerate_allocations,
-    make_sampler,
     memory_need,
-    run_search,
     screen,
     trials_frame,
     typical_shape,
@@ -53,6 +49,7 @@ from easerve_core.has.objective import short_key
 from easerve_core.has.space import GRID_BATCHES, aggregated_tps
 from easerve_core.plan import DEFAULT_PRESET, replan
 from easerve_core.presets import apply_preset
+from runtime.has import MEMORY, SearchSettings, make_sampler, run_search
 from runtime.parallel import IN_PROCESS, Backend, run_tasks
 from sim.evaluate import SimEvaluator, make_evaluator
 

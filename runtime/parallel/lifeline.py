@@ -18,7 +18,7 @@ queue no one feeds, reparented to PID 1, for ever. Two ties prevent it, both ins
   waits for the pool to finish).
 
 A HAS worker killed this way leaves its trial RUNNING; the next plain run of
-the same study marks it FAIL (:func:`easerve_core.has.storage.prepare_study`).
+the same study marks it FAIL (:func:`runtime.has.storage.prepare_study`).
 """
 
 from __future__ import annotations

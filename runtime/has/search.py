@@ -54,15 +54,10 @@ from optuna.trial import FrozenTrial, TrialState
 from easerve_core import checks
 from easerve_core.has.ladder import Ladder
 from easerve_core.has.objective import Evaluator, Objective
-from easerve_core.has.seen import SeenTrials
 from easerve_core.has.space import SearchSpace
-from easerve_core.has.storage import (
-    MEMORY,
-    finished_trials,
-    normalize_url,
-    open_storage,
-    prepare_study,
-)
+from easerve_core.has.trials import finished_trials
+from runtime.has.seen import SeenTrials
+from runtime.has.storage import MEMORY, normalize_url, open_storage, prepare_study
 from runtime.parallel import Backend, BackendSettings, open_backend
 
 Progress = Callable[[int, int], None]
@@ -88,7 +83,7 @@ class SearchSettings:
         sampler: ``tpe``, ``random`` or ``grid``.
         num_trials: COMPLETE trials the study must hold at the end (not for grid).
         seed: seeds the samplers.
-        storage: an Optuna storage URL or path (:mod:`easerve_core.has.storage`).
+        storage: an Optuna storage URL or path (:mod:`runtime.has.storage`).
         study_name: the study in the storage; a rerun with the same name resumes.
         num_workers: processes on this machine; 1 runs in this process.
         tpe_startup_trials: random trials before TPE models the space.
