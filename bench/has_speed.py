@@ -31,13 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 from easerve.cli import main as easerve_main  # noqa: E402
 from easerve.cli.search_cmd import Plan, plan_search  # noqa: E402
-from easerve_core.has import (  # noqa: E402
-    SearchSettings,
-    run_search,
-    top_k,
-    trials_frame,
-    trials_to_reach,
-)
+from easerve_core.has import top_k, trials_frame, trials_to_reach  # noqa: E402
+from runtime.has import SearchSettings, run_search  # noqa: E402
 
 CONFIGS = {
     "llava34b (image)": ROOT / "configs" / "llava34b_rtx6000ada.toml",

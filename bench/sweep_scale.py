@@ -38,7 +38,7 @@ from easerve.experiments import studies  # noqa: E402
 from easerve.experiments.paper import MODALITIES  # noqa: E402
 from easerve.experiments.setup import Setup, load_setup  # noqa: E402
 from easerve_core import Deployment  # noqa: E402
-from easerve_core.parallel import BackendSettings, open_backend  # noqa: E402
+from runtime.parallel import BackendSettings, open_backend  # noqa: E402
 
 RATES_HZ = (0.5, 1.0, 2.0, 4.0)
 NOMINAL_RATE_HZ = 2.0

@@ -32,8 +32,8 @@ from typing import Any
 import torch
 import torch.multiprocessing as tmp
 
-from easerve_core.parallel.lifeline import die_with_parent, lifeline
 from live.events import StageRow
+from runtime.parallel.lifeline import die_with_parent, lifeline
 
 #: bytes per float32 element
 _FLOAT_BYTES = 4

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from easerve_core.parallel import Backend, BackendSettings, open_backend
+from runtime.parallel import Backend, BackendSettings, open_backend
 
 RAY_MISSING = importlib.util.find_spec("ray") is None
 needs_ray = pytest.mark.skipif(RAY_MISSING, reason="Ray is not installed (pip install -e '.[ray]')")

@@ -22,7 +22,7 @@ def ray_session() -> Iterator[None]:
     """A local Ray of two CPUs, started on first use and stopped at the session's end.
 
     Every ``ray`` backend a test opens joins it instead of starting its own
-    (:class:`easerve_core.parallel.ray_pool.RayPool` only disconnects from a
+    (:class:`runtime.parallel.ray_pool.RayPool` only disconnects from a
     Ray it did not start). Skipped where Ray is not installed.
     """
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")

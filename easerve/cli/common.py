@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from easerve_core.parallel import BACKENDS, BackendSettings
+from runtime.parallel import BACKENDS, BackendSettings
 
 
 def command_parser(subparsers: Any, name: str, *, help: str, doc: str | None,

@@ -39,10 +39,11 @@ from easerve.cli.outputs import check_study_folder
 from easerve.cli.search_cmd import plan_search
 from easerve_core import checks
 from easerve_core.controller import Band, ControllerSettings, PlanTable
-from easerve_core.has import Ladder, SearchSettings, best_deployment, recheck, run_search, trials_frame
+from easerve_core.has import Ladder, best_deployment, recheck, trials_frame
 from easerve_core.plan_check import cross_check
 from easerve_core.slo import TIER_NAMES
 from easerve_core.trial_length import DEFAULT_MAX_REQUESTS, DEFAULT_MIN_REQUESTS, DEFAULT_TRIAL_S, TrialLength
+from runtime.has import SearchSettings, run_search
 from sim.evaluate import make_evaluator
 
 

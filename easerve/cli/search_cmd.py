@@ -43,20 +43,7 @@ from easerve.recipes import ENGINES
 from easerve.resources import load_config
 from easerve_core import checks, limits
 from easerve_core.config import ExperimentConfig
-from easerve_core.has import (
-    SAMPLERS,
-    Ladder,
-    ScreenReport,
-    SearchSettings,
-    SearchSpace,
-    normalize_url,
-    open_storage,
-    recheck,
-    run_search,
-    screen,
-    trials_frame,
-)
-from easerve_core.parallel import Backend, LocalPool, open_backend
+from easerve_core.has import Ladder, ScreenReport, SearchSpace, recheck, screen, trials_frame
 from easerve_core.slo import TIER_NAMES
 from easerve_core.trial_length import (
     DEFAULT_MAX_REQUESTS,
@@ -65,6 +52,8 @@ from easerve_core.trial_length import (
     DEFAULT_TRIAL_S,
     TrialLength,
 )
+from runtime.has import SAMPLERS, SearchSettings, normalize_url, open_storage, run_search
+from runtime.parallel import Backend, LocalPool, open_backend
 from sim.evaluate import SimEvaluator, make_evaluator
 
 

@@ -8,7 +8,7 @@ rates and says so: the report shows the rate HAS could plan for.
 :func:`convergence` runs TPE and random search over several seeds and the
 exhaustive grid once, and returns the best-so-far curves. Both are made of
 independent tasks (a whole study; one grid point) that run on a backend
-(:mod:`easerve_core.parallel`), each study on one job, so a result does not
+(:mod:`runtime.parallel`), each study on one job, so a result does not
 depend on where it ran. A study is held in memory (``storage="memory:"``)
 unless a storage is given: the same trials as an SQLite file, without a
 database round trip per trial.
@@ -36,24 +36,21 @@ import pandas as pd
 from easerve.experiments.setup import Setup
 from easerve_core import Deployment, StageGroup, checks
 from easerve_core.has import (
-    MEMORY,
     ScreenReport,
-    SearchSettings,
     SearchSpace,
     best_deployment,
     enumerate_allocations,
-    make_sampler,
     memory_need,
-    run_search,
     screen,
     trials_frame,
     typical_shape,
 )
 from easerve_core.has.objective import short_key
 from easerve_core.has.space import GRID_BATCHES, aggregated_tps
-from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
 from easerve_core.plan import DEFAULT_PRESET, replan
 from easerve_core.presets import apply_preset
+from runtime.has import MEMORY, SearchSettings, make_sampler, run_search
+from runtime.parallel import IN_PROCESS, Backend, run_tasks
 from sim.evaluate import SimEvaluator, make_evaluator
 
 RATE_LADDER_HZ = (8.0, 6.0, 5.0, 4.0, 3.0, 2.5, 2.0, 1.5, 1.0, 0.75, 0.5, 0.25)

@@ -44,20 +44,11 @@ import optuna
 from easerve.cli.search_cmd import Plan, plan_search
 from easerve.resources import config_path
 from easerve_core.deployment import Deployment
-from easerve_core.has import (
-    MEMORY,
-    Ladder,
-    Rechecked,
-    SearchSettings,
-    Verdict,
-    best_deployment,
-    recheck,
-    run_search,
-    trials_frame,
-)
+from easerve_core.has import Ladder, Rechecked, Verdict, best_deployment, recheck, trials_frame
 from easerve_core.has.objective import short_key
 from easerve_core.plan import replan
 from easerve_core.slo import summarize
+from runtime.has import MEMORY, SearchSettings, run_search
 from sim.engine import simulate
 from sim.evaluate import make_evaluator
 

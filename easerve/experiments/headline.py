@@ -22,9 +22,9 @@ from easerve.experiments import studies
 from easerve.experiments.choose import Choice, choose, choose_baseline, planned_rate
 from easerve.experiments.setup import Setup, with_item_scale, with_mix
 from easerve_core import Deployment, checks
-from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
 from easerve_core.slo import SLO_TIERS
 from easerve_core.workload import mixes
+from runtime.parallel import IN_PROCESS, Backend, run_tasks
 
 if TYPE_CHECKING:
     from easerve.experiments.reproduce import Plan

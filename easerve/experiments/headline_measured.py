@@ -21,7 +21,7 @@ from pathlib import Path
 from easerve.experiments.measured_setup import MEASURED_SYSTEMS
 from easerve.experiments.measured_study import KINDS, measured_headline, measured_plan
 from easerve.experiments.reproduce import FULL
-from easerve_core.parallel import BackendSettings, open_backend
+from runtime.parallel import BackendSettings, open_backend
 
 
 def main(argv: list[str] | None = None) -> int:

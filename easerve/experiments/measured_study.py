@@ -22,7 +22,7 @@ from easerve.experiments import studies
 from easerve.experiments.headline import Chooser
 from easerve.experiments.measured_setup import MEASURED_SYSTEMS, gpu_of, load_tables, setup_for
 from easerve.experiments.paper import MODALITIES
-from easerve_core.parallel import IN_PROCESS, Backend
+from runtime.parallel import IN_PROCESS, Backend
 
 if TYPE_CHECKING:
     from easerve.experiments.reproduce import Plan

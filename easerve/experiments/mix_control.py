@@ -45,9 +45,9 @@ from easerve.experiments.shift_control import held_gpu_s, simulate_system
 from easerve.experiments.shifts import Shift, phase_mix, phase_of, stream
 from easerve_core.controller import Band, Controller, ControllerSettings, PlanTable
 from easerve_core.oracle import ScriptedController
-from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
 from easerve_core.plan_check import cross_check_bands
 from easerve_core.slo import meets_slo, tpot_s, ttft_s
+from runtime.parallel import IN_PROCESS, Backend, run_tasks
 from sim.roster import worker_slots
 
 SYSTEMS = ("static-low", "static-high", "oracle", "reactive", "predictive")

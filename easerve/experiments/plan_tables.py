@@ -23,8 +23,8 @@ from easerve_core import Deployment
 from easerve_core.controller import Band, PlanTable
 from easerve_core.has import SearchSpace
 from easerve_core.has.screen import screen
-from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
 from easerve_core.plan_check import cross_check
+from runtime.parallel import IN_PROCESS, Backend, run_tasks
 
 #: the cross-check's request streams: fresh, neither HAS's (1000 on) nor the evaluation's (0 on)
 CROSS_CHECK_SEEDS = (2000, 2001)

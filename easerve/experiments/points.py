@@ -4,7 +4,7 @@ A :class:`Point` is everything one simulation of a study needs: the setup
 (plan, profile, SLOs), the deployment, the arrival rate, request count,
 arrivals, preset, its own seed, and the labels of its table row. The
 studies (:mod:`easerve.experiments.studies`) build their points, map
-:func:`summarise` over them on a backend (:mod:`easerve_core.parallel`) and
+:func:`summarise` over them on a backend (:mod:`runtime.parallel`) and
 assemble the rows in the points' order, so a table is the same whichever
 backend and however many workers ran it: a point's seed is its own, never
 a worker's, and only the point (pickled dataclasses: plan, profile,

@@ -16,7 +16,7 @@ allocation at every rate, as the paper's do. EAServe is HAS-tuned in both
 and swept once (its rows read ``tuned``).
 
 Every study's simulations, and HAS's choices and convergence studies, are
-independent tasks on one backend (:mod:`easerve_core.parallel`): by default
+independent tasks on one backend (:mod:`runtime.parallel`): by default
 this process for the full run and two local workers for ``quick``, or more
 workers, or Ray. The tables do not depend on it (docs/scaling.md).
 """
@@ -43,7 +43,7 @@ from easerve.experiments.paper import MODALITIES
 from easerve.experiments.setup import Setup, load_setup
 from easerve.experiments.shifts import SHIFTS
 from easerve_core.has.space import GRID_BATCHES
-from easerve_core.parallel import Backend, BackendSettings, open_backend
+from runtime.parallel import Backend, BackendSettings, open_backend
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -37,9 +37,9 @@ from easerve.experiments.plan_tables import cross_checked_table, phase_plan_tabl
 from easerve.experiments.setup import Setup
 from easerve.experiments.shift_control import Traffic, four_systems
 from easerve_core.has.screen import screen
-from easerve_core.parallel import IN_PROCESS, Backend
 from easerve_core.workload import generate
 from easerve_core.workload.shapes import DriftArrivals, SineArrivals, SpikeArrivals, StepArrivals
+from runtime.parallel import IN_PROCESS, Backend
 
 SHAPE_NAMES = ("step", "spike", "diurnal", "drift")
 #: the shapes' rates as multiples of the mean: the plan table's bands

@@ -42,9 +42,9 @@ from easerve.experiments.setup import Arrivals, Setup, requests_for
 from easerve_core import Deployment, Request
 from easerve_core.controller import Controller, ControllerSettings, PlanTable
 from easerve_core.oracle import ScriptedController
-from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
 from easerve_core.plan import replan
 from easerve_core.slo import goodput_rps, meets_slo, tpot_s, ttft_s
+from runtime.parallel import IN_PROCESS, Backend, run_tasks
 from sim import simulate
 from sim.roster import worker_slots
 

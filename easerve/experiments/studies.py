@@ -3,7 +3,7 @@
 Every study simulates with :func:`easerve.experiments.setup.run` on the
 analytic profiles, one :class:`~easerve.experiments.points.Point` per
 simulation, mapped on ``backend`` (default: this process, one after
-another; :mod:`easerve_core.parallel`) and assembled in the points' order,
+another; :mod:`runtime.parallel`) and assembled in the points' order,
 so a table does not depend on the backend or its number of workers. The
 report (:mod:`easerve.experiments.report`) turns the frames into tables and
 figures. A study is given the deployments it runs (EAServe's HAS choice,
@@ -26,8 +26,8 @@ import pandas as pd
 from easerve.experiments.points import Point, summarise
 from easerve.experiments.setup import Arrivals, Setup, run
 from easerve_core import Deployment, SMSharing, checks
-from easerve_core.parallel import IN_PROCESS, Backend, run_tasks
 from easerve_core.trial_length import TrialLength
+from runtime.parallel import IN_PROCESS, Backend, run_tasks
 
 SYSTEMS = ("easerve", "dynamo", "vllm", "fixed-batch")
 #: the most requests one sweep point simulates

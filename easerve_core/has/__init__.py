@@ -2,21 +2,21 @@
 
 Stage 1 (:mod:`~easerve_core.has.screen`) enumerates the GPU allocations
 that fit (:mod:`~easerve_core.has.space`) and drops those whose weakest
-stage cannot carry the target rate. Stage 2 (:mod:`~easerve_core.has.search`)
-runs an Optuna study over the survivors' allocation, encode batch B and
+stage cannot carry the target rate. Stage 2 (:mod:`~easerve_core.has.objective`)
+is an Optuna objective over the survivors' allocation, encode batch B and
 remote-prefill fraction s, each trial scored by an injected evaluator
 (``Deployment -> goodput``; the simulator's lives in ``sim.evaluate``),
 climbing from short streams to long ones (:mod:`~easerve_core.has.ladder`);
 :mod:`~easerve_core.has.recheck` re-runs the best few on longer streams
 before the pick.
-Studies live in an Optuna storage (:mod:`~easerve_core.has.storage`), so a
-search resumes after a crash and scales out to many workers.
 :mod:`~easerve_core.has.results` turns a study into tables. This package is
-pure: Optuna, numpy and pandas only. Background: docs/has.md.
+pure: Optuna, numpy and pandas only. Running a search, with its study in an
+Optuna storage (so it resumes after a crash and scales out to many
+workers), is the runtime's: :mod:`runtime.has`. Background: docs/has.md.
 """
 
 from easerve_core.has.ladder import SINGLE_RUNG, Ladder, LadderEvaluator, Verdict
-from easerve_core.has.objective import Evaluator, Objective, short_key
+from easerve_core.has.objective import Evaluator, Objective, Seen, short_key
 from easerve_core.has.recheck import RECHECK_COLUMNS, Rechecked, recheck, recheck_frame, recheck_seed
 from easerve_core.has.results import best_deployment, top_k, trials_frame, trials_to_reach
 from easerve_core.has.screen import (
@@ -28,7 +28,6 @@ from easerve_core.has.screen import (
     screen,
     typical_shape,
 )
-from easerve_core.has.search import SAMPLERS, SearchSettings, make_sampler, run_search
 from easerve_core.has.space import (
     Allocation,
     MemoryNeed,
@@ -37,19 +36,10 @@ from easerve_core.has.space import (
     enumerate_allocations,
     local_prefill_fits,
 )
-from easerve_core.has.storage import (
-    MEMORY,
-    SURPLUS,
-    finished_trials,
-    normalize_url,
-    open_storage,
-    prepare_study,
-)
+from easerve_core.has.trials import SURPLUS, finished_trials
 
 __all__ = [
-    "MEMORY",
     "RECHECK_COLUMNS",
-    "SAMPLERS",
     "SINGLE_RUNG",
     "SURPLUS",
     "Allocation",
@@ -62,8 +52,8 @@ __all__ = [
     "Objective",
     "Rechecked",
     "ScreenReport",
-    "SearchSettings",
     "SearchSpace",
+    "Seen",
     "Verdict",
     "allocation_capacity",
     "best_deployment",
@@ -71,15 +61,10 @@ __all__ = [
     "enumerate_allocations",
     "finished_trials",
     "local_prefill_fits",
-    "make_sampler",
     "memory_need",
-    "normalize_url",
-    "open_storage",
-    "prepare_study",
     "recheck",
     "recheck_frame",
     "recheck_seed",
-    "run_search",
     "screen",
     "short_key",
     "top_k",

@@ -1,14 +1,15 @@
 """HAS's objective: suggest a deployment, evaluate it (or reuse an earlier evaluation), record it.
 
 :class:`Objective` is what every sampler's study optimises
-(:mod:`easerve_core.has.search` runs it): it suggests ``alloc``, ``B``,
+(:mod:`runtime.has.search` runs it): it suggests ``alloc``, ``B``,
 ``s`` (and ``timeout_s`` where the space has a timeout range), builds the
 deployment and asks the injected evaluator. With a ladder it climbs short
 streams to the full one under the study's pruner
 (:mod:`easerve_core.has.ladder`). A deployment the study already evaluated
-is not evaluated again; earlier trials are found through
-:class:`~easerve_core.has.seen.SeenTrials`. :func:`_guard_budget` prunes a
-trial that would take the study past its planned size.
+is not evaluated again; earlier trials are found through an injected
+:class:`Seen` (the search's is :class:`runtime.has.seen.SeenTrials`), else by
+reading the study. :func:`_guard_budget` prunes a trial that would take the
+study past its planned size.
 """
 
 from __future__ import annotations
@@ -17,21 +18,37 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from easerve_core.deployment import Deployment
 from easerve_core.has.ladder import Ladder, LadderEvaluator, Verdict
-from easerve_core.has.seen import SeenTrials
 from easerve_core.has.space import SearchSpace, deployment_key
-from easerve_core.has.storage import SURPLUS, finished_trials
+from easerve_core.has.trials import SURPLUS, finished_trials
 
 Evaluator = Callable[[Deployment], float]
 
 
 def short_key(deployment: Deployment) -> str:
     return hashlib.sha1(deployment_key(deployment).encode()).hexdigest()[:16]
+
+
+class Seen(Protocol):
+    """What the study already evaluated, by deployment key (:func:`short_key`).
+
+    Answers as a scan of the study would; :class:`runtime.has.seen.SeenTrials`
+    reads the storage incrementally to do so.
+    """
+
+    def value_of(self, key: str) -> float | None:
+        """The value of the first COMPLETE trial with ``key``, or None."""
+        ...
+
+    def finished_with(self, key: str) -> list[FrozenTrial]:
+        """The finished trials (COMPLETE, or ladder-PRUNED, not surplus) with ``key``, by number."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,7 +69,7 @@ class Objective:
     evaluator: Evaluator | LadderEvaluator
     ladder: Ladder | None = None
     #: what the study already evaluated, read incrementally (set per process by the job that runs it)
-    seen: SeenTrials | None = field(default=None, compare=False)
+    seen: Seen | None = field(default=None, compare=False)
 
     def suggest(self, trial: Trial) -> Deployment:
         label = trial.suggest_categorical("alloc", list(self.space.labels))

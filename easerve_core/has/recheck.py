@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 import numpy as np
 import optuna
@@ -34,11 +36,22 @@ from scipy.special import stdtrit
 from easerve_core.deployment import Deployment
 from easerve_core.has.ladder import Ladder, LadderEvaluator, Verdict
 from easerve_core.has.results import top_k
-from easerve_core.parallel import Backend
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 #: columns of the recheck table (one row per rechecked deployment, the pick first)
 RECHECK_COLUMNS = ("rank", "label", "search_score", "goodput_rps", "ci_low_rps", "ci_high_rps",
                    "attainment", "unstable", "num_seeds", "requests_per_stream", "key", "deployment_json")
+
+
+class Mapper(Protocol):
+    """Where the missing long runs may run: ``map(fn, items)`` is ``[fn(item) for item in items]``.
+
+    The backends of :mod:`runtime.parallel` fit; the core names only this seam.
+    """
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]: ...
 
 
 def recheck_seed(seed: int, k: int) -> int:
@@ -95,7 +108,7 @@ def _long_run(job: tuple[LadderEvaluator, Deployment, float, int]) -> Verdict:
 
 
 def recheck(study: optuna.Study, evaluator: LadderEvaluator, ladder: Ladder, *,
-            trials: pd.DataFrame, backend: Backend | None = None) -> list[Rechecked]:
+            trials: pd.DataFrame, backend: Mapper | None = None) -> list[Rechecked]:
     """Re-run the top ``ladder.recheck_top`` of ``trials`` (the study's table); best first.
 
     The long runs the study does not hold yet run on ``backend`` when given

@@ -24,7 +24,7 @@ from optuna.trial import TrialState
 from easerve_core import checks
 from easerve_core.deployment import Deployment
 from easerve_core.has.ladder import Verdict
-from easerve_core.has.storage import finished_trials
+from easerve_core.has.trials import finished_trials
 
 TRIAL_COLUMNS = (
     "trial", "sampler", "goodput_rps", "best_so_far_rps", "score", "unstable", "rung", "pruned",

@@ -22,7 +22,7 @@ from easerve.experiments.headline import Chooser
 from easerve.experiments.points import Point, summarise
 from easerve.experiments.reproduce import Plan
 from easerve.experiments.setup import Setup, load_setup
-from easerve_core.parallel import IN_PROCESS, Backend
+from runtime.parallel import IN_PROCESS, Backend
 from tests.backends import PARALLEL_PARAMS, open_for
 
 SCALE = studies.Scale(num_requests=40, rates_hz=(0.5, 2.0), num_seeds=2, timeline_s=60.0, refine_levels=1)

@@ -42,7 +42,7 @@ def test_a_bad_backend_is_one_line_and_writes_nothing(tmp_path, capsys, extra, m
 
 def test_quick_defaults_to_two_local_workers_and_the_full_run_to_this_process():
     from easerve.experiments.reproduce import FULL, QUICK, cuts, resolve_backend
-    from easerve_core.parallel import BackendSettings
+    from runtime.parallel import BackendSettings
 
     assert resolve_backend(None, quick=True).num_jobs == min(2, os.cpu_count() or 1)
     assert resolve_backend(None, quick=False).num_jobs == 1

@@ -27,7 +27,8 @@ import pandas as pd
 import pytest
 from optuna.trial import TrialState
 
-from easerve_core.has import finished_trials, open_storage
+from easerve_core.has import finished_trials
+from runtime.has import open_storage
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "llava34b_rtx6000ada.toml"

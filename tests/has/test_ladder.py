@@ -11,18 +11,17 @@ from optuna.trial import TrialState
 from easerve_core.deployment import Cluster
 from easerve_core.has import (
     Ladder,
-    SearchSettings,
     SearchSpace,
     Verdict,
     enumerate_allocations,
     finished_trials,
     recheck,
     recheck_frame,
-    run_search,
     top_k,
     trials_frame,
 )
 from easerve_core.has.objective import _guard_budget
+from runtime.has import SearchSettings, run_search
 from tests.has.toy import AnalyticEvaluator, LadderToy, ToyProfile
 
 BEST = "E2x2 P1x2 D1x2"

@@ -6,7 +6,8 @@ import optuna
 from optuna.trial import TrialState
 
 from easerve_core.deployment import Cluster
-from easerve_core.has import SearchSettings, SearchSpace, enumerate_allocations, open_storage, run_search
+from easerve_core.has import SearchSpace, enumerate_allocations
+from runtime.has import SearchSettings, open_storage, run_search
 from tests.has.toy import AnalyticEvaluator, ToyProfile
 
 BEST = "E2x2 P1x2 D1x2"

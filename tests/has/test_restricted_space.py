@@ -5,16 +5,10 @@ from __future__ import annotations
 import pytest
 
 from easerve_core.deployment import BatchingMode, Cluster, Deployment
-from easerve_core.has import (
-    MEMORY,
-    SearchSettings,
-    SearchSpace,
-    enumerate_allocations,
-    run_search,
-    trials_frame,
-)
+from easerve_core.has import SearchSpace, enumerate_allocations, trials_frame
 from easerve_core.has.space import aggregated_tps
 from easerve_core.presets import apply_preset
+from runtime.has import MEMORY, SearchSettings, run_search
 from tests.has.toy import AnalyticEvaluator, ToyProfile
 
 CLUSTER = Cluster(gpu="toy", num_gpus=8)

@@ -10,16 +10,9 @@ import pytest
 
 from easerve_core.checks import Notice
 from easerve_core.deployment import Cluster, Deployment
-from easerve_core.has import (
-    SearchSettings,
-    SearchSpace,
-    enumerate_allocations,
-    open_storage,
-    run_search,
-    top_k,
-    trials_frame,
-)
-from easerve_core.parallel import IN_PROCESS
+from easerve_core.has import SearchSpace, enumerate_allocations, top_k, trials_frame
+from runtime.has import SearchSettings, open_storage, run_search
+from runtime.parallel import IN_PROCESS
 from tests.has.toy import AnalyticEvaluator, ToyProfile
 
 BEST = "E2x2 P1x2 D1x2"

@@ -16,8 +16,9 @@ import pytest
 from optuna.trial import TrialState
 
 from easerve_core.deployment import Cluster
-from easerve_core.has import SearchSettings, SearchSpace, enumerate_allocations, run_search
-from easerve_core.parallel import BackendSettings, open_backend
+from easerve_core.has import SearchSpace, enumerate_allocations
+from runtime.has import SearchSettings, run_search
+from runtime.parallel import BackendSettings, open_backend
 from tests.backends import needs_ray
 from tests.has.toy import AnalyticEvaluator, ToyProfile
 

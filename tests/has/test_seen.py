@@ -6,7 +6,7 @@ import optuna
 from optuna.storages import InMemoryStorage
 from optuna.trial import TrialState
 
-from easerve_core.has.seen import SeenTrials
+from runtime.has.seen import SeenTrials
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

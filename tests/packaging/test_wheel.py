@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("easerve", "easerve_core", "sim", "live", "calibration")
+PACKAGES = ("easerve", "easerve_core", "runtime", "sim", "live", "calibration")
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> str:
@@ -42,6 +42,7 @@ def test_wheel_runs_sim_and_search_outside_the_checkout(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "easerve/configs/llava34b_rtx6000ada.toml" in names
     assert "calibration/specs/models/llava-v1.6-34b.json" in names
+    assert "runtime/parallel/lifeline.py" in names
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path, env)
     python = venv / "bin" / "python"
@@ -52,8 +53,8 @@ def test_wheel_runs_sim_and_search_outside_the_checkout(tmp_path: Path) -> None:
     Path(purelib, "reuse-pinned-deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     work = tmp_path / "elsewhere"
     work.mkdir()
-    where = _run([str(python), "-c", "import easerve, sim; print(easerve.__file__); print(sim.__file__)"],
-                 work, env)
+    where = _run([str(python), "-c", "import easerve, runtime, sim; "
+                  "print(easerve.__file__); print(runtime.__file__); print(sim.__file__)"], work, env)
     assert all(line.startswith(purelib) for line in where.split()), where  # the wheel, not the checkout
     easerve = str(venv / "bin" / "easerve")
     out = _run([easerve, "sim", "llava34b_rtx6000ada.toml", "--out", "sim", "--no-plots"], work, env)

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from easerve_core.parallel import Backend
+from runtime.parallel import Backend
 from tests.backends import BACKEND_PARAMS, open_for
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from easerve_core.parallel import BackendSettings, open_backend
+from runtime.parallel import BackendSettings, open_backend
 from tests.parallel import tasks
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from functools import partial
 
 import pytest
 
-from easerve_core.parallel import Backend, BackendError, BackendSettings, LocalPool, open_backend, run_tasks
+from runtime.parallel import Backend, BackendError, BackendSettings, LocalPool, open_backend, run_tasks
 from tests.parallel import tasks
 
 SEEDS = list(range(8))

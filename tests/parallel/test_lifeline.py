@@ -11,7 +11,7 @@ import multiprocessing.synchronize
 import threading
 from multiprocessing.connection import Connection
 
-from easerve_core.parallel.lifeline import ORPHAN_EXIT_STATUS, die_with_parent, lifeline
+from runtime.parallel.lifeline import ORPHAN_EXIT_STATUS, die_with_parent, lifeline
 
 EXIT_WITHIN_S = 10.0
 

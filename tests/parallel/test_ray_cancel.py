@@ -4,7 +4,7 @@ Ray's cancel races a task's completion: a cancel that lands while the task's
 reply is being handled fails a check in Ray's task manager, and Ray ends the
 driver (exit status 1, its message on the driver's stderr). Under pytest
 that driver is the test run itself, which is how CI met it: the run stopped
-mid-line with no summary. :class:`~easerve_core.parallel.RayPool` lets the
+mid-line with no summary. :class:`~runtime.parallel.RayPool` lets the
 tasks in flight finish for a short grace before it cancels the rest. Before
 that grace this driver died within 50 rounds in four runs of four; the test
 runs it in a child process, so a crash is one failed test with Ray's words.

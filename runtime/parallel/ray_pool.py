@@ -7,7 +7,7 @@ it joins that cluster and only disconnects. Each task is one Ray task of one
 CPU that calls ``fn(item)``; ``fn`` travels by reference (every node needs
 easerve installed, or a ``runtime_env``: docs/scaling.md) and the item
 pickled. Tasks are not retried (``max_retries=0``): a lost worker or node
-fails the map with one :class:`~easerve_core.parallel.base.BackendError`,
+fails the map with one :class:`~runtime.parallel.base.BackendError`,
 and an exception a task raised is raised again here as itself.
 
 Leaving a map early (an error, Ctrl-C) force-cancels the tasks still running,
@@ -29,7 +29,7 @@ from types import ModuleType, TracebackType
 from typing import Any
 
 from easerve_core import checks
-from easerve_core.parallel.base import BackendError, Poll, R, T
+from runtime.parallel.base import BackendError, Poll, R, T
 
 CANCEL_GRACE_S = 0.2
 """Seconds the tasks in flight get to finish before the rest are cancelled."""

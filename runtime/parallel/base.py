@@ -1,6 +1,6 @@
 """What every backend is: the :class:`Backend` protocol, its error, and the in-process one.
 
-See :mod:`easerve_core.parallel.backend` for the contract (results in the
+See :mod:`runtime.parallel.backend` for the contract (results in the
 items' order, whatever ran them) and how a backend is chosen.
 """
 

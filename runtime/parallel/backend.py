@@ -1,4 +1,4 @@
-"""The front door: :class:`BackendSettings` in, an open :class:`~easerve_core.parallel.base.Backend` out.
+"""The front door: :class:`BackendSettings` in, an open :class:`~runtime.parallel.base.Backend` out.
 
 A sweep (systems x rates x seeds), a set of HAS studies, or one study's
 workers are lists of independent tasks. :func:`open_backend` opens the
@@ -7,11 +7,11 @@ backend that ``settings.name`` names in :data:`BACKENDS`; its
 order, however and wherever the calls ran:
 
 * ``local``, one job: in this process, one item after another (the serial
-  path; :class:`~easerve_core.parallel.base.InProcess`);
+  path; :class:`~runtime.parallel.base.InProcess`);
 * ``local``, N jobs: N spawned processes on this machine that die with it
-  (:class:`~easerve_core.parallel.local_pool.LocalPool`);
+  (:class:`~runtime.parallel.local_pool.LocalPool`);
 * ``ray``: Ray tasks, at most N at once; no address starts a local Ray on
-  this machine's cores (:class:`~easerve_core.parallel.ray_pool.RayPool`).
+  this machine's cores (:class:`~runtime.parallel.ray_pool.RayPool`).
 
 Results never depend on the backend or on N: a task carries everything it
 needs, its seed included (seeds belong to tasks, never to workers), and a
@@ -23,7 +23,7 @@ processes, open files or connections.
 Failures: an exception raised by ``fn`` is raised again by ``map``, as it
 was raised; a worker that dies (a signal, the OOM killer, ``os._exit``, a
 lost Ray node) fails the map with one
-:class:`~easerve_core.parallel.base.BackendError`. Either way the other tasks
+:class:`~runtime.parallel.base.BackendError`. Either way the other tasks
 are cancelled, and leaving the ``with open_backend(...)`` block on an error
 ends the workers at once instead of waiting for their running tasks.
 """
@@ -35,9 +35,9 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
 from easerve_core import checks
-from easerve_core.parallel.base import Backend, InProcess
-from easerve_core.parallel.local_pool import LocalPool
-from easerve_core.parallel.ray_pool import RayPool
+from runtime.parallel.base import Backend, InProcess
+from runtime.parallel.local_pool import LocalPool
+from runtime.parallel.ray_pool import RayPool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,7 +22,7 @@ apply to it.
 become FAIL, COMPLETE and ladder-PRUNED ones are kept) and runs only the remainder as
 ``num_workers`` jobs that each open the same storage and call
 ``study.optimize``: in this process for one job, else on a backend
-(:mod:`easerve_core.parallel`): by default a local pool, whose workers die
+(:mod:`runtime.parallel`): by default a local pool, whose workers die
 with the process that started them, or the Ray tasks of a given backend,
 which coordinate through the storage alone (an RDB server or a journal on a
 shared path when the tasks run on other machines). Each job seeds its
@@ -54,16 +54,11 @@ from optuna.trial import FrozenTrial, TrialState
 from easerve_core import checks
 from easerve_core.has.ladder import Ladder
 from easerve_core.has.objective import Evaluator, Objective
-from easerve_core.has.seen import SeenTrials
 from easerve_core.has.space import SearchSpace
-from easerve_core.has.storage import (
-    MEMORY,
-    finished_trials,
-    normalize_url,
-    open_storage,
-    prepare_study,
-)
-from easerve_core.parallel import Backend, BackendSettings, open_backend
+from easerve_core.has.trials import finished_trials
+from runtime.has.seen import SeenTrials
+from runtime.has.storage import MEMORY, normalize_url, open_storage, prepare_study
+from runtime.parallel import Backend, BackendSettings, open_backend
 
 Progress = Callable[[int, int], None]
 SAMPLERS = ("tpe", "random", "grid")
@@ -88,7 +83,7 @@ class SearchSettings:
         sampler: ``tpe``, ``random`` or ``grid``.
         num_trials: COMPLETE trials the study must hold at the end (not for grid).
         seed: seeds the samplers.
-        storage: an Optuna storage URL or path (:mod:`easerve_core.has.storage`).
+        storage: an Optuna storage URL or path (:mod:`runtime.has.storage`).
         study_name: the study in the storage; a rerun with the same name resumes.
         num_workers: processes on this machine; 1 runs in this process.
         tpe_startup_trials: random trials before TPE models the space.

@@ -29,7 +29,9 @@ from pathlib import Path
 import optuna
 from optuna.storages import BaseStorage, InMemoryStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import TrialState
+
+from easerve_core.has.trials import finished_trials
 
 _JOURNAL_PREFIX = "journal:"
 #: the storage URL of a study held in this process only
@@ -72,16 +74,6 @@ def open_storage(url: str) -> BaseStorage:
     except Exception as exc:  # drivers raise their own types; all mean "unreachable"
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ValueError(f"storage {url!r} is unreachable: {reason}") from None
-
-
-#: the user attribute that marks a trial pruned only because the study already held its planned trials
-SURPLUS = "surplus"
-
-
-def finished_trials(study: optuna.Study) -> list[FrozenTrial]:
-    """The trials that count toward a study's plan: COMPLETE, and PRUNED by the ladder (not surplus)."""
-    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-            if t.state == TrialState.COMPLETE or not t.user_attrs.get(SURPLUS)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,6 +1,6 @@
 """Worker processes that die with the process that started them (local pools, the host probes).
 
-A local pool (:class:`~easerve_core.parallel.backend.LocalPool`: a sweep's
+A local pool (:class:`~runtime.parallel.backend.LocalPool`: a sweep's
 simulations, a HAS search's ``num_workers`` > 1) runs its tasks on spawned
 processes. When the driver is killed (``kill -9``, the OOM killer) nothing
 tells them: they finish their share of the work, then wait for more on a
@@ -18,7 +18,7 @@ queue no one feeds, reparented to PID 1, for ever. Two ties prevent it, both ins
   waits for the pool to finish).
 
 A HAS worker killed this way leaves its trial RUNNING; the next plain run of
-the same study marks it FAIL (:func:`easerve_core.has.storage.prepare_study`).
+the same study marks it FAIL (:func:`runtime.has.storage.prepare_study`).
 """
 
 from __future__ import annotations

@@ -6,11 +6,11 @@ of a few long streams) gains the cores without a second of imports per
 worker. A forked worker closes its copy of the lifeline's write end first,
 so the parent still holds the only one.
 
-The workers die with this process (:mod:`~easerve_core.parallel.lifeline`)
+The workers die with this process (:mod:`~runtime.parallel.lifeline`)
 and ignore Ctrl-C: this process gets it, and leaving the pool's ``with``
 block on any exception closes the lifeline first, so the workers end at
 once, mid-task, instead of finishing what they hold. A worker that dies
-fails the map with one :class:`~easerve_core.parallel.base.BackendError`.
+fails the map with one :class:`~runtime.parallel.base.BackendError`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from multiprocessing.connection import Connection
 from types import TracebackType
 
 from easerve_core import checks
-from easerve_core.parallel.base import BackendError, Poll, R, T
-from easerve_core.parallel.lifeline import die_with_parent, lifeline_ends
+from runtime.parallel.base import BackendError, Poll, R, T
+from runtime.parallel.lifeline import die_with_parent, lifeline_ends
 
 
 def _init_worker(reader: Connection, writer: Connection | None = None) -> None:

@@ -1,0 +1,9 @@
+"""The runtime: where work runs and where studies are stored, kept out of the pure core.
+
+:mod:`runtime.parallel` runs independent tasks in this process, on a local
+pool of processes that die with their parent (ctypes ``prctl``), or on Ray.
+:mod:`runtime.has` opens HAS's Optuna storages and drives a search on them.
+The front door (``easerve``), ``sim``, ``live`` and ``calibration`` may import
+it; ``easerve_core`` never does (tests/core/test_purity.py). Layers:
+docs/architecture.md.
+"""
