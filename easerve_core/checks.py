@@ -61,6 +61,13 @@ def fraction(name: str, value: Any) -> float:
     return out
 
 
+def flag(name: str, value: Any) -> bool:
+    """Return ``value``, refusing anything but True and False (a config's true / false)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
 def integer(name: str, value: Any, *, minimum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} must be an integer, got {value!r}")
