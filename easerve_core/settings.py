@@ -17,7 +17,7 @@ normalised value in the field. A rule between fields is not a field's: a class
 writes it after :meth:`Settings.validate` in its own ``__post_init__``.
 :meth:`Settings.from_dict` refuses keys that are not fields in one line
 ("unknown controller field(s): x; known: ..."), and :meth:`Settings.to_dict`
-gives the fields in order, nested settings as their dicts and tuples as lists.
+gives the fields in order, nested settings as their dicts.
 Pure: no I/O, no clock.
 """
 
@@ -99,11 +99,9 @@ class Settings:
         return cls(**dict(data))
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields in order: nested settings as their dicts, tuples as lists."""
+        """The fields in order, nested settings as their dicts."""
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, Settings):
-        return value.to_dict()
-    return list(value) if isinstance(value, tuple) else value
+    return value.to_dict() if isinstance(value, Settings) else value

@@ -140,6 +140,9 @@ class HostEffects(Settings):
                 raise ValueError(f"host.{high} must be >= host.{low}, "
                                  f"got {getattr(self, high)!r} < {getattr(self, low)!r}")
 
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in Settings.to_dict(self).items()}
+
     @property
     def shares_cores(self) -> bool:
         """Whether the host CPU model (shared cores) is on."""

@@ -77,7 +77,7 @@ def test_an_unknown_key_is_refused_by_name() -> None:
 def test_defaults_round_trip_through_to_dict_and_from_dict() -> None:
     knobs = Knobs()
     out = knobs.to_dict()
-    assert out == {"size": 2, "share": 0.5, "limit_s": None, "kind": "a", "levels": [0.25, 1.0], "note": ""}
+    assert out == {"size": 2, "share": 0.5, "limit_s": None, "kind": "a", "levels": (0.25, 1.0), "note": ""}
     assert list(out) == ["size", "share", "limit_s", "kind", "levels", "note"]
     assert Knobs.from_dict(out) == knobs
     changed = Knobs(size=4, limit_s=2.5, kind="b", levels=(0.5,))
