@@ -79,6 +79,13 @@ def integer(name: str, value: Any, *, minimum: int | None = None) -> int:
     return out
 
 
+def instance(name: str, value: Any, *, kind: type) -> Any:
+    """Return ``value``, refusing anything not of ``kind`` (a group of settings, say)."""
+    if not isinstance(value, kind):
+        raise ValueError(f"{name} must be a {kind.__name__}, got {value!r}")
+    return value
+
+
 def one_of(name: str, value: Any, known: Iterable[str]) -> str:
     options = sorted(known)
     if value not in options:

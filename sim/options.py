@@ -98,12 +98,6 @@ def _overhead(name: str, value: Any) -> float:
     return overhead
 
 
-def _group(name: str, value: Any, *, kind: type) -> Any:
-    if not isinstance(value, kind):
-        raise ValueError(f"{name} must be a {kind.__name__}, got {value!r}")
-    return value
-
-
 #: a run that keeps no time series (HAS trials, sweeps)
 NO_RECORDING = Recording(utilization=False, queues=False)
 
@@ -150,9 +144,9 @@ class SimOptions(Settings):
     encode_only: bool = field(default=False, metadata=_FLAG)
     encode_intake_blocking: bool = field(default=False, metadata=_FLAG)
     num_preprocess_threads: int = field(default=1, metadata=rule(checks.integer, minimum=1, store=True))
-    record: Recording = field(default_factory=Recording, metadata=rule(_group, kind=Recording))
-    scheduler: Scheduling = field(default_factory=Scheduling, metadata=rule(_group, kind=Scheduling))
-    host: HostEffects = field(default_factory=HostEffects, metadata=rule(_group, kind=HostEffects))
+    record: Recording = field(default_factory=Recording, metadata=rule(checks.instance, kind=Recording))
+    scheduler: Scheduling = field(default_factory=Scheduling, metadata=rule(checks.instance, kind=Scheduling))
+    host: HostEffects = field(default_factory=HostEffects, metadata=rule(checks.instance, kind=HostEffects))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, base: SimOptions | None = None) -> SimOptions:
