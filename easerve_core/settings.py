@@ -35,23 +35,25 @@ _KEY = "easerve.rule"
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """A field's check, its options, whether the normalised value is stored, whether None passes."""
+    """A field's check, its options, whether the normalised value is stored, whether None passes,
+    and the name messages give it when that is not the field's (a command-line flag, say)."""
 
     check: Check
     options: Mapping[str, Any]
     store: bool = False
     optional: bool = False
+    label: str | None = None
 
 
-def rule(check: Check, /, *, store: bool = False, optional: bool = False,
+def rule(check: Check, /, *, store: bool = False, optional: bool = False, label: str | None = None,
          **options: Any) -> Mapping[str, Rule]:
     """Field metadata naming the field's check.
 
     ``field(default=1, metadata=rule(checks.integer, minimum=1))``; the options go to the check.
     ``store``: the field keeps the check's normalised value (e.g. ``int(2.0)``);
-    ``optional``: None passes unchecked.
+    ``optional``: None passes unchecked; ``label``: the name in messages instead of the field's.
     """
-    return MappingProxyType({_KEY: Rule(check, MappingProxyType(options), store, optional)})
+    return MappingProxyType({_KEY: Rule(check, MappingProxyType(options), store, optional, label)})
 
 
 def refuse_unknown(data: Mapping[str, Any], known: Iterable[str], section: str, *,
@@ -87,7 +89,7 @@ class Settings:
             value = getattr(self, f.name)
             if value is None and spec.optional:
                 continue
-            out = spec.check(self.prefix + f.name, value, **spec.options)
+            out = spec.check(spec.label or self.prefix + f.name, value, **spec.options)
             if spec.store:
                 object.__setattr__(self, f.name, out)
 
