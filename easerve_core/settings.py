@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
+from functools import partial
 from types import MappingProxyType
 from typing import Any, ClassVar, Self
 
@@ -82,16 +83,13 @@ class Settings:
 
     def validate(self) -> None:
         """Run every field's rule, in field order."""
-        for f in fields(self):  # type: ignore[arg-type]
-            spec = f.metadata.get(_KEY)
-            if spec is None:
+        for attr, name, check, optional, store in _rules(type(self)):
+            value = getattr(self, attr)
+            if value is None and optional:
                 continue
-            value = getattr(self, f.name)
-            if value is None and spec.optional:
-                continue
-            out = spec.check(spec.label or self.prefix + f.name, value, **spec.options)
-            if spec.store:
-                object.__setattr__(self, f.name, out)
+            out = check(name, value)
+            if store:
+                object.__setattr__(self, attr, out)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
@@ -103,6 +101,21 @@ class Settings:
     def to_dict(self) -> dict[str, Any]:
         """The fields in order, nested settings as their dicts."""
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+
+
+#: per class, (field, name in messages, check with its options bound, optional, store), in field order
+_RULES: dict[type, tuple[tuple[str, str, Check, bool, bool], ...]] = {}
+
+
+def _rules(cls: type[Settings]) -> tuple[tuple[str, str, Check, bool, bool], ...]:
+    """The rules of ``cls``, gathered once (construction is on the simulator's path)."""
+    found = _RULES.get(cls)
+    if found is None:
+        found = _RULES[cls] = tuple(
+            (f.name, r.label or cls.prefix + f.name, partial(r.check, **r.options) if r.options else r.check,
+             r.optional, r.store)
+            for f in fields(cls) if (r := f.metadata.get(_KEY)) is not None)  # type: ignore[arg-type]
+    return found
 
 
 def _plain(value: Any) -> Any:
