@@ -2,7 +2,8 @@
 
 Every public constructor and loader in easerve rejects bad input with a
 ``ValueError`` that names the field and the value; these helpers keep those
-messages uniform ("max_batch must be >= 1, got 0").
+messages uniform ("max_batch must be >= 1, got 0"). A settings class names
+them field by field (:mod:`easerve_core.settings`).
 
 A choice easerve makes for the user where the input leaves it open (rows
 sorted by arrival, a default filled in) is a :class:`Notice`, issued with
