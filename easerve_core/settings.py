@@ -75,8 +75,6 @@ class Settings:
     section: ClassVar[str] = ""
     #: put before every field's name in its check's message ("controller." -> "controller.window_s")
     prefix: ClassVar[str] = ""
-    #: whether the unknown-key message lists the known keys
-    list_known: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         self.validate()
@@ -94,8 +92,7 @@ class Settings:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
         """The settings of a config table; a key that is not a field is refused by name."""
-        refuse_unknown(data, sorted(f.name for f in fields(cls)),  # type: ignore[arg-type]
-                       cls.section, list_known=cls.list_known)
+        refuse_unknown(data, sorted(f.name for f in fields(cls)), cls.section)  # type: ignore[arg-type]
         return cls(**dict(data))
 
     def to_dict(self) -> dict[str, Any]:

@@ -30,13 +30,6 @@ class Knobs(Settings):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Bare(Settings):
-    section = "bare"
-    list_known = False
-    count: int = field(default=1, metadata=rule(checks.integer, minimum=0))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Outer(Settings):
     knobs: Knobs = field(default_factory=Knobs)
     flag: bool = True
@@ -69,7 +62,7 @@ def test_an_unknown_key_is_refused_by_name() -> None:
                                          r"known: kind, levels, limit_s, note, share, size$"):
         Knobs.from_dict({"size": 2, "zz": 1, "bogus": 0})
     with pytest.raises(ValueError, match=r"^unknown bare field\(s\): x$"):
-        Bare.from_dict({"x": 1})
+        refuse_unknown({"x": 1, "count": 2}, {"count"}, "bare", list_known=False)
     with pytest.raises(ValueError, match=r"^unknown t field\(s\): b \(a hint\); known: z, a$"):
         refuse_unknown({"a": 1, "b": 2}, ["z", "a"], "t", hint=" (a hint)")
 
@@ -86,3 +79,24 @@ def test_defaults_round_trip_through_to_dict_and_from_dict() -> None:
 
 def test_nested_settings_become_their_dicts() -> None:
     assert Outer().to_dict() == {"knobs": Knobs().to_dict(), "flag": True}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Flagged(Settings):
+    prefix = "flagged."
+    trial_s: float = field(default=1.0, metadata=rule(checks.positive, label="trial-s"))
+    low: int = field(default=0, metadata=rule(checks.integer, minimum=0))
+    high: int = 1
+
+    def __post_init__(self) -> None:
+        self.validate()
+        checks.integer("high", self.high, minimum=self.low)  # a rule between fields, after the fields'
+
+
+def test_a_label_names_the_field_and_rules_between_fields_come_after() -> None:
+    with pytest.raises(ValueError, match=r"^trial-s must be > 0, got 0$"):
+        Flagged(trial_s=0)
+    with pytest.raises(ValueError, match=r"^flagged\.low must be >= 0, got -1$"):
+        Flagged(low=-1, high=-5)
+    with pytest.raises(ValueError, match=r"^high must be >= 3, got 2$"):
+        Flagged(low=3, high=2)
