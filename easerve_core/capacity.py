@@ -19,27 +19,31 @@ profile show`` prints them. Everything is generic over the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from easerve_core import checks
 from easerve_core.profile import StageProfile, host_preprocess_s
+from easerve_core.settings import Settings, rule
+
+
+def _items(name: str, value: Any) -> tuple[int, ...]:
+    items = tuple(value)
+    for i, tokens in enumerate(items):
+        checks.integer(f"{name}[{i}]", tokens, minimum=1)
+    return items
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RequestShape:
+class RequestShape(Settings):
     """Typical request sizes: text prompt, multimodal items (LM tokens each), output."""
 
-    prompt_tokens: int
-    output_tokens: int
-    mm_tokens_per_item: tuple[int, ...] = ()
+    prompt_tokens: int = field(metadata=rule(checks.integer, minimum=0))
+    output_tokens: int = field(metadata=rule(checks.integer, minimum=1))
+    mm_tokens_per_item: tuple[int, ...] = field(default=(), metadata=rule(_items, store=True))
 
     def __post_init__(self) -> None:
-        checks.integer("prompt_tokens", self.prompt_tokens, minimum=0)
-        checks.integer("output_tokens", self.output_tokens, minimum=1)
-        items = tuple(self.mm_tokens_per_item)
-        for i, tokens in enumerate(items):
-            checks.integer(f"mm_tokens_per_item[{i}]", tokens, minimum=1)
-        object.__setattr__(self, "mm_tokens_per_item", items)
+        self.validate()
         if self.seq_len < 1:
             raise ValueError("a request needs prompt_tokens or mm_tokens_per_item")
 

@@ -2,7 +2,8 @@
 
 Every public constructor and loader in easerve rejects bad input with a
 ``ValueError`` that names the field and the value; these helpers keep those
-messages uniform ("max_batch must be >= 1, got 0").
+messages uniform ("max_batch must be >= 1, got 0"). A settings class names
+them field by field (:mod:`easerve_core.settings`).
 
 A choice easerve makes for the user where the input leaves it open (rows
 sorted by arrival, a default filled in) is a :class:`Notice`, issued with
@@ -61,6 +62,13 @@ def fraction(name: str, value: Any) -> float:
     return out
 
 
+def flag(name: str, value: Any) -> bool:
+    """Return ``value``, refusing anything but True and False (a config's true / false)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
 def integer(name: str, value: Any, *, minimum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} must be an integer, got {value!r}")
@@ -70,6 +78,13 @@ def integer(name: str, value: Any, *, minimum: int | None = None) -> int:
     if minimum is not None and out < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
     return out
+
+
+def instance(name: str, value: Any, *, kind: type) -> Any:
+    """Return ``value``, refusing anything not of ``kind`` (a group of settings, say)."""
+    if not isinstance(value, kind):
+        raise ValueError(f"{name} must be a {kind.__name__}, got {value!r}")
+    return value
 
 
 def one_of(name: str, value: Any, known: Iterable[str]) -> str:

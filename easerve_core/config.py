@@ -53,6 +53,7 @@ from typing import Any
 from easerve_core import checks
 from easerve_core.deployment import Cluster, Deployment
 from easerve_core.files import read_toml
+from easerve_core.settings import refuse_unknown
 from easerve_core.slo import SLOSpec
 from easerve_core.sm_share import SMShareTable
 from easerve_core.workload import WorkloadSpec
@@ -127,9 +128,7 @@ class ExperimentConfig:
             raise ValueError(f"unknown config table(s): {', '.join(unknown)}")
         base = base_dir or Path.cwd()
         model = _table(data, "model")
-        extra = sorted(set(model) - {"name", "size", "spec"})
-        if extra:
-            raise ValueError(f"unknown model field(s): {', '.join(extra)}")
+        refuse_unknown(model, ("name", "size", "spec"), "model", list_known=False)
         if ("name" in model) == ("spec" in model):
             raise ValueError("model.name or model.spec is required (one of them)")
         if "spec" in model:  # a spec file: the model is named by its resolved path
@@ -138,9 +137,7 @@ class ExperimentConfig:
                 raise ValueError(f"model.spec {model['spec']}: no such spec file (*.json)")
             model["name"] = str(spec)
         cluster = _table(data, "cluster")
-        bad = sorted(set(cluster) - _CLUSTER_KEYS)
-        if bad:
-            raise ValueError(f"unknown cluster field(s): {', '.join(bad)}")
+        refuse_unknown(cluster, _CLUSTER_KEYS, "cluster", list_known=False)
         if "gpu" not in cluster:
             raise ValueError("cluster.gpu is required")
         try:
@@ -156,8 +153,7 @@ class ExperimentConfig:
         workload = WorkloadSpec.from_dict(workload_table)
         slo = SLOSpec.from_dict(_table(data, "slo"))
         profile = _table(data, "profile")
-        if set(profile) - _PROFILE_KEYS:
-            raise ValueError(f"unknown profile field(s): {', '.join(sorted(set(profile) - _PROFILE_KEYS))}")
+        refuse_unknown(profile, _PROFILE_KEYS, "profile", list_known=False)
         profile_path = (base / str(profile["path"])).resolve() if "path" in profile else None
         table = _share_table(profile["sm_share_table"]) if "sm_share_table" in profile else None
         return cls(

@@ -53,80 +53,60 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from easerve_core import checks
 from easerve_core.deployment import Deployment
 from easerve_core.forecast import FORECASTERS, make_forecaster
 from easerve_core.plan_table import SIGNALS, Band, PlanTable
+from easerve_core.settings import Settings, rule
 
 
-def _count(name: str, value: Any) -> int:
-    return checks.integer(name, value, minimum=1)
-
-
-#: how each setting is checked (a ValueError naming it)
-_SETTING_CHECKS: Mapping[str, Callable[[str, Any], Any]] = {
-    "window_s": checks.positive, "check_every_s": checks.positive, "hysteresis_frac": checks.fraction,
-    "settle_s": checks.non_negative, "dwell_s": checks.non_negative, "min_arrivals": _count,
-    "min_finished": _count, "attainment_floor": checks.fraction,
-    "forecaster": lambda name, value: checks.one_of(name, value, list(FORECASTERS)),
-    "forecast_alpha": checks.fraction, "forecast_beta": checks.fraction, "lead_s": checks.non_negative,
-}
+def _forecaster(name: str, value: Any) -> str:
+    return checks.one_of(name, value, list(FORECASTERS))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ControllerSettings:
+class ControllerSettings(Settings):
     """The controller's knobs (see the module docstring)."""
 
+    section = "controller"
+    prefix = "controller."
+
     #: the arrival rate is the arrivals of the last window over the window (rule 1)
-    window_s: float = 60.0
+    window_s: float = field(default=60.0, metadata=rule(checks.positive))
     #: checks run at fixed times, this far apart
-    check_every_s: float = 5.0
+    check_every_s: float = field(default=5.0, metadata=rule(checks.positive))
     #: how far past a band's planned rate the rate must go before the band changes (rule 2)
-    hysteresis_frac: float = 0.15
+    hysteresis_frac: float = field(default=0.15, metadata=rule(checks.fraction))
     #: how long a new target must hold at every check before it is acted on (rule 4)
-    settle_s: float = 60.0
+    settle_s: float = field(default=60.0, metadata=rule(checks.non_negative))
     #: the least time between two decisions, and from the start to the first (rule 6)
-    dwell_s: float = 120.0
+    dwell_s: float = field(default=120.0, metadata=rule(checks.non_negative))
     #: no rate estimate before this many arrivals
-    min_arrivals: int = 20
+    min_arrivals: int = field(default=20, metadata=rule(checks.integer, minimum=1))
     #: no SLO escalation on fewer finished requests in the window (rule 3)
-    min_finished: int = 20
+    min_finished: int = field(default=20, metadata=rule(checks.integer, minimum=1))
     #: SLO escalation below this fraction of the window's finished requests meeting the SLO
-    attainment_floor: float = 0.9
+    attainment_floor: float = field(default=0.9, metadata=rule(checks.fraction))
     #: the predictive planner (:mod:`easerve_core.forecast`): ``none`` (the reactive rules), ``ewma``
     #: or ``holt``, run on the windowed rate at every check; the rules read its forecast
     #: ``lead_s`` ahead instead of the rate (docs/controller.md, "The predictive planner")
-    forecaster: str = "none"
+    forecaster: str = field(default="none", metadata=rule(_forecaster))
     #: the forecaster's level smoothing (weight of the newest windowed rate)
-    forecast_alpha: float = 0.5
+    forecast_alpha: float = field(default=0.5, metadata=rule(checks.fraction))
     #: Holt's trend smoothing (weight of the newest change of level)
-    forecast_beta: float = 0.3
+    forecast_beta: float = field(default=0.3, metadata=rule(checks.fraction))
     #: how far ahead the forecast looks: the re-role time, so a move is warm when the phase comes
-    lead_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        for name, check in _SETTING_CHECKS.items():
-            check(f"controller.{name}", getattr(self, name))
+    lead_s: float = field(default=0.0, metadata=rule(checks.non_negative))
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = Settings.to_dict(self)
         if self.forecaster == "none":  # a reactive controller's settings stay as they were
             for name in ("forecaster", "forecast_alpha", "forecast_beta", "lead_s"):
                 del out[name]
         return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ControllerSettings:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown controller field(s): {', '.join(unknown)}; "
-                             f"known: {', '.join(sorted(known))}")
-        return cls(**dict(data))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,13 +12,15 @@ or Prefill workers: each ``decode`` worker runs all three stages.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from easerve_core import checks, limits
 from easerve_core.placement import Layout, Placement, layout
 from easerve_core.router import ROUTERS
+from easerve_core.settings import Settings, refuse_unknown, rule
 
 #: how concurrent transfers share a node's GPU-to-GPU paths (``Cluster.link_sharing``)
 LINK_SHARING = ("fcfs", "fair")
@@ -41,9 +43,14 @@ class SMSharing(StrEnum):
     NONE = "none"  # no local prefill on encode workers
 
 
-def _enum(cls: type[StrEnum], name: str, value: object) -> Any:
-    checks.one_of(name, str(value), [m.value for m in cls])
-    return cls(str(value))
+def _enum(name: str, value: object, *, kind: type[StrEnum]) -> Any:
+    checks.one_of(name, str(value), [m.value for m in kind])
+    return kind(str(value))
+
+
+def _member(kind: type[StrEnum]) -> Any:
+    """A field holding a member of ``kind`` (given as one or by its value)."""
+    return rule(_enum, store=True, kind=kind)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,33 +110,34 @@ class Cluster:
         return self.num_nodes == 1 and self.link_sharing == "fcfs"
 
 
+def _count(name: str, value: Any, *, minimum: int, limit: int, why: str) -> int:
+    """An integer >= ``minimum`` within ``limit`` (:mod:`easerve_core.limits`, ``why`` says why)."""
+    return limits.at_most(name, checks.integer(name, value, minimum=minimum), limit, why)
+
+
+def _tp(name: str, value: Any) -> int:
+    tp = _count(name, value, minimum=1, limit=limits.MAX_TP, why="the largest NVLink domain")
+    if tp & (tp - 1):
+        raise ValueError(f"{name} must be a power of two, got {tp!r}")
+    return tp
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StageGroup:
+class StageGroup(Settings):
     """``num_workers`` workers of ``tp`` GPUs each."""
 
-    num_workers: int
-    tp: int = 1
-
-    def __post_init__(self) -> None:
-        limits.at_most("num_workers", checks.integer("num_workers", self.num_workers, minimum=0),
-                       limits.MAX_NUM_GPUS, "a worker holds at least one GPU")
-        tp = limits.at_most("tp", checks.integer("tp", self.tp, minimum=1), limits.MAX_TP,
-                            "the largest NVLink domain")
-        if tp & (tp - 1):
-            raise ValueError(f"tp must be a power of two, got {tp!r}")
+    num_workers: int = field(metadata=rule(_count, minimum=0, limit=limits.MAX_NUM_GPUS,
+                                           why="a worker holds at least one GPU"))
+    tp: int = field(default=1, metadata=rule(_tp))
 
     @property
     def num_gpus(self) -> int:
         return self.num_workers * self.tp
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, name: str = "group") -> StageGroup:
+    def from_dict(cls, data: Mapping[str, Any], *, name: str = "group") -> StageGroup:
         """A group from a config table (``encode = { num_workers = 1, tp = 2 }``), fields named."""
-        known = ("num_workers", "tp")
-        unknown = sorted(set(data) - set(known))
-        if unknown:
-            raise ValueError(f"unknown deployment.{name} field(s): {', '.join(unknown)}; "
-                             f"known: {', '.join(known)}")
+        refuse_unknown(data, ("num_workers", "tp"), f"deployment.{name}")
         if "num_workers" not in data:
             raise ValueError(f"deployment.{name}.num_workers is required")
         try:
@@ -138,58 +146,55 @@ class StageGroup:
             raise ValueError(f"deployment.{name}.{exc}") from None
 
 
+def _group(name: str, group: Any) -> StageGroup:
+    """A stage's workers: a StageGroup, or its config table."""
+    if isinstance(group, dict):
+        return StageGroup.from_dict(group, name=name)
+    if not isinstance(group, StageGroup):
+        raise ValueError(f"{name} must be a StageGroup, got {group!r}")
+    return group
+
+
+def _open_share(name: str, value: Any) -> Any:
+    checks.fraction(name, value)
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"{name} must be in (0, 1), got {value!r}")
+    return value
+
+
+def _placement(name: str, value: Any) -> Placement:
+    return value if isinstance(value, Placement) else Placement.from_dict(value)
+
+
+_GROUP = rule(_group, store=True)
+_BATCH_WHY = "the SM-share table is profiled for every size 1..B"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Deployment:
+class Deployment(Settings):
     """A full deployment of one model on a cluster (see the module docstring)."""
 
-    encode: StageGroup = field(default_factory=lambda: StageGroup(num_workers=1))
-    prefill: StageGroup = field(default_factory=lambda: StageGroup(num_workers=1, tp=2))
-    decode: StageGroup = field(default_factory=lambda: StageGroup(num_workers=1, tp=2))
-    max_encode_batch: int = 8
-    remote_fraction: float = 1.0
-    architecture: Architecture = Architecture.DISAGGREGATED
-    batching: BatchingMode = BatchingMode.ADAPTIVE
-    batch_timeout_s: float = 0.05
-    gap_factor: float = 1.0
-    max_wait_s: float = 1.0
-    rate_hint_hz: float | None = None
-    sm_sharing: SMSharing = SMSharing.DYNAMIC
-    static_encode_share: float = 0.5
-    router: str = "deficit"
-    max_num_decode_seqs: int = 256
-    placement: Placement | None = None
+    encode: StageGroup = field(default_factory=lambda: StageGroup(num_workers=1), metadata=_GROUP)
+    prefill: StageGroup = field(default_factory=lambda: StageGroup(num_workers=1, tp=2), metadata=_GROUP)
+    decode: StageGroup = field(default_factory=lambda: StageGroup(num_workers=1, tp=2), metadata=_GROUP)
+    max_encode_batch: int = field(default=8, metadata=rule(_count, minimum=1, limit=limits.MAX_ENCODE_BATCH,
+                                                           why=_BATCH_WHY))
+    remote_fraction: float = field(default=1.0, metadata=rule(checks.fraction))
+    architecture: Architecture = field(default=Architecture.DISAGGREGATED, metadata=_member(Architecture))
+    batching: BatchingMode = field(default=BatchingMode.ADAPTIVE, metadata=_member(BatchingMode))
+    batch_timeout_s: float = field(default=0.05, metadata=rule(checks.non_negative))
+    gap_factor: float = field(default=1.0, metadata=rule(checks.positive))
+    max_wait_s: float = field(default=1.0, metadata=rule(checks.non_negative))
+    rate_hint_hz: float | None = field(default=None, metadata=rule(checks.positive, optional=True))
+    sm_sharing: SMSharing = field(default=SMSharing.DYNAMIC, metadata=_member(SMSharing))
+    static_encode_share: float = field(default=0.5, metadata=rule(_open_share))
+    router: str = field(default="deficit", metadata=rule(checks.one_of, known=ROUTERS))
+    max_num_decode_seqs: int = field(default=256, metadata=rule(
+        _count, minimum=1, limit=limits.MAX_NUM_DECODE_SEQS, why="sequences one Decode worker batches"))
+    placement: Placement | None = field(default=None, metadata=rule(_placement, store=True, optional=True))
 
     def __post_init__(self) -> None:
-        for name in ("encode", "prefill", "decode"):
-            group = getattr(self, name)
-            if isinstance(group, dict):
-                object.__setattr__(self, name, StageGroup.from_dict(group, name=name))
-            elif not isinstance(group, StageGroup):
-                raise ValueError(f"{name} must be a StageGroup, got {group!r}")
-        set_ = object.__setattr__
-        set_(self, "architecture", _enum(Architecture, "architecture", self.architecture))
-        set_(self, "batching", _enum(BatchingMode, "batching", self.batching))
-        set_(self, "sm_sharing", _enum(SMSharing, "sm_sharing", self.sm_sharing))
-        limits.at_most("max_encode_batch", checks.integer("max_encode_batch", self.max_encode_batch,
-                                                          minimum=1),
-                       limits.MAX_ENCODE_BATCH, "the SM-share table is profiled for every size 1..B")
-        checks.fraction("remote_fraction", self.remote_fraction)
-        checks.non_negative("batch_timeout_s", self.batch_timeout_s)
-        checks.positive("gap_factor", self.gap_factor)
-        checks.non_negative("max_wait_s", self.max_wait_s)
-        if self.rate_hint_hz is not None:
-            checks.positive("rate_hint_hz", self.rate_hint_hz)
-        checks.fraction("static_encode_share", self.static_encode_share)
-        if not 0.0 < self.static_encode_share < 1.0:
-            raise ValueError(
-                f"static_encode_share must be in (0, 1), got {self.static_encode_share!r}"
-            )
-        checks.one_of("router", self.router, ROUTERS)
-        if self.placement is not None and not isinstance(self.placement, Placement):
-            set_(self, "placement", Placement.from_dict(self.placement))
-        limits.at_most("max_num_decode_seqs",
-                       checks.integer("max_num_decode_seqs", self.max_num_decode_seqs, minimum=1),
-                       limits.MAX_NUM_DECODE_SEQS, "sequences one Decode worker batches")
+        self.validate()
         if self.decode.num_workers < 1:
             raise ValueError("decode.num_workers must be >= 1")
         if self.architecture is Architecture.AGGREGATED:
@@ -237,7 +242,7 @@ class Deployment:
         return replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = Settings.to_dict(self)
         for key in ("architecture", "batching", "sm_sharing"):
             out[key] = str(out[key])
         if self.placement is None:  # a single-node deployment's table stays as it was
@@ -247,11 +252,9 @@ class Deployment:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Deployment:
+    def from_dict(cls, data: Mapping[str, Any]) -> Deployment:
         known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown deployment field(s): {', '.join(unknown)}")
+        refuse_unknown(data, known, "deployment", list_known=False)
         try:
             return cls(**data)
         except ValueError as exc:  # name the table: "max_encode_batch ..." -> "deployment.max_..."

@@ -26,10 +26,11 @@ has none) or ``any`` (the least-loaded receiver anywhere).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from easerve_core import checks
+from easerve_core.settings import Settings, refuse_unknown, rule
 
 if TYPE_CHECKING:
     from easerve_core.deployment import Cluster, Deployment
@@ -38,25 +39,30 @@ STAGES = ("encode", "prefill", "decode")
 LOCALITIES = ("node", "any")
 
 
+def _strategy(name: str, value: Any) -> str:
+    return checks.one_of(name, value, [*PLACEMENTS, "explicit"])
+
+
+def _nodes(name: str, nodes: Any) -> tuple[int, ...]:
+    """A stage's node list: a node index >= 0 per worker."""
+    if isinstance(nodes, str) or not isinstance(nodes, Sequence):
+        raise ValueError(f"{name} must be a list of node indices, got {nodes!r}")
+    return tuple(checks.integer(f"{name}[{i}]", n, minimum=0) for i, n in enumerate(nodes))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Placement:
+class Placement(Settings):
     """A placement strategy, or the node of every worker (see the module docstring)."""
 
-    strategy: str = "packed"
-    encode: tuple[int, ...] = ()
-    prefill: tuple[int, ...] = ()
-    decode: tuple[int, ...] = ()
-    locality: str = "node"
+    prefix = "placement."
+    strategy: str = field(default="packed", metadata=rule(_strategy))
+    encode: tuple[int, ...] = field(default=(), metadata=rule(_nodes, store=True))
+    prefill: tuple[int, ...] = field(default=(), metadata=rule(_nodes, store=True))
+    decode: tuple[int, ...] = field(default=(), metadata=rule(_nodes, store=True))
+    locality: str = field(default="node", metadata=rule(checks.one_of, known=LOCALITIES))
 
     def __post_init__(self) -> None:
-        checks.one_of("placement.strategy", self.strategy, [*PLACEMENTS, "explicit"])
-        checks.one_of("placement.locality", self.locality, LOCALITIES)
-        for stage in STAGES:
-            nodes = getattr(self, stage)
-            if isinstance(nodes, str) or not isinstance(nodes, Sequence):
-                raise ValueError(f"placement.{stage} must be a list of node indices, got {nodes!r}")
-            object.__setattr__(self, stage, tuple(
-                checks.integer(f"placement.{stage}[{i}]", n, minimum=0) for i, n in enumerate(nodes)))
+        self.validate()
         given = any(getattr(self, s) for s in STAGES)
         if given and self.strategy != "explicit":
             raise ValueError(f"placement.strategy is {self.strategy!r} but node lists are given; "
@@ -69,10 +75,7 @@ class Placement:
             return cls(strategy=data)
         if not isinstance(data, Mapping):
             raise ValueError(f"placement must be a strategy name or a table, got {data!r}")
-        known = ("strategy", "encode", "prefill", "decode", "locality")
-        unknown = sorted(set(data) - set(known))
-        if unknown:
-            raise ValueError(f"unknown placement field(s): {', '.join(unknown)}; known: {', '.join(known)}")
+        refuse_unknown(data, ("strategy", *STAGES, "locality"), "placement")
         values = dict(data)
         if any(s in values for s in STAGES):
             values.setdefault("strategy", "explicit")

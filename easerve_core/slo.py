@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -46,6 +46,7 @@ import pandas as pd
 
 from easerve_core import checks
 from easerve_core.request import Status, tpot_s, ttft_s
+from easerve_core.settings import Settings, refuse_unknown, rule
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,12 +114,21 @@ def _attainment_target(name: str, value: Any) -> float:
     return out
 
 
+def _tier_name(name: str, value: Any) -> str:
+    return tier(value, name).name
+
+
+def _unset(check: Any) -> Any:
+    """A field left None, or checked and holding the check's value."""
+    return field(default=None, metadata=rule(check, store=True, optional=True))
+
+
 #: the keys of ``[slo]``
 SLO_KEYS = ("tier", "ttft_s", "tpot_s", "attainment")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SLOSpec:
+class SLOSpec(Settings):
     """The SLO as a user sets it in ``[slo]``: a tier, absolute limits, an attainment target.
 
     ``ttft_s`` / ``tpot_s`` (seconds, per request) replace the tier's limit
@@ -128,25 +138,15 @@ class SLOSpec:
     both limits; None keeps the P99 rule (:func:`sustains`).
     """
 
-    tier: str = DEFAULT_TIER
-    ttft_s: float | None = None
-    tpot_s: float | None = None
-    attainment: float | None = None
-
-    def __post_init__(self) -> None:
-        tier(self.tier, "slo.tier")
-        for name in ("ttft_s", "tpot_s"):
-            value = getattr(self, name)
-            if value is not None:
-                object.__setattr__(self, name, checks.positive(f"slo.{name}", value))
-        if self.attainment is not None:
-            object.__setattr__(self, "attainment", _attainment_target("slo.attainment", self.attainment))
+    prefix = "slo."
+    tier: str = field(default=DEFAULT_TIER, metadata=rule(_tier_name))
+    ttft_s: float | None = _unset(checks.positive)
+    tpot_s: float | None = _unset(checks.positive)
+    attainment: float | None = _unset(_attainment_target)
 
     @classmethod
     def from_dict(cls, table: Mapping[str, Any]) -> SLOSpec:
-        unknown = sorted(set(table) - set(SLO_KEYS))
-        if unknown:
-            raise ValueError(f"unknown slo field(s): {', '.join(unknown)}")
+        refuse_unknown(table, SLO_KEYS, "slo", list_known=False)
         name = table.get("tier", DEFAULT_TIER)
         if not isinstance(name, str):
             raise ValueError(f"slo.tier must be a tier name, got {name!r}")

@@ -29,13 +29,14 @@ Pure: numpy and pandas on a record frame.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from easerve_core import checks
 from easerve_core.request import Status, ttft_s
+from easerve_core.settings import Settings, rule
 from easerve_core.slo import SLO, meets_slo
 
 #: one-sided 1% critical value of the standard normal
@@ -47,17 +48,12 @@ MIN_CHUNK = 10
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StabilityRule:
+class StabilityRule(Settings):
     """The two tests' thresholds (module docstring)."""
 
-    rise_frac: float = 0.25
-    tail_drop: float = 0.05
-    z_critical: float = Z_CRITICAL
-
-    def __post_init__(self) -> None:
-        checks.positive("rise_frac", self.rise_frac)
-        checks.fraction("tail_drop", self.tail_drop)
-        checks.positive("z_critical", self.z_critical)
+    rise_frac: float = field(default=0.25, metadata=rule(checks.positive))
+    tail_drop: float = field(default=0.05, metadata=rule(checks.fraction))
+    z_critical: float = field(default=Z_CRITICAL, metadata=rule(checks.positive))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

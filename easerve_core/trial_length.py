@@ -27,9 +27,11 @@ simulation); the count is capped there and the cap is reported by
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from easerve_core import checks
+from easerve_core.settings import Settings, rule
 
 #: the queue growth (a fraction of the arrival rate) a stream must be long enough to expose
 DEFAULT_GROWTH_FRAC = 0.05
@@ -43,8 +45,20 @@ DEFAULT_MAX_REQUESTS = 50_000
 MAX_TRIAL_S = 7 * 24 * 3600.0
 
 
+def _trial_seconds(name: str, value: Any) -> Any:
+    if checks.positive(name, value) > MAX_TRIAL_S:
+        raise ValueError(f"{name} must be at most {MAX_TRIAL_S:g} s (a week of arrivals), got {value!r}")
+    return value
+
+
+def _growth(name: str, value: Any) -> Any:
+    if not 0.0 <= checks.finite(name, value) < 1.0:
+        raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+    return value
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TrialLength:
+class TrialLength(Settings):
     """The length rule (module docstring): seconds of arrivals, then requests at a rate.
 
     Args:
@@ -56,20 +70,14 @@ class TrialLength:
         max_requests: at most this many requests.
     """
 
-    trial_s: float = DEFAULT_TRIAL_S
-    growth_frac: float = DEFAULT_GROWTH_FRAC
-    min_requests: int = DEFAULT_MIN_REQUESTS
+    trial_s: float = field(default=DEFAULT_TRIAL_S, metadata=rule(_trial_seconds, label="trial-s"))
+    growth_frac: float = field(default=DEFAULT_GROWTH_FRAC, metadata=rule(_growth))
+    min_requests: int = field(default=DEFAULT_MIN_REQUESTS,
+                              metadata=rule(checks.integer, minimum=1, label="min-requests"))
     max_requests: int = DEFAULT_MAX_REQUESTS
 
     def __post_init__(self) -> None:
-        trial_s = checks.positive("trial-s", self.trial_s)
-        if trial_s > MAX_TRIAL_S:
-            raise ValueError(f"trial-s must be at most {MAX_TRIAL_S:g} s (a week of arrivals), "
-                             f"got {self.trial_s!r}")
-        growth = checks.finite("growth_frac", self.growth_frac)
-        if not 0.0 <= growth < 1.0:
-            raise ValueError(f"growth_frac must be in [0, 1), got {self.growth_frac!r}")
-        checks.integer("min-requests", self.min_requests, minimum=1)
+        self.validate()
         checks.integer("max_requests", self.max_requests, minimum=self.min_requests)
 
     def horizon_s(self, ttft_limit_s: float | None = None) -> float:

@@ -8,15 +8,40 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from easerve_core.settings import Settings, refuse_unknown, rule
 
 DEVICES = ("cpu", "cuda")
 START_METHODS = ("forkserver", "spawn")
 
 
+def _choice(name: str, value: Any, *, known: tuple[str, ...]) -> Any:
+    if value not in known:
+        raise ValueError(f"{name} must be one of {', '.join(known)}, got {value!r}")
+    return value
+
+
+def _count(name: str, value: Any, *, least: int) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    return value
+
+
+def _amount(name: str, value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a number > 0, got {value!r}")
+    return value
+
+
+def _positive(default: float) -> Any:
+    return field(default=default, metadata=rule(_amount))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LiveOptions:
+class LiveOptions(Settings):
     """Knobs of one live trial.
 
     Args:
@@ -43,50 +68,25 @@ class LiveOptions:
         poll_interval_s: the longest any loop sleeps before checking for stop.
     """
 
-    device: str = "cpu"
-    num_threads: int = 1
-    encode_threads: int = 2
+    prefix = "live."
+    device: str = field(default="cpu", metadata=rule(_choice, known=DEVICES))
+    num_threads: int = field(default=1, metadata=rule(_count, least=1))
+    encode_threads: int = field(default=2, metadata=rule(_count, least=1))
     partition_backend: str = "cpu-threads"
-    init_std: float = 0.02
-    model_seed: int = 0
+    init_std: float = _positive(0.02)
+    model_seed: int = field(default=0, metadata=rule(_count, least=0))
     weights_dir: str = ""
-    mm_token_scale: float = 1.0
-    start_method: str = "forkserver"
-    startup_timeout_s: float = 180.0
-    trial_timeout_s: float = 120.0
-    shutdown_timeout_s: float = 5.0
-    poll_interval_s: float = 0.02
-
-    def __post_init__(self) -> None:
-        if self.device not in DEVICES:
-            raise ValueError(f"live.device must be one of {', '.join(DEVICES)}, got {self.device!r}")
-        if self.start_method not in START_METHODS:
-            raise ValueError(
-                f"live.start_method must be one of {', '.join(START_METHODS)}, got {self.start_method!r}"
-            )
-        for name in ("num_threads", "encode_threads", "model_seed"):
-            value, least = getattr(self, name), 0 if name == "model_seed" else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"live.{name} must be an integer >= {least}, got {value!r}")
-        for name in ("init_std", "mm_token_scale", "startup_timeout_s", "trial_timeout_s",
-                     "shutdown_timeout_s", "poll_interval_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not (
-                    math.isfinite(value) and value > 0):
-                raise ValueError(f"live.{name} must be a number > 0, got {value!r}")
+    mm_token_scale: float = _positive(1.0)
+    start_method: str = field(default="forkserver", metadata=rule(_choice, known=START_METHODS))
+    startup_timeout_s: float = _positive(180.0)
+    trial_timeout_s: float = _positive(120.0)
+    shutdown_timeout_s: float = _positive(5.0)
+    poll_interval_s: float = _positive(0.02)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> LiveOptions:
         data = dict(data or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            hint = " (the SM-share table is the plan's: [profile] sm_share_table)" if (
-                "sm_share_table" in unknown) else ""
-            raise ValueError(
-                f"unknown live field(s): {', '.join(unknown)}{hint}; known: {', '.join(sorted(known))}"
-            )
+        hint = " (the SM-share table is the plan's: [profile] sm_share_table)" if (
+            "sm_share_table" in data) else ""
+        refuse_unknown(data, sorted(f.name for f in fields(cls)), "live", hint=hint)
         return cls(**data)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)

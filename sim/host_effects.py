@@ -46,11 +46,11 @@ Fields (every time in seconds, every count >= 0):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from easerve_core import checks
+from easerve_core.settings import Settings, rule
 
 #: (stage, unit) of the stall model's per-stage ranges: ``stall_<stage>_<unit>_min`` / ``_max``
 STALL_COUNTERS = (("encode", "batches"), ("prefill", "batches"), ("decode", "steps"))
@@ -59,78 +59,6 @@ WARMUP_LANES = ("encode", "local_prefill", "prefill", "decode")
 #: the fields that are lists of seconds (empty: that model is off)
 SECONDS_LISTS = (*(f"warmup_{lane}_s" for lane in WARMUP_LANES), "handoff_prefill_quantiles_s",
                  "handoff_decode_quantiles_s")
-_NON_NEGATIVE = ("num_host_cores", "background_cores", "dispatch_latency_s", "decode_join_s",
-                 "decode_leave_s", "decode_join_more_s", "handoff_prefill_s", "handoff_decode_s",
-                 "handoff_busy_s", "stall_s")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HostEffects:
-    """The host effects the simulator can model (see the module docstring); all off by default."""
-
-    num_host_cores: float = 0.0
-    background_cores: float = 0.0
-    colocated_speed_frac: float = 1.0
-    dispatch_latency_s: float = 0.0
-    decode_join_s: float = 0.0
-    decode_leave_s: float = 0.0
-    decode_join_more_s: float = 0.0
-    handoff_prefill_s: float = 0.0
-    handoff_decode_s: float = 0.0
-    handoff_busy_s: float = 0.0
-    handoff_prefill_quantiles_s: tuple[float, ...] = ()
-    handoff_decode_quantiles_s: tuple[float, ...] = ()
-    stall_s: float = 0.0
-    stall_encode_batches_min: int = 0
-    stall_encode_batches_max: int = 0
-    stall_prefill_batches_min: int = 0
-    stall_prefill_batches_max: int = 0
-    stall_decode_steps_min: int = 0
-    stall_decode_steps_max: int = 0
-    stall_encode_frac: float = 1.0
-    stall_prefill_frac: float = 1.0
-    stall_decode_frac: float = 1.0
-    warmup_encode_s: tuple[float, ...] = ()
-    warmup_local_prefill_s: tuple[float, ...] = ()
-    warmup_prefill_s: tuple[float, ...] = ()
-    warmup_decode_s: tuple[float, ...] = ()
-
-    def __post_init__(self) -> None:
-        set_ = object.__setattr__
-        for name in _NON_NEGATIVE:
-            set_(self, name, checks.non_negative(f"host.{name}", getattr(self, name)))
-        colocated = checks.fraction("host.colocated_speed_frac", self.colocated_speed_frac)
-        if colocated <= 0.0:
-            raise ValueError(f"host.colocated_speed_frac must be > 0, got {colocated!r}")
-        set_(self, "colocated_speed_frac", colocated)
-        for stage, unit in STALL_COUNTERS:
-            low, high = (f"stall_{stage}_{unit}_{end}" for end in ("min", "max"))
-            set_(self, low, checks.integer(f"host.{low}", getattr(self, low), minimum=0))
-            set_(self, high, checks.integer(f"host.{high}", getattr(self, high), minimum=0))
-            if getattr(self, high) < getattr(self, low):
-                raise ValueError(f"host.{high} must be >= host.{low}, "
-                                 f"got {getattr(self, high)!r} < {getattr(self, low)!r}")
-            frac = f"stall_{stage}_frac"
-            set_(self, frac, checks.fraction(f"host.{frac}", getattr(self, frac)))
-        for name in SECONDS_LISTS:
-            set_(self, name, _seconds(f"host.{name}", getattr(self, name)))
-
-    @property
-    def shares_cores(self) -> bool:
-        """Whether the host CPU model (shared cores) is on."""
-        return self.num_host_cores > 0
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> HostEffects:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown host field(s): {', '.join(unknown)}; "
-                             f"known: {', '.join(sorted(known))}")
-        return cls(**dict(data))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
 def _seconds(name: str, value: Any) -> tuple[float, ...]:
@@ -141,3 +69,81 @@ def _seconds(name: str, value: Any) -> tuple[float, ...]:
         if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or x < 0:
             raise ValueError(f"{name} must hold finite numbers >= 0, got {value!r}")
     return tuple(float(x) for x in value)
+
+
+def _speed(name: str, value: Any) -> float:
+    speed = checks.fraction(name, value)
+    if speed <= 0.0:
+        raise ValueError(f"{name} must be > 0, got {speed!r}")
+    return speed
+
+
+def _knob(check: Any, default: Any, **options: Any) -> Any:
+    """A field checked by ``check`` that keeps the normalised value (a new field each call)."""
+    return field(default=default, metadata=rule(check, store=True, **options))
+
+
+def _seconds_off() -> Any:
+    return _knob(checks.non_negative, 0.0)
+
+
+def _frac_all() -> Any:
+    return _knob(checks.fraction, 1.0)
+
+
+def _count_off() -> Any:
+    return _knob(checks.integer, 0, minimum=0)
+
+
+def _list_off() -> Any:
+    return _knob(_seconds, ())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostEffects(Settings):
+    """The host effects the simulator can model (see the module docstring); all off by default."""
+
+    section = "host"
+    prefix = "host."
+    num_host_cores: float = _seconds_off()
+    background_cores: float = _seconds_off()
+    colocated_speed_frac: float = _knob(_speed, 1.0)
+    dispatch_latency_s: float = _seconds_off()
+    decode_join_s: float = _seconds_off()
+    decode_leave_s: float = _seconds_off()
+    decode_join_more_s: float = _seconds_off()
+    handoff_prefill_s: float = _seconds_off()
+    handoff_decode_s: float = _seconds_off()
+    handoff_busy_s: float = _seconds_off()
+    handoff_prefill_quantiles_s: tuple[float, ...] = _list_off()
+    handoff_decode_quantiles_s: tuple[float, ...] = _list_off()
+    stall_s: float = _seconds_off()
+    stall_encode_batches_min: int = _count_off()
+    stall_encode_batches_max: int = _count_off()
+    stall_prefill_batches_min: int = _count_off()
+    stall_prefill_batches_max: int = _count_off()
+    stall_decode_steps_min: int = _count_off()
+    stall_decode_steps_max: int = _count_off()
+    stall_encode_frac: float = _frac_all()
+    stall_prefill_frac: float = _frac_all()
+    stall_decode_frac: float = _frac_all()
+    warmup_encode_s: tuple[float, ...] = _list_off()
+    warmup_local_prefill_s: tuple[float, ...] = _list_off()
+    warmup_prefill_s: tuple[float, ...] = _list_off()
+    warmup_decode_s: tuple[float, ...] = _list_off()
+
+    def __post_init__(self) -> None:
+        self.validate()
+        for stage, unit in STALL_COUNTERS:
+            low, high = (f"stall_{stage}_{unit}_{end}" for end in ("min", "max"))
+            if getattr(self, high) < getattr(self, low):
+                raise ValueError(f"host.{high} must be >= host.{low}, "
+                                 f"got {getattr(self, high)!r} < {getattr(self, low)!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in Settings.to_dict(self).items()}
+
+    @property
+    def shares_cores(self) -> bool:
+        """Whether the host CPU model (shared cores) is on."""
+        return self.num_host_cores > 0

@@ -19,10 +19,11 @@ options (over a base, e.g. a calibrated profile's host effects).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from easerve_core import checks
+from easerve_core.settings import Settings, refuse_unknown, rule
 from sim.host_effects import SECONDS_LISTS, STALL_COUNTERS, WARMUP_LANES, HostEffects
 
 if TYPE_CHECKING:
@@ -32,11 +33,11 @@ __all__ = ["DISPATCH_POLICIES", "KV_ADMISSIONS", "SECONDS_LISTS", "STALL_COUNTER
            "HostEffects", "Recording", "Scheduling", "SimOptions", "options_for"]
 
 DISPATCH_POLICIES = ("round-robin", "least-loaded")
-_FLAGS = ("coalesce_waiting_batches", "encode_only", "encode_intake_blocking")
+_FLAG = rule(checks.flag)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Recording:
+class Recording(Settings):
     """What a run keeps besides its records (``[sim.record]``).
 
     Args:
@@ -44,20 +45,17 @@ class Recording:
         queues: the per-stage queue-length time series.
     """
 
-    utilization: bool = True
-    queues: bool = True
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            if not isinstance(getattr(self, f.name), bool):
-                raise ValueError(f"sim.record.{f.name} must be true or false, got {getattr(self, f.name)!r}")
+    section = "sim.record"
+    prefix = "sim.record."
+    utilization: bool = field(default=True, metadata=_FLAG)
+    queues: bool = field(default=True, metadata=_FLAG)
 
 
 KV_ADMISSIONS = ("reserve", "grow")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Scheduling:
+class Scheduling(Settings):
     """How an engine's steps are scheduled (``[sim.scheduler]``; :mod:`sim.chunked`).
 
     Args:
@@ -80,24 +78,24 @@ class Scheduling:
             batches of whole requests (``prefill_max_batch_tokens``).
     """
 
-    chunked_prefill: bool = True
-    step_token_budget: int = 2048
-    encoder_budget_tokens: int = 0
-    decode_kv: str = "reserve"
-    prefill_chunked: bool = False
-
-    def __post_init__(self) -> None:
-        for name in ("chunked_prefill", "prefill_chunked"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"sim.scheduler.{name} must be true or false, "
-                                 f"got {getattr(self, name)!r}")
-        checks.integer("sim.scheduler.step_token_budget", self.step_token_budget, minimum=1)
-        checks.integer("sim.scheduler.encoder_budget_tokens", self.encoder_budget_tokens, minimum=0)
-        checks.one_of("sim.scheduler.decode_kv", self.decode_kv, KV_ADMISSIONS)
+    section = "sim.scheduler"
+    prefix = "sim.scheduler."
+    chunked_prefill: bool = field(default=True, metadata=_FLAG)
+    step_token_budget: int = field(default=2048, metadata=rule(checks.integer, minimum=1))
+    encoder_budget_tokens: int = field(default=0, metadata=rule(checks.integer, minimum=0))
+    decode_kv: str = field(default="reserve", metadata=rule(checks.one_of, known=KV_ADMISSIONS))
+    prefill_chunked: bool = field(default=False, metadata=_FLAG)
 
     @property
     def encoder_budget(self) -> int:
         return self.encoder_budget_tokens or self.step_token_budget
+
+
+def _overhead(name: str, value: Any) -> float:
+    overhead = checks.fraction(name, value)
+    if overhead >= 1.0:
+        raise ValueError(f"{name} must be < 1, got {overhead!r}")
+    return overhead
 
 
 #: a run that keeps no time series (HAS trials, sweeps)
@@ -105,7 +103,7 @@ NO_RECORDING = Recording(utilization=False, queues=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SimOptions:
+class SimOptions(Settings):
     """Mechanism knobs of the simulator.
 
     Args:
@@ -138,31 +136,17 @@ class SimOptions:
         host: what a real host adds (:class:`~sim.host_effects.HostEffects`); off by default.
     """
 
-    dispatch: str = "round-robin"
-    prefill_max_batch_tokens: int = 8192
-    time_slice_overhead_frac: float = 0.1
-    coalesce_waiting_batches: bool = True
-    encode_only: bool = False
-    encode_intake_blocking: bool = False
-    num_preprocess_threads: int = 1
-    record: Recording = field(default_factory=Recording)
-    scheduler: Scheduling = field(default_factory=Scheduling)
-    host: HostEffects = field(default_factory=HostEffects)
-
-    def __post_init__(self) -> None:
-        checks.one_of("sim.dispatch", self.dispatch, DISPATCH_POLICIES)
-        checks.integer("sim.prefill_max_batch_tokens", self.prefill_max_batch_tokens, minimum=1)
-        object.__setattr__(self, "num_preprocess_threads", checks.integer(
-            "sim.num_preprocess_threads", self.num_preprocess_threads, minimum=1))
-        overhead = checks.fraction("sim.time_slice_overhead_frac", self.time_slice_overhead_frac)
-        if overhead >= 1.0:
-            raise ValueError(f"sim.time_slice_overhead_frac must be < 1, got {overhead!r}")
-        for name in _FLAGS:
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"sim.{name} must be true or false, got {getattr(self, name)!r}")
-        for name, kind in _GROUPS:
-            if not isinstance(getattr(self, name), kind):
-                raise ValueError(f"sim.{name} must be a {kind.__name__}, got {getattr(self, name)!r}")
+    prefix = "sim."
+    dispatch: str = field(default="round-robin", metadata=rule(checks.one_of, known=DISPATCH_POLICIES))
+    prefill_max_batch_tokens: int = field(default=8192, metadata=rule(checks.integer, minimum=1))
+    time_slice_overhead_frac: float = field(default=0.1, metadata=rule(_overhead))
+    coalesce_waiting_batches: bool = field(default=True, metadata=_FLAG)
+    encode_only: bool = field(default=False, metadata=_FLAG)
+    encode_intake_blocking: bool = field(default=False, metadata=_FLAG)
+    num_preprocess_threads: int = field(default=1, metadata=rule(checks.integer, minimum=1, store=True))
+    record: Recording = field(default_factory=Recording, metadata=rule(checks.instance, kind=Recording))
+    scheduler: Scheduling = field(default_factory=Scheduling, metadata=rule(checks.instance, kind=Scheduling))
+    host: HostEffects = field(default_factory=HostEffects, metadata=rule(checks.instance, kind=HostEffects))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, base: SimOptions | None = None) -> SimOptions:
@@ -173,13 +157,10 @@ class SimOptions:
         """
         base = base or cls()
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            hint = ""
-            if any(k in {f.name for f in fields(HostEffects)} or k.startswith("host_") for k in unknown):
-                hint = " (host effects live in [sim.host])"
-            raise ValueError(f"unknown sim field(s): {', '.join(unknown)}{hint}; "
-                             f"known: {', '.join(sorted(known))}")
+        host_keys = {f.name for f in fields(HostEffects)}
+        hint = " (host effects live in [sim.host])" if any(
+            k not in known and (k in host_keys or k.startswith("host_")) for k in data) else ""
+        refuse_unknown(data, sorted(known), "sim", hint=hint)
         changes: dict[str, Any] = {k: v for k, v in data.items() if k not in dict(_GROUPS)}
         for name, kind in _GROUPS:
             if name not in data:
@@ -187,18 +168,9 @@ class SimOptions:
             table = data[name]
             if not isinstance(table, Mapping):
                 raise ValueError(f"sim.{name} must be a table, got {table!r}")
-            group_known = {f.name for f in fields(kind)}
-            bad = sorted(set(table) - group_known)
-            if bad:
-                raise ValueError(f"unknown sim.{name} field(s): {', '.join(bad)}; "
-                                 f"known: {', '.join(sorted(group_known))}")
+            refuse_unknown(table, sorted(f.name for f in fields(kind)), f"sim.{name}")
             changes[name] = replace(getattr(base, name), **dict(table))
         return replace(base, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["host"] = self.host.to_dict()
-        return out
 
 
 _GROUPS: tuple[tuple[str, type], ...] = (("record", Recording), ("scheduler", Scheduling),

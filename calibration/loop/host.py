@@ -33,6 +33,8 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from calibration.fit import FittedProfile
+from easerve_core import checks
+from easerve_core.settings import Settings, refuse_unknown, rule
 from sim.host_effects import STALL_COUNTERS, HostEffects
 from sim.options import Scheduling, SimOptions
 
@@ -50,26 +52,29 @@ LINK_PATHS = 64
 _OWN = ("transfer_latency_s", "transfer_bytes_per_s", "decode_step_overhead_s")
 
 
+def _non_negative(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _bandwidth(name: str, value: Any) -> float:
+    out = _non_negative(name, value)
+    if out <= 0:
+        raise ValueError(f"{name} must be > 0, got {out!r}")
+    return out
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HostModel:
+class HostModel(Settings):
     """Measured host effects plus the link and the decode-loop overhead (see the module docstring)."""
 
-    effects: HostEffects = field(default_factory=HostEffects)
-    transfer_latency_s: float = 0.0
-    transfer_bytes_per_s: float = 1e12
-    decode_step_overhead_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.effects, HostEffects):
-            raise ValueError(f"host.effects must be a HostEffects, got {self.effects!r}")
-        for name in _OWN:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
-                    or value < 0:
-                raise ValueError(f"host.{name} must be a finite number >= 0, got {value!r}")
-            object.__setattr__(self, name, float(value))
-        if self.transfer_bytes_per_s <= 0:
-            raise ValueError(f"host.transfer_bytes_per_s must be > 0, got {self.transfer_bytes_per_s!r}")
+    prefix = "host."
+    effects: HostEffects = field(default_factory=HostEffects,
+                                 metadata=rule(checks.instance, kind=HostEffects))
+    transfer_latency_s: float = field(default=0.0, metadata=rule(_non_negative, store=True))
+    transfer_bytes_per_s: float = field(default=1e12, metadata=rule(_bandwidth, store=True))
+    decode_step_overhead_s: float = field(default=0.0, metadata=rule(_non_negative, store=True))
 
     def with_effects(self, **changes: Any) -> HostModel:
         """A copy whose effects have ``changes`` applied (and validated)."""
@@ -82,10 +87,7 @@ class HostModel:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HostModel:
         effect_names = {f.name for f in fields(HostEffects)}
-        unknown = sorted(set(data) - effect_names - set(_OWN))
-        if unknown:
-            raise ValueError(f"unknown host field(s): {', '.join(unknown)}; "
-                             f"known: {', '.join(sorted(effect_names | set(_OWN)))}")
+        refuse_unknown(data, sorted(effect_names | set(_OWN)), "host")
         effects = HostEffects.from_dict({k: v for k, v in data.items() if k in effect_names})
         return cls(effects=effects, **{k: v for k, v in data.items() if k in _OWN})
 

@@ -35,6 +35,7 @@ from easerve.experiments.paper import MODALITIES
 from easerve_core import Request, checks
 from easerve_core.controller import SIGNALS
 from easerve_core.files import read_toml
+from easerve_core.settings import refuse_unknown
 from easerve_core.workload import GammaArrivals, RequestMix, WorkloadSpec, generate
 from easerve_core.workload.mixes import MIXES
 
@@ -225,10 +226,7 @@ KNOWN_SHIFTS: Mapping[str, Shift] = {**SHIFTS, **EARLIER_SHIFTS}
 def load_shift(path: str | Path) -> Shift:
     """A shift from a TOML file (module docstring); ``ValueError`` names the field."""
     data = read_toml(path, what="shift file")
-    known = {"name", "model", "signal", "phase", "load_frac"}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"unknown shift field(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    refuse_unknown(data, sorted({"name", "model", "signal", "phase", "load_frac"}), "shift")
     raw = data.get("phase")
     if not isinstance(raw, list) or not raw:
         raise ValueError("phase: give [[phase]] tables (start_s, duration_s, mix, rate_hz)")

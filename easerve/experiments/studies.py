@@ -16,7 +16,7 @@ under its system's preset (:mod:`easerve_core.presets`: request-at-a-time
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -26,6 +26,7 @@ import pandas as pd
 from easerve.experiments.points import Point, summarise
 from easerve.experiments.setup import Arrivals, Setup, run
 from easerve_core import Deployment, SMSharing, checks
+from easerve_core.settings import Settings, rule
 from easerve_core.trial_length import TrialLength
 from runtime.parallel import IN_PROCESS, Backend, run_tasks
 
@@ -34,8 +35,14 @@ SYSTEMS = ("easerve", "dynamo", "vllm", "fixed-batch")
 MAX_SWEEP_REQUESTS = 1_000_000
 
 
+def _past_one(name: str, value: Any) -> Any:
+    if not checks.finite(name, value) > 1.0:
+        raise ValueError(f"{name} must be > 1, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Scale:
+class Scale(Settings):
     """How big each simulation is (``quick`` for tests, ``full`` for the committed report)."""
 
     num_requests: int
@@ -47,18 +54,12 @@ class Scale:
     refine_levels: int = 0
     #: at most this many times the sweep adds a rate ``extend_factor`` x a curve's highest
     #: when its best point is there (:func:`extend_rates`), so a peak is not censored by the grid
-    max_extensions: int = 0
-    extend_factor: float = 1.5
+    max_extensions: int = field(default=0, metadata=rule(checks.integer, minimum=0))
+    extend_factor: float = field(default=1.5, metadata=rule(_past_one))
     #: a sweep point lasts at least this long: above ``num_requests / min_duration_s`` req/s it
     #: simulates ``rate x min_duration_s`` requests (:meth:`requests_at`), so an overloaded system's
     #: queue has as long to build at a high rate as at the nominal one (0: ``num_requests`` always)
-    min_duration_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        checks.integer("max_extensions", self.max_extensions, minimum=0)
-        checks.non_negative("min_duration_s", self.min_duration_s)
-        if not checks.finite("extend_factor", self.extend_factor) > 1.0:
-            raise ValueError(f"extend_factor must be > 1, got {self.extend_factor!r}")
+    min_duration_s: float = field(default=0.0, metadata=rule(checks.non_negative))
 
     def requests_at(self, rate_hz: float) -> int:
         """Requests a sweep point at ``rate_hz`` simulates (see ``min_duration_s``).

@@ -22,13 +22,14 @@ with ``recheck_seeds`` new seeds, and the pick is the best of them there
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from optuna.pruners import SuccessiveHalvingPruner
 
 from easerve_core import checks
 from easerve_core.deployment import Deployment
+from easerve_core.settings import Settings, rule
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,29 +88,34 @@ class LadderEvaluator(Protocol):
         ...
 
 
+def _rungs(name: str, rungs: Any) -> Any:
+    if (not rungs or any(not 0 < r <= 1 for r in rungs) or list(rungs) != sorted(set(rungs))
+            or rungs[-1] != 1.0):
+        raise ValueError(f"{name} must rise strictly within (0, 1] and end at 1, got {rungs!r}")
+    return rungs
+
+
+def _at_least_one(name: str, value: Any) -> Any:
+    if checks.positive(name, value) < 1.0:
+        raise ValueError(f"{name} must be at least 1, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Ladder:
+class Ladder(Settings):
     """How trials climb from short streams to long ones (module docstring)."""
 
-    rungs: tuple[float, ...] = (1 / 9, 1 / 3, 1.0)
-    reduction_factor: int = 3
-    recheck_top: int = 3
-    recheck_factor: float = 4.0
-    recheck_seeds: int = 3
+    rungs: tuple[float, ...] = field(default=(1 / 9, 1 / 3, 1.0), metadata=rule(_rungs))
+    reduction_factor: int = field(default=3, metadata=rule(checks.integer, minimum=2))
+    recheck_top: int = field(default=3, metadata=rule(checks.integer, minimum=0, label="recheck-top"))
+    recheck_factor: float = field(default=4.0, metadata=rule(_at_least_one))
+    recheck_seeds: int = field(default=3, metadata=rule(checks.integer, minimum=1, label="recheck-seeds"))
 
     def __post_init__(self) -> None:
-        if not self.rungs or any(not 0 < r <= 1 for r in self.rungs) or list(self.rungs) != sorted(
-                set(self.rungs)) or self.rungs[-1] != 1.0:
-            raise ValueError(f"rungs must rise strictly within (0, 1] and end at 1, got {self.rungs!r}")
-        checks.integer("reduction_factor", self.reduction_factor, minimum=2)
+        self.validate()
         if any(self.step(k) != self.reduction_factor ** k for k in range(len(self.rungs))):
             raise ValueError(f"rungs must grow by the reduction factor {self.reduction_factor} "
                              f"(the pruner's rungs), got {self.rungs!r}")
-        checks.integer("recheck-top", self.recheck_top, minimum=0)
-        factor = checks.positive("recheck_factor", self.recheck_factor)
-        if factor < 1.0:
-            raise ValueError(f"recheck_factor must be at least 1, got {self.recheck_factor!r}")
-        checks.integer("recheck-seeds", self.recheck_seeds, minimum=1)
 
     def step(self, rung: int) -> int:
         """The resource Optuna sees at ``rung``: its share of the stream in units of the first rung."""

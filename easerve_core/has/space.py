@@ -37,6 +37,7 @@ from easerve_core import checks
 from easerve_core.deployment import Cluster, Deployment, SMSharing, StageGroup
 from easerve_core.placement import Placement, place
 from easerve_core.profile import ParallelProfile, StageProfile
+from easerve_core.settings import Settings, rule
 
 ENCODE_TPS = (1, 2)
 LM_TPS = (1, 2, 4, 8)
@@ -94,15 +95,11 @@ class Allocation:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MemoryNeed:
+class MemoryNeed(Settings):
     """Tokens one typical request holds: in the prefill stage and through decode."""
 
-    prefill_tokens: int
-    decode_tokens: int
-
-    def __post_init__(self) -> None:
-        checks.integer("prefill_tokens", self.prefill_tokens, minimum=1)
-        checks.integer("decode_tokens", self.decode_tokens, minimum=1)
+    prefill_tokens: int = field(metadata=rule(checks.integer, minimum=1))
+    decode_tokens: int = field(metadata=rule(checks.integer, minimum=1))
 
 
 def aggregated_tps(

@@ -43,6 +43,7 @@ import numpy as np
 
 from easerve_core import checks, limits
 from easerve_core.request import Request
+from easerve_core.settings import refuse_unknown
 from easerve_core.workload.arrivals import (
     ArrivalProcess,
     GammaArrivals,
@@ -125,9 +126,7 @@ class WorkloadSpec:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> WorkloadSpec:
-        unknown = sorted(set(data) - _KEYS)
-        if unknown:
-            raise ValueError(f"unknown workload field(s): {', '.join(unknown)}")
+        refuse_unknown(data, _KEYS, "workload", list_known=False)
         kind = checks.one_of("workload.arrival", _arrival_kind(data), ARRIVALS)
         sizes = RawSizes.from_table(data)
         mix_name = str(data.get("mix", "llava-image" if sizes is None else RAW_SIZE_MIXES[sizes.key]))
