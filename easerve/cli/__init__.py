@@ -53,10 +53,6 @@ COMMANDS: dict[str, str] = {
 DEBUG_ENV = "EASERVE_DEBUG"
 
 
-class UsageError(ValueError):
-    """A bad argument or input; reported as one line and exit status 2."""
-
-
 class Terminated(KeyboardInterrupt):
     """SIGTERM, delivered as an interrupt so every command's Ctrl-C path handles it."""
 
