@@ -9,7 +9,6 @@ import pytest
 from optuna.trial import TrialState
 
 from easerve_core.deployment import Cluster
-from easerve_core.has.objective import _guard_budget
 from easerve_core.has import (
     Ladder,
     SearchSettings,
@@ -23,6 +22,7 @@ from easerve_core.has import (
     top_k,
     trials_frame,
 )
+from easerve_core.has.objective import _guard_budget
 from tests.has.toy import AnalyticEvaluator, LadderToy, ToyProfile
 
 BEST = "E2x2 P1x2 D1x2"
