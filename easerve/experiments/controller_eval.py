@@ -38,11 +38,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from easerve.experiments.eval_size import FULL, QUICK, SHIFT_SHAPE, Plan
 from easerve.experiments.mix_control import mix_capacity_hz, mix_shift_tables
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.plan_tables import throughput_ceiling
 from easerve.experiments.replan_study import replan_shift
-from easerve.experiments.reproduce import FULL, QUICK, SHIFT_SHAPE, Plan
 from easerve.experiments.setup import load_setup
 from easerve.experiments.shape_control import controller_shapes
 from easerve.experiments.shift_control import rate_shift_study

@@ -27,7 +27,7 @@ from easerve_core.slo import SLO_TIERS
 from easerve_core.workload import mixes
 
 if TYPE_CHECKING:
-    from easerve.experiments.reproduce import Plan
+    from easerve.experiments.eval_size import Plan
 
 
 #: the headline's readings of the baselines: equally tuned per rate, or the example config's

@@ -34,7 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from easerve_core import checks
-from easerve_core.deployment import Cluster, Deployment, SMSharing, StageGroup
+from easerve_core.cluster import Cluster
+from easerve_core.deployment import Deployment, SMSharing, StageGroup
 from easerve_core.placement import Placement, place
 from easerve_core.profile import ParallelProfile, StageProfile
 

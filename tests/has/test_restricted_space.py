@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from easerve_core.deployment import BatchingMode, Cluster, Deployment
+from easerve_core.cluster import Cluster
+from easerve_core.deployment import BatchingMode, Deployment
 from easerve_core.has import (
     MEMORY,
     SearchSettings,

@@ -9,7 +9,8 @@ import optuna
 import pytest
 
 from easerve_core.checks import Notice
-from easerve_core.deployment import Cluster, Deployment
+from easerve_core.cluster import Cluster
+from easerve_core.deployment import Deployment
 from easerve_core.has import (
     SearchSettings,
     SearchSpace,

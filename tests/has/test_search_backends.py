@@ -15,7 +15,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from easerve_core.deployment import Cluster
+from easerve_core.cluster import Cluster
 from easerve_core.has import SearchSettings, SearchSpace, enumerate_allocations, run_search
 from easerve_core.parallel import BackendSettings, open_backend
 from tests.backends import needs_ray
