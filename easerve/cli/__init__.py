@@ -45,6 +45,7 @@ COMMANDS: dict[str, str] = {
     "validate": "easerve.cli.validate_cmd",
     "reproduce": "easerve.cli.reproduce_cmd",
     "plan-table": "easerve.cli.plan_table_cmd",
+    "controller-eval": "easerve.cli.controller_eval_cmd",
     "recipe": "easerve.cli.recipe_cmd",
     "model": "easerve.cli.model_cmd",
     "gpu": "easerve.cli.gpu_cmd",

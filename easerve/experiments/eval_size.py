@@ -44,7 +44,7 @@ class Plan:
     #: HAS's regret over twelve scenarios (easerve.experiments.has_regret; about 6 min)
     has_regret: bool = True
     #: the controller on the three built-in shifts where the best deployment moves (mix_control;
-    #: several minutes; the trace-rate shift needs a trace file: controller_eval --trace)
+    #: several minutes; the trace-rate shift needs a trace file: easerve controller-eval --trace)
     mix_shifts: bool = True
     #: the headline again on 8 x H100 and 8 x H200, measured (vLLM) and roofline profiles, at a
     #: smaller sweep and HAS budget (easerve.experiments.measured_study; needs easerve[measured])
