@@ -73,7 +73,7 @@ def reproduce(out: Path, *, quick: bool = False, quiet: bool = False,
     """Run the evaluation into ``out`` on ``backend`` (:func:`resolve_backend`); return the report's path.
 
     ``residual=False`` runs it without the residual per-call encoder cost (measured host
-    preprocessing only; easerve.experiments.setup.paper_anchored_efficiency).
+    preprocessing only; easerve.experiments.anchor.paper_anchored_efficiency).
     """
     plan = QUICK if quick else FULL
     settings = resolve_backend(backend, quick=quick)
