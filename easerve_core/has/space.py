@@ -25,6 +25,11 @@ restricted space tunes a baseline (docs/has.md §8): ``max_encode_batch=1``
 fixes B, ``remote_fraction`` fixes s, and ``timeout_range_s`` adds the
 fixed batcher's timeout as a dimension. :func:`aggregated_tps` lists the
 instance TPs an aggregated (vLLM-like) engine fits at.
+
+The module stays a little past 300 lines because the memory-fit rules of
+:func:`enumerate_allocations` and the clamping of s in :class:`SearchSpace` read the
+same per-TP facts (:class:`MemoryNeed`, :func:`local_prefill_fits`); apart, each would
+restate them.
 """
 
 from __future__ import annotations
