@@ -2,7 +2,7 @@
 
 The evaluation charges every encoder call ``encode_call_overhead_s`` = 1.32 s
 beyond the roofline kernels, the one constant taken from the paper's 0.75
-req/s (easerve.experiments.setup.paper_anchored_efficiency). This bench times
+req/s (easerve.experiments.anchor.paper_anchored_efficiency). This bench times
 what a serving engine does on the host for one request before its encoder
 kernels run, with the real ``transformers`` processors (built in code, no
 hub) on inputs of the paper's sizes:
@@ -54,7 +54,7 @@ from calibration.host_preprocess import (  # noqa: E402
     HostPreprocessTable,
     write_table,
 )
-from easerve.experiments.setup import encode_call_parts  # noqa: E402
+from easerve.experiments.anchor import encode_call_parts  # noqa: E402
 
 #: the per-call cost the evaluation charges (paper-anchored), seconds
 ANCHOR_S = 1.32

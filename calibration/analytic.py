@@ -12,6 +12,11 @@ cannot launch a layer faster); plus a fixed ``step_overhead_s`` and, under
 tensor parallelism, two ring all-reduces per layer. Decode is the same
 roofline at share 1 (it is never co-located, DESIGN.md §1) with its own
 per-step overhead. The reasons behind every number: docs/profiles.md.
+
+The module stays past 300 lines because :class:`TPStageProfile` is one roofline
+(kernels, bytes, the per-layer host floor, all-reduces) applied to every stage with its
+per-stage memos, and :class:`AnalyticProfile` is its thin front indexed by TP; a split
+would cut the roofline in two.
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@ measured sequence or context length, a curve over the batch size; rows of a
 database often stop at smaller batches as the length grows (memory), and the
 curve's rule above its last batch (linear in batch) covers those cells. An
 :class:`AllreduceTable` holds a curve over bytes per TP size.
+
+The module stays past 300 lines because every table applies the one interpolation rule
+above; the rule and its tables are read, and tested
+(tests/calibration/test_measured.py), together.
 """
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ from calibration.loop.host import HostModel, host_of, with_overheads
 from calibration.registry import analytic_profile, cluster_for, profile_from_doc
 from calibration.sizes import resolve_sizes
 from calibration.specs import gpu_names, gpu_spec, is_model
+from easerve_core.cluster import Cluster
 from easerve_core.config import ExperimentConfig
-from easerve_core.deployment import Cluster
 from easerve_core.plan import RunPlan, resolve
 from easerve_core.profile import ParallelProfile, ProfileDoc, StageProfile, load_profile_doc
 from easerve_core.request import Request

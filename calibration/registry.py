@@ -21,7 +21,7 @@ from calibration.networks import network_spec
 from calibration.optables import OpTables
 from calibration.scaled import ScaledProfile, scales_of
 from calibration.specs import gpu_spec, model_spec
-from easerve_core.deployment import Cluster
+from easerve_core.cluster import Cluster
 from easerve_core.profile import (
     ParallelProfile,
     ProfileDoc,

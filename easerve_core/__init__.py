@@ -10,14 +10,8 @@ results (:mod:`.result`) and experiment configs (:mod:`.config`).
 """
 
 from easerve_core.batcher import AdaptiveBatcher, Batch, DispatchReason, FixedBatcher
-from easerve_core.deployment import (
-    Architecture,
-    BatchingMode,
-    Cluster,
-    Deployment,
-    SMSharing,
-    StageGroup,
-)
+from easerve_core.cluster import Cluster
+from easerve_core.deployment import Architecture, BatchingMode, Deployment, SMSharing, StageGroup
 from easerve_core.profile import ParallelProfile, ProfileDoc, StageProfile
 from easerve_core.request import (
     RECORD_COLUMNS,

@@ -51,7 +51,8 @@ from pathlib import Path
 from typing import Any
 
 from easerve_core import checks
-from easerve_core.deployment import Cluster, Deployment
+from easerve_core.cluster import Cluster
+from easerve_core.deployment import Deployment
 from easerve_core.files import read_toml
 from easerve_core.settings import refuse_unknown
 from easerve_core.slo import SLOSpec

@@ -1,7 +1,7 @@
 """Placement: which node of a multi-node cluster each worker lives on.
 
 A cluster is ``num_nodes`` nodes of ``gpus_per_node`` GPUs
-(:class:`~easerve_core.deployment.Cluster`). A worker (a group of ``tp``
+(:class:`~easerve_core.cluster.Cluster`). A worker (a group of ``tp``
 GPUs) lives whole on one node: its TP group and its KV memory never span
 nodes. A :class:`Placement` names the node of every worker, or a strategy
 that chooses them (:data:`PLACEMENTS`):
@@ -27,13 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from easerve_core import checks
+from easerve_core.cluster import Cluster
 from easerve_core.settings import Settings, refuse_unknown, rule
-
-if TYPE_CHECKING:
-    from easerve_core.deployment import Cluster, Deployment
 
 STAGES = ("encode", "prefill", "decode")
 LOCALITIES = ("node", "any")
@@ -125,6 +123,23 @@ class Stage(Protocol):
     def tp(self) -> int: ...
 
 
+class Staged(Protocol):
+    """What :func:`layout` needs of a deployment (a :class:`~easerve_core.deployment.Deployment`):
+    its three stages and its placement (typed here so placement need not import deployment)."""
+
+    @property
+    def encode(self) -> Stage: ...
+
+    @property
+    def prefill(self) -> Stage: ...
+
+    @property
+    def decode(self) -> Stage: ...
+
+    @property
+    def placement(self) -> Placement | None: ...
+
+
 def _groups(stages: Mapping[str, Stage]) -> Groups:
     return [(s, i, stages[s].tp) for s in STAGES for i in range(stages[s].num_workers)]
 
@@ -157,7 +172,7 @@ def _spread(groups: Groups, num_nodes: int, per_node: int) -> list[int]:
 PLACEMENTS: Mapping[str, Callable[[Groups, int, int], list[int]]] = {"packed": _packed, "spread": _spread}
 
 
-def layout(deployment: Deployment, cluster: Cluster) -> Layout:
+def layout(deployment: Staged, cluster: Cluster) -> Layout:
     """The GPU ids of every worker of ``deployment`` on ``cluster``, checked (:func:`place`)."""
     stages = {s: getattr(deployment, s) for s in STAGES}
     return place(stages, deployment.placement or Placement(), cluster)

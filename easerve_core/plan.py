@@ -44,8 +44,9 @@ from typing import Any
 import numpy as np
 
 from easerve_core import checks
+from easerve_core.cluster import Cluster
 from easerve_core.config import ExperimentConfig
-from easerve_core.deployment import Cluster, Deployment, SMSharing
+from easerve_core.deployment import Deployment, SMSharing
 from easerve_core.presets import apply_preset
 from easerve_core.profile import ParallelProfile, StageProfile, profile_for_tp
 from easerve_core.reference import slo_for

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from easerve_core.deployment import Architecture, BatchingMode, Cluster, Deployment, SMSharing, StageGroup
+from easerve_core.cluster import Cluster
+from easerve_core.deployment import Architecture, BatchingMode, Deployment, SMSharing, StageGroup
 
 #: encode batch of the fixed-batch baseline (the paper's "fixed batch = 8")
 FIXED_BATCH = 8

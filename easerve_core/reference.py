@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from easerve_core.deployment import Cluster
+from easerve_core.cluster import Cluster
 from easerve_core.profile import ParallelProfile, StageProfile, host_preprocess_s, profile_for_tp
 from easerve_core.slo import SLO, SLOSpec
 from easerve_core.workload.mixes import RequestMix

@@ -44,10 +44,6 @@ class DeficitRouter:
         self._num_remote = 0
 
     @property
-    def num_decisions(self) -> int:
-        return self._num_decisions
-
-    @property
     def num_remote(self) -> int:
         return self._num_remote
 

@@ -78,9 +78,6 @@ class Ledger:
     def set_t0(self, t0: float) -> None:
         self.t0 = t0
 
-    def is_open(self, rid: int) -> bool:
-        return rid in self._open
-
     @property
     def open_ids(self) -> list[int]:
         return sorted(self._open)

@@ -44,21 +44,6 @@ POINT_COLUMNS = ["stage", "batch_size", "items", "seq_len", "context_tokens", "s
 _QUARTILES = 4
 
 
-def time_reps(fn: Callable[[], Any], reps: int, warmup: int,
-              sync: Callable[[], None] = lambda: None) -> list[float]:
-    """``reps`` wall times of ``fn`` after ``warmup`` untimed calls (``sync`` waits for the device)."""
-    for _ in range(warmup):
-        fn()
-    sync()
-    out = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        sync()
-        out.append(time.perf_counter() - start)
-    return out
-
-
 def time_interleaved(calls: Sequence[Callable[[], Any]], reps: int, warmup: int,
                      sync: Callable[[], None] = lambda: None, seed: int = 0) -> list[list[float]]:
     """Wall times of each call, ``reps`` rounds, each round in a fresh seeded random order.

@@ -16,6 +16,10 @@ given the next live remote prefill and decode workers in turn; the encode
 worker's router decides whether the remote prefill worker is used. In an
 aggregated deployment (the ``vllm`` preset) each request goes to the next
 live LM instance (:mod:`live.workers.aggregated`), which runs all three stages.
+
+The module stays past 300 lines because :class:`Trial` is one front end whose start,
+load generator, event loop and close share the worker processes, their channels and the
+ledger.
 """
 
 from __future__ import annotations

@@ -18,6 +18,15 @@ and events all work on it) with three additions, all in this one place:
   work most of them trigger. :meth:`SimEnvironment.claim_now` says when a
   call due at this very instant would be the next event processed anyway, so
   the caller makes it at once: a worker's wake-up one event after its alarm.
+
+Scheduling goes through SimPy's public API (``schedule``, ``peek``, ``now``).
+Only :meth:`SimEnvironment.run_all` reads SimPy's internals (the ``_queue``
+heap, ``_now``, an event's ``_ok`` and ``_value``), because it is SimPy's
+``step()`` inlined: the public route, ``run()`` calling ``step()`` once per
+event, was 3-6% slower on ``bench/sim_speed.py``'s rows (min of 7 paired
+runs, 2026-12-02). ``tests/sim/test_clock.py`` pins that it processes the
+same events in the same order as ``run()``, so a SimPy upgrade that changes
+those internals fails there.
 """
 
 from __future__ import annotations
@@ -28,8 +37,6 @@ from typing import Any
 
 import simpy
 from simpy.events import NORMAL, URGENT
-
-_heappush = heapq.heappush
 
 
 class Call:
@@ -63,7 +70,7 @@ class SimEnvironment(simpy.Environment):
         """Call ``callback(call)`` ``delay`` seconds from now, ordered as a ``Timeout`` would be."""
         call = Call()
         call.fn = callback
-        _heappush(self._queue, (self._now + delay, NORMAL, next(self._eid), call))
+        self.schedule(call, NORMAL, delay)  # type: ignore[arg-type]
         return call
 
     def call_first(self, callback: Callable[[Any], None]) -> Call:
@@ -71,7 +78,7 @@ class SimEnvironment(simpy.Environment):
         starts a process: the same priority, so the same place in the order of events)."""
         call = Call()
         call.fn = callback
-        heapq.heappush(self._queue, (self._now + 0, URGENT, next(self._eid), call))
+        self.schedule(call, URGENT)  # type: ignore[arg-type]
         return call
 
     def claim_now(self) -> bool:
@@ -81,8 +88,7 @@ class SimEnvironment(simpy.Environment):
         event is due at this instant, the caller does at once what it would schedule
         with ``call_later(0, ...)``; that is counted as the event it stands for.
         """
-        queue = self._queue
-        if queue and queue[0][0] <= self._now:
+        if self.peek() <= self.now:  # peek() is infinite on an empty schedule
             return False
         self.num_events += 1
         return True

@@ -98,10 +98,6 @@ class DecodeWorker(Worker):
             self._seg_end = self._progress.end_s
             self.notify()
 
-    @property
-    def num_running(self) -> int:
-        return len(self._leaves)
-
     def deliver(self, job: Job, now: float) -> None:
         self.waiting.append(job)
         self.rec.log(now, "decode_arrive", self.index, (job,))

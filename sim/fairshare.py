@@ -117,8 +117,3 @@ class FairShare:
         self._reschedule(now)
         for f in sorted(finished, key=lambda f: f.order):
             f.done(now)
-
-    @property
-    def num_flows(self) -> int:
-        return len(self.flows)
-

@@ -29,6 +29,10 @@ prefills locally what its router sends remote (the route records say
 handed on when the stage's first new worker joins: arrivals by the front end,
 remote prefills and KV caches by the :class:`SteeredPipeline`. So no request is lost or
 served twice; KV is never moved (a request finishes where it is).
+
+The module stays past 300 lines because the :class:`Roster` is one state machine (serve,
+drain, retire, join, cancel) whose transitions share its slot tables and its step queue;
+splitting it would spread that state across modules.
 """
 
 from __future__ import annotations

@@ -43,8 +43,9 @@ from scipy.stats import kendalltau
 from calibration.loop.fidelity import METRICS, TABLE_COLUMNS, fidelity_rows, ranking, side_metrics
 from calibration.loop.runner import requests_for, run_sim, setup
 from calibration.plans import Resolved
+from easerve_core.cluster import Cluster
 from easerve_core.config import ExperimentConfig
-from easerve_core.deployment import Cluster, Deployment
+from easerve_core.deployment import Deployment
 from easerve_core.has import top_k
 from easerve_core.plan import replan
 from easerve_core.presets import apply_preset

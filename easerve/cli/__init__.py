@@ -45,16 +45,13 @@ COMMANDS: dict[str, str] = {
     "validate": "easerve.cli.validate_cmd",
     "reproduce": "easerve.cli.reproduce_cmd",
     "plan-table": "easerve.cli.plan_table_cmd",
+    "controller-eval": "easerve.cli.controller_eval_cmd",
     "recipe": "easerve.cli.recipe_cmd",
     "model": "easerve.cli.model_cmd",
     "gpu": "easerve.cli.gpu_cmd",
 }
 #: set to 1 to see the traceback of an internal error (like ``--debug``)
 DEBUG_ENV = "EASERVE_DEBUG"
-
-
-class UsageError(ValueError):
-    """A bad argument or input; reported as one line and exit status 2."""
 
 
 class Terminated(KeyboardInterrupt):

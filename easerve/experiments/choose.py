@@ -21,6 +21,11 @@ candidate simulated under the baseline's preset. Request-at-a-time EPD
 fixed-batch EPD the allocation, B and the batch timeout with s = 1; the
 aggregated engine (``vllm``) the instance TP and number of instances.
 A space with no more points than the budget is evaluated whole.
+
+The module stays past 300 lines because :func:`choose`, :func:`choose_baseline` and
+:func:`convergence` must run HAS the same way (one screen, one evaluator, one study
+builder) to keep the tuning equal; one module keeps that sameness in view. The rate
+ladder is the part to move out when issue 30's one sweep API lands.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``python -m easerve.experiments.controller_eval [--quick]``: the controller study alone, printed.
+"""``easerve controller-eval [--quick]``: the controller study alone, printed.
 
 The online-controller section of ``easerve reproduce``
 (:func:`easerve.experiments.reproduce._controller_shift`'s study) without the
@@ -27,7 +27,9 @@ predictive system's forecaster (default ``holt``); the mix shifts' plan
 tables are cross-checked (each phase keeps the best of the table's
 deployments judged on its own workload) unless ``--no-cross-check``, and
 ``--out DIR`` writes their tables as CSV. The numbers in
-docs/controller.md come from this command.
+docs/controller.md come from this command. ``python -m
+easerve.experiments.controller_eval`` is the same command under its old name
+(:func:`main`: the same flags, the same code).
 """
 
 from __future__ import annotations
@@ -38,11 +40,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from easerve.experiments.eval_size import FULL, QUICK, SHIFT_SHAPE, Plan
 from easerve.experiments.mix_control import mix_capacity_hz, mix_shift_tables
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.plan_tables import throughput_ceiling
 from easerve.experiments.replan_study import replan_shift
-from easerve.experiments.reproduce import FULL, QUICK, SHIFT_SHAPE, Plan
 from easerve.experiments.setup import load_setup
 from easerve.experiments.shape_control import controller_shapes
 from easerve.experiments.shift_control import rate_shift_study
@@ -52,7 +54,15 @@ from easerve_core.controller import ControllerSettings
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m easerve.experiments.controller_eval``: ``easerve controller-eval`` by its old name."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    parser.set_defaults(error_prefix="controller_eval")
+    return run(parser.parse_args(argv))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command's flags (``easerve controller-eval`` and :func:`main` share them)."""
     parser.add_argument("--quick", action="store_true", help="the quick run's sizes")
     parser.add_argument("--ceiling", action="store_true",
                         help="only the throughput ceiling: HAS's grid at 4 req/s (docs/controller.md)")
@@ -85,19 +95,23 @@ def main(argv: list[str] | None = None) -> int:
                              "(controller_mix_shifts*.csv, as the full reproduce does)")
     parser.add_argument("--forecaster", default="holt",
                         help="the predictive system's forecaster (none, ewma, holt; default holt)")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run what ``args`` asks; bad input: one line on stderr (``args.error_prefix: error: ...``), exit 2."""
     if args.mix_shifts is not None or args.shift is not None or args.trace is not None:
         return _mix_shifts(QUICK if args.quick else FULL, args)
     if args.replan is not None and not args.replan > 0:
-        print(f"controller_eval: error: --replan: STEP_HZ must be > 0, got {args.replan:g}", file=sys.stderr)
+        print(f"{args.error_prefix}: error: --replan: STEP_HZ must be > 0, got {args.replan:g}",
+              file=sys.stderr)
         return 2
     if args.replan is not None and (args.shapes is not None or args.ceiling):
-        print("controller_eval: error: --replan: runs on the rate shift, not with --shapes or --ceiling",
+        print(f"{args.error_prefix}: error: --replan: runs on the rate shift, not with --shapes or --ceiling",
               file=sys.stderr)
         return 2
     plan = QUICK if args.quick else FULL
     if args.shapes is not None:
-        return _shapes(plan, args.shapes.split(","))
+        return _shapes(plan, args.shapes.split(","), args.error_prefix)
     image = load_setup("image", anchored=True)
     if args.ceiling:
         ceiling = throughput_ceiling(image, need_rps=2.77, rate_hz=4.0)
@@ -137,10 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _shapes(plan: Plan, modalities: list[str]) -> int:
+def _shapes(plan: Plan, modalities: list[str], error_prefix: str) -> int:
     unknown = sorted(set(modalities) - set(MODALITIES))
     if unknown:
-        print(f"controller_eval: error: --shapes: unknown model(s) {', '.join(unknown)}; "
+        print(f"{error_prefix}: error: --shapes: unknown model(s) {', '.join(unknown)}; "
               f"known: {', '.join(MODALITIES)}", file=sys.stderr)
         return 2
     setups = {m: load_setup(m, anchored=True) for m in modalities}
@@ -173,7 +187,7 @@ def _mix_shifts(plan: Plan, args: argparse.Namespace) -> int:
                              f"known: {', '.join(KNOWN_SHIFTS)}")
         shifts += [KNOWN_SHIFTS[n] for n in names]
     except (ValueError, OSError) as exc:
-        print(f"controller_eval: error: {exc}", file=sys.stderr)
+        print(f"{args.error_prefix}: error: {exc}", file=sys.stderr)
         return 2
     frames, studies = mix_shift_tables(shifts, trials=plan.has_trials, num_samples=plan.has_samples,
                                        forecaster=args.forecaster, cross_check=not args.no_cross_check)

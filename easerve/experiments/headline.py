@@ -27,7 +27,7 @@ from easerve_core.workload import mixes
 from runtime.parallel import IN_PROCESS, Backend, run_tasks
 
 if TYPE_CHECKING:
-    from easerve.experiments.reproduce import Plan
+    from easerve.experiments.eval_size import Plan
 
 
 #: the headline's readings of the baselines: equally tuned per rate, or the example config's

@@ -18,9 +18,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from easerve.experiments.eval_size import FULL
 from easerve.experiments.measured_setup import MEASURED_SYSTEMS
 from easerve.experiments.measured_study import KINDS, measured_headline, measured_plan
-from easerve.experiments.reproduce import FULL
 from runtime.parallel import BackendSettings, open_backend
 
 

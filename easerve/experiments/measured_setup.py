@@ -10,7 +10,7 @@ same server priced by the analytic roofline with today's hand-set constants, so
 a change of GPU and a change of profile kind can be told apart.
 
 Both keep the paper-anchored per-call costs of the RTX 6000 Ada setups
-(:func:`~easerve.experiments.setup.paper_anchored_efficiency`): the measured
+(:func:`~easerve.experiments.anchor.paper_anchored_efficiency`): the measured
 host preprocessing (CPU work, not the GPU's) and the residual per-call cost,
 which one measurement on the RTX 6000 Ada implies and nothing on these GPUs
 re-measures (docs/results/README.md, "The headline on measured hardware").
@@ -25,8 +25,9 @@ from calibration import aiconfigurator as aic
 from calibration.measured import model_tables
 from calibration.optables import OpTables
 from calibration.roofline_fit import fitted_efficiency
+from easerve.experiments.anchor import paper_anchored_efficiency
 from easerve.experiments.paper import MODALITIES
-from easerve.experiments.setup import Setup, paper_anchored_efficiency, setup_on
+from easerve.experiments.setup import Setup, setup_on
 
 #: the servers of the measured headline: aiconfigurator-core's system names (8 GPUs each)
 MEASURED_SYSTEMS = ("h100_sxm", "h200_sxm")

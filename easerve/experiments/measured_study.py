@@ -25,7 +25,7 @@ from easerve.experiments.paper import MODALITIES
 from runtime.parallel import IN_PROCESS, Backend
 
 if TYPE_CHECKING:
-    from easerve.experiments.reproduce import Plan
+    from easerve.experiments.eval_size import Plan
 
 #: the measured headline's sweep: the RTX 6000 Ada headline's rules on a shorter grid reaching
 #: 8 req/s (a faster server's peaks sit higher: up to six 1.5x extensions, to 91 req/s), points

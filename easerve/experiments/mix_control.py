@@ -215,7 +215,7 @@ def _p99(values: pd.Series) -> float:
     return float(np.percentile(clean, 99)) if clean.size else float("nan")
 
 
-#: the CSV tables of the mix shifts (reproduce's full run, ``controller_eval --mix-shifts --out``)
+#: the CSV tables of the mix shifts (reproduce's full run, ``easerve controller-eval --mix-shifts --out``)
 MIX_TABLES = ("controller_mix_shifts", "controller_mix_shifts_phases", "controller_mix_shifts_decisions",
               "controller_mix_shifts_plans", "controller_mix_shifts_plan_table")
 

@@ -5,7 +5,7 @@ segment long (:func:`phase_plan_table`) or on the fewest GPUs that serve it
 (:func:`frugal_plan_table`), then cross-checked (:func:`cross_checked_table`:
 :func:`easerve_core.plan_check.cross_check` with the simulator's goodput as
 the score). :func:`throughput_ceiling` is the evidence tool of
-``controller_eval --ceiling``.
+``easerve controller-eval --ceiling``.
 """
 
 from __future__ import annotations

@@ -186,7 +186,7 @@ SHIFTS: Mapping[str, Shift] = {
 
 #: the first image-video and resolution shifts (docs/controller.md: on 8 x RTX 6000 Ada one
 #: allocation carries both of each one's phases, so the cross-check keeps one deployment and the
-#: controller never moves); ``controller_eval --mix-shifts image-video-0.9,resolution-tiles``
+#: controller never moves); ``easerve controller-eval --mix-shifts image-video-0.9,resolution-tiles``
 EARLIER_SHIFTS: Mapping[str, Shift] = {
     "image-video-0.9": Shift(
         name="image-video-0.9", model="video", signal="mm_tokens_mean",

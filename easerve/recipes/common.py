@@ -17,8 +17,9 @@ from fractions import Fraction
 from types import MappingProxyType
 
 from calibration.specs import model_names, model_spec
+from easerve_core.cluster import Cluster
 from easerve_core.config import ExperimentConfig
-from easerve_core.deployment import Architecture, Cluster, Deployment
+from easerve_core.deployment import Architecture, Deployment
 
 #: the proxy or router listens here (on node 0)
 PROXY_PORT = 8000

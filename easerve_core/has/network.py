@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from easerve_core.deployment import Cluster
+from easerve_core.cluster import Cluster
 from easerve_core.placement import Placement, Stage, place
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from easerve_core import capacity, checks
 from easerve_core.capacity import RequestShape
-from easerve_core.deployment import Cluster
+from easerve_core.cluster import Cluster
 from easerve_core.has.network import network_rps
 from easerve_core.has.space import Allocation, MemoryNeed, enumerate_allocations
 from easerve_core.profile import ParallelProfile, StageProfile, kv_capacity_tokens, profile_for_tp

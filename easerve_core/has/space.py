@@ -25,6 +25,11 @@ restricted space tunes a baseline (docs/has.md §8): ``max_encode_batch=1``
 fixes B, ``remote_fraction`` fixes s, and ``timeout_range_s`` adds the
 fixed batcher's timeout as a dimension. :func:`aggregated_tps` lists the
 instance TPs an aggregated (vLLM-like) engine fits at.
+
+The module stays a little past 300 lines because the memory-fit rules of
+:func:`enumerate_allocations` and the clamping of s in :class:`SearchSpace` read the
+same per-TP facts (:class:`MemoryNeed`, :func:`local_prefill_fits`); apart, each would
+restate them.
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from easerve_core import checks
-from easerve_core.deployment import Cluster, Deployment, SMSharing, StageGroup
+from easerve_core.cluster import Cluster
+from easerve_core.deployment import Deployment, SMSharing, StageGroup
 from easerve_core.placement import Placement, place
 from easerve_core.profile import ParallelProfile, StageProfile
 from easerve_core.settings import Settings, rule

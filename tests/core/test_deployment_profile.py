@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from easerve_core.cluster import Cluster
 from easerve_core.config import ExperimentConfig, load_experiment
-from easerve_core.deployment import Cluster, Deployment, StageGroup
+from easerve_core.deployment import Deployment, StageGroup
 from easerve_core.profile import PROFILE_VERSION, ProfileDoc, load_profile_doc, save_profile_doc
 from easerve_core.sm_share import SMShareTable
 

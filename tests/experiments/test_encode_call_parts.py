@@ -5,12 +5,8 @@ from __future__ import annotations
 import pytest
 
 from calibration.host_preprocess import load_table
-from easerve.experiments.setup import (
-    ANCHOR_RPS,
-    encode_call_parts,
-    load_setup,
-    paper_anchored_efficiency,
-)
+from easerve.experiments.anchor import ANCHOR_RPS, encode_call_parts, paper_anchored_efficiency
+from easerve.experiments.setup import load_setup
 
 
 def test_parts_add_up_to_the_papers_call_for_llava():

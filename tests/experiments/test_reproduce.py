@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 
 from easerve.cli import main
+from easerve.experiments.anchor import paper_anchored_efficiency
 from easerve.experiments.markdown import md_table
-from easerve.experiments.setup import load_setup, paper_anchored_efficiency
+from easerve.experiments.setup import load_setup
 from easerve.experiments.studies import _binned_step, refine_rates
 
 TABLES = ("goodput_sweep", "peak_goodput", "vllm_free_encoder", "fixed_batch", "burstiness",

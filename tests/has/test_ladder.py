@@ -8,7 +8,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from easerve_core.deployment import Cluster
+from easerve_core.cluster import Cluster
 from easerve_core.has import (
     Ladder,
     SearchSpace,

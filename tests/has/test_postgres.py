@@ -5,7 +5,7 @@ from __future__ import annotations
 import optuna
 from optuna.trial import TrialState
 
-from easerve_core.deployment import Cluster
+from easerve_core.cluster import Cluster
 from easerve_core.has import SearchSpace, enumerate_allocations
 from runtime.has import SearchSettings, open_storage, run_search
 from tests.has.toy import AnalyticEvaluator, ToyProfile

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from easerve_core.deployment import BatchingMode, Cluster, Deployment
+from easerve_core.cluster import Cluster
+from easerve_core.deployment import BatchingMode, Deployment
 from easerve_core.has import SearchSpace, enumerate_allocations, trials_frame
 from easerve_core.has.space import aggregated_tps
 from easerve_core.presets import apply_preset

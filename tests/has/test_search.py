@@ -9,7 +9,8 @@ import optuna
 import pytest
 
 from easerve_core.checks import Notice
-from easerve_core.deployment import Cluster, Deployment
+from easerve_core.cluster import Cluster
+from easerve_core.deployment import Deployment
 from easerve_core.has import SearchSpace, enumerate_allocations, top_k, trials_frame
 from runtime.has import SearchSettings, open_storage, run_search
 from runtime.parallel import IN_PROCESS

@@ -15,7 +15,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from easerve_core.deployment import Cluster
+from easerve_core.cluster import Cluster
 from easerve_core.has import SearchSpace, enumerate_allocations
 from runtime.has import SearchSettings, run_search
 from runtime.parallel import BackendSettings, open_backend

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from easerve_core.deployment import Cluster, Deployment
+from easerve_core.cluster import Cluster
+from easerve_core.deployment import Deployment
 from easerve_core.has import (
     SearchSpace,
     enumerate_allocations,

@@ -1,0 +1,97 @@
+"""How big the evaluation is: :class:`Plan`, its ``QUICK`` and ``FULL`` sizes, and :func:`cuts`.
+
+``easerve reproduce`` (:mod:`easerve.experiments.reproduce`) runs at one of
+these sizes; the headline, the measured headline and ``easerve
+controller-eval`` read the same sizes. It sits below all of them so that
+none imports another's runner for a type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from easerve.experiments import studies
+from easerve_core.has.space import GRID_BATCHES
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """How big the evaluation is."""
+
+    scale: studies.Scale
+    has_trials: int
+    has_requests: int
+    convergence_seeds: tuple[int, ...]
+    has_samples: int = 1
+    nominal_rate_hz: float = 2.0
+    ablation_rate_hz: float = 10.0
+    ablation_remote_fraction: float = 0.55
+    #: B values of the HAS-convergence study's exhaustive grid baseline
+    grid_batches: tuple[int, ...] = GRID_BATCHES
+    #: the headline's tuned sweep again without the residual encoder-call cost
+    residual_variant: bool = True
+    #: what-if: other video mixes than the headline's (our documented 5-20 s 720p clips) ...
+    clip_mixes: tuple[str, ...] = ("qwen-video",)
+    #: ... each at these multiples of its LM tokens
+    clip_scales: tuple[float, ...] = (1.0, 0.5, 0.25)
+    #: the free-in-step-encoder sensitivity tunes the vLLM-like engine on its own setups; False
+    #: reuses the headline's vLLM-like choices (tuned with the encoder-call cost)
+    free_encoder_own_choices: bool = True
+    #: the controller study runs the GPU-frugal planner's oracle and controller too
+    controller_frugal: bool = True
+    #: the paper models the controller's traffic-shape study runs on
+    shape_models: tuple[str, ...] = ("image", "audio", "video")
+    #: HAS's regret over twelve scenarios (easerve.experiments.has_regret; about 6 min)
+    has_regret: bool = True
+    #: the controller on the three built-in shifts where the best deployment moves (mix_control;
+    #: several minutes; the trace-rate shift needs a trace file: easerve controller-eval --trace)
+    mix_shifts: bool = True
+    #: the headline again on 8 x H100 and 8 x H200, measured (vLLM) and roofline profiles, at a
+    #: smaller sweep and HAS budget (easerve.experiments.measured_study; needs easerve[measured])
+    measured_headline: bool = True
+
+
+#: the quick run's convergence study: one seed, and a grid of every other B (2, 8, 32: half the
+#: grid's points; at the quick settings its best is within 0.03% of the full grid's for all three
+#: models, measured 2026-12-01; docs/scaling.md)
+QUICK = Plan(scale=studies.QUICK, has_trials=12, has_requests=150, convergence_seeds=(0,),
+             grid_batches=(2, 8, 32), clip_scales=(1.0,), residual_variant=False, shape_models=("image",),
+             controller_frugal=False,
+             free_encoder_own_choices=False, has_regret=False, mix_shifts=False, measured_headline=False)
+FULL = Plan(scale=studies.FULL, has_trials=30, has_requests=500, convergence_seeds=(0, 1, 2, 3, 4),
+            has_samples=2)
+
+
+#: the rate-shift studies' multiples of the mean rate, one segment each (1 and 3 req/s at 2)
+SHIFT_SHAPE = (0.5, 1.5, 0.5, 1.5)
+
+
+def cuts(plan: Plan, full: Plan = FULL) -> list[str]:
+    """What ``plan`` runs smaller than ``full``, one line each (the quick report lists them)."""
+    a, b = plan.scale, full.scale
+    pairs = [
+        ("requests per simulation", a.num_requests, b.num_requests),
+        ("arrival rates swept", len(a.rates_hz), len(b.rates_hz)),
+        ("refinement levels around each peak", a.refine_levels, b.refine_levels),
+        ("seeds per point", a.num_seeds, b.num_seeds),
+        ("rate-shift timeline (s)", a.timeline_s, b.timeline_s),
+        ("HAS trials per choice (EAServe's and each tuned baseline's)", plan.has_trials,
+         full.has_trials),
+        ("requests per HAS trial", plan.has_requests, full.has_requests),
+        ("request streams per HAS trial", plan.has_samples, full.has_samples),
+        ("HAS-convergence seeds (TPE and random)", len(plan.convergence_seeds), len(full.convergence_seeds)),
+        ("B values of the convergence study's grid baseline", len(plan.grid_batches),
+         len(full.grid_batches)),
+        ("clip lengths in the video what-if", len(plan.clip_scales), len(full.clip_scales)),
+        ("headline sweeps without the residual encoder-call cost", int(plan.residual_variant),
+         int(full.residual_variant)),
+        ("HAS searches of the free-in-step-encoder sensitivity (0: the headline's vLLM-like "
+         "choices reused)", int(plan.free_encoder_own_choices), int(full.free_encoder_own_choices)),
+        ("models in the controller's traffic-shape study", len(plan.shape_models), len(full.shape_models)),
+        ("GPU-frugal planner in the controller study", int(plan.controller_frugal),
+         int(full.controller_frugal)),
+        ("controller on the shifts where the optimum moves", int(plan.mix_shifts), int(full.mix_shifts)),
+        ("headline on 8 x H100 and 8 x H200 measured profiles", int(plan.measured_headline),
+         int(full.measured_headline)),
+    ]
+    return [f"{what}: {ours:g} (full run: {theirs:g})" for what, ours, theirs in pairs if ours != theirs]
