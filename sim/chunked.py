@@ -46,6 +46,10 @@ worker whose KV arrives from Prefill (:meth:`~sim.decode.DecodeWorker.deliver`)
 and which recomputes a preempted sequence itself. A chunk's attention over
 the tokens before it is priced as a sequence of the chunk's length (the
 profile protocol prices whole sequences).
+
+The module stays past 300 lines because the step scheduler, its chunk and
+encoder budgets and the preemption by recompute act on one step's state and
+are read together against vLLM's scheduler.
 """
 
 from __future__ import annotations
