@@ -2,7 +2,10 @@
 
 A :class:`ChunkedEngine` is a :class:`~sim.decode.DecodeWorker` whose steps
 are scheduled the way vLLM's V1 scheduler schedules them (docs/simulator.md,
-"Engine mechanics", gives the sources):
+"Engine mechanics", gives the sources). The module stays past 300 lines
+because the step scheduler, its chunk and encoder budgets and the preemption
+by recompute act on one step's state and are read together against vLLM's
+scheduler:
 
 * **One token budget per step** (``[sim.scheduler] step_token_budget``,
   vLLM's ``max_num_batched_tokens``). Running sequences are scheduled first:
@@ -46,10 +49,6 @@ worker whose KV arrives from Prefill (:meth:`~sim.decode.DecodeWorker.deliver`)
 and which recomputes a preempted sequence itself. A chunk's attention over
 the tokens before it is priced as a sequence of the chunk's length (the
 profile protocol prices whole sequences).
-
-The module stays past 300 lines because the step scheduler, its chunk and
-encoder budgets and the preemption by recompute act on one step's state and
-are read together against vLLM's scheduler.
 """
 
 from __future__ import annotations
