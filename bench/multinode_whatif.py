@@ -41,12 +41,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from calibration.networks import network_spec  # noqa: E402
-from calibration.plans import plan_for  # noqa: E402
+from calibration.session import Overrides, compose  # noqa: E402
 from easerve.resources import load_config  # noqa: E402
 from easerve_core import Deployment, StageGroup  # noqa: E402
 from easerve_core.placement import Placement  # noqa: E402
 from easerve_core.slo import goodput_rps  # noqa: E402
-from sim import simulate  # noqa: E402
 
 CONFIGS = {
     "image": ROOT / "configs" / "llava34b_rtx6000ada.toml",
@@ -73,10 +72,10 @@ def run_one(modality: str, *, nodes: int, network: str | None, deployment: Any =
     workload = replace(config.workload, num_requests=config.workload.num_requests * nodes)
     dep = deployment or _scaled(config.deployment, nodes)
     config = replace(config, cluster=cluster, workload=workload, deployment=dep.with_(placement=placement))
-    resolved = plan_for(config, rate_hz=rate)
-    plan = resolved.plan
+    session = compose(config, Overrides(rate_hz=rate))
+    plan, engine = session.plan, session.sim()
     start = time.perf_counter()
-    result = simulate(plan, resolved.sim_profile(), options=resolved.sim_options())
+    result = engine.run()
     assert plan.slo is not None
     good = goodput_rps(result.records, plan.slo)
     return {"modality": modality, "nodes": nodes, "gpus": 8 * nodes, "network": network or "-",

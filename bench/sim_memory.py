@@ -27,10 +27,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from calibration.plans import plan_for  # noqa: E402
+from calibration.session import Overrides, compose  # noqa: E402
 from easerve_core.config import load_experiment  # noqa: E402
 from easerve_core.workload import generate  # noqa: E402
-from sim import simulate  # noqa: E402
 from sim.options import NO_RECORDING  # noqa: E402
 
 CONFIG = ROOT / "configs" / "llava34b_rtx6000ada.toml"
@@ -45,12 +44,13 @@ def main() -> int:
     config = load_experiment(CONFIG)
     spec = replace(config.workload.with_rate(args.rate), num_requests=args.num_requests)
     requests = generate(spec, np.random.default_rng(config.seed))
-    resolved = plan_for(config, requests=requests)
-    options = resolved.sim_options()
+    session = compose(config, Overrides(requests=requests))
+    options = session.sim_options()
     if not args.record:
         options = replace(options, record=NO_RECORDING)
+    engine = session.sim(options)
     start = time.perf_counter()
-    result = simulate(resolved.plan, resolved.sim_profile(), options=options)
+    result = engine.run()
     wall = time.perf_counter() - start
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(f"{args.num_requests} requests at {args.rate} req/s, recording {'on' if args.record else 'off'}: "

@@ -59,12 +59,11 @@ sys.path.insert(0, str(ROOT))
 
 from calibration.aiconfigurator import load_tables  # noqa: E402
 from calibration.measured import MeasuredProfile, model_tables  # noqa: E402
-from calibration.plans import plan_for  # noqa: E402
+from calibration.session import Overrides, compose  # noqa: E402
 from calibration.specs import gpu_spec, model_spec  # noqa: E402
 from easerve_core.config import ExperimentConfig, load_experiment  # noqa: E402
 from easerve_core.controller import Band, Controller, PlanTable  # noqa: E402
 from easerve_core.workload import generate  # noqa: E402
-from sim import simulate  # noqa: E402
 
 CONFIG = ROOT / "configs" / "llava34b_rtx6000ada.toml"
 OUTPUT_LENGTHS = (128, 1024)
@@ -93,14 +92,13 @@ def run(num_requests: int, rate_hz: float | None, output_tokens: int,
     spec = replace(spec, mix=mix, num_requests=num_requests)
     requests = generate(spec, np.random.default_rng(config.seed))
     measured = _measured_profile(config) if profile_kind == "measured" else None
-    resolved = plan_for(config, requests=requests, profile=measured)
-    profile, options = resolved.sim_profile(), resolved.sim_options()
+    session = compose(config, Overrides(requests=requests, profile=measured))
     controller = None
     if controller_idle:  # one band: the controller observes and polls but never decides
-        controller = Controller(PlanTable((Band(rate_hz=1.0, deployment=resolved.plan.deployment),)))
+        controller = Controller(PlanTable((Band(rate_hz=1.0, deployment=session.plan.deployment),)))
+    engine = session.sim(controller=controller, reconfiguration_s=None if controller is None else 0.0)
     start, cpu = time.perf_counter(), time.process_time()
-    result = simulate(resolved.plan, profile, options=options, controller=controller,
-                      reconfiguration_s=None if controller is None else 0.0)
+    result = engine.run()
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     summary = result.summary()
     return {"wall_s": wall, "req_per_s": num_requests / wall, "req_per_cpu_s": num_requests / cpu,

@@ -5,7 +5,7 @@ seconds at an fps, audio as seconds (:mod:`easerve_core.workload.sizes`).
 The core cannot turn them into tokens: that needs the model spec's
 ``processor`` table (:mod:`calibration.processor_spec`). :func:`resolve_sizes`
 does it once a config is loaded (``easerve.resources.load_config`` and
-:func:`calibration.plans.plan_for` call it), and the resolved tokens are what
+:func:`calibration.session.compose` call it), and the resolved tokens are what
 the mix holds. :data:`RULES` is the one table of rules: kind -> the raw-size
 keys it takes and the function of one item. A model without a rule, or a
 raw size its rule does not take, is refused with the key named.

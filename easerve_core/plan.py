@@ -4,8 +4,9 @@
 
     config (TOML) --load_experiment--> ExperimentConfig
                   --resolve(config, profile, ...)--> RunPlan (frozen)
+        calibration.session.compose(config, overrides) -> Session (calls resolve)
                         |                                   |
-        sim.simulate(plan, profile, options=...)   live.run_trial(plan, options=...)
+           Session.sim().run() (SimPy)          Session.live().run() (processes)
                         \\____________ records (one schema) _____________/
 
 A :class:`RunPlan` holds everything a run needs and nothing engine-specific:
@@ -17,14 +18,14 @@ config every run writes beside its results; each engine parses its own.
 
 :func:`resolve` is the one pure function from a loaded config (plus a
 profile and the hardware's default cluster) to a plan; presets, defaults and
-validation are applied there once. :func:`compose` builds a plan from parts
-(tests, notebooks, what-ifs); :func:`replan` derives a plan for another
+validation are applied there once. :func:`assemble` builds a plan from parts
+(``calibration.session.compose(Parts(...))``, tests); :func:`replan` derives a plan for another
 deployment, request stream or seed (a HAS trial, a sweep point), re-deriving
 the SM-share table when the plan's own was derived.
 
 SM-share table, first that applies (:attr:`RunPlan.sm_table_source`):
 
-1. ``given``: passed to :func:`resolve` / :func:`compose` by the caller;
+1. ``given``: passed to :func:`resolve` / :func:`assemble` by the caller;
 2. ``config``: the config's ``[profile] sm_share_table``;
 3. ``profile``: the table stored in the profile document;
 4. ``derived``: :func:`easerve_core.sm_share.derive_table` on the profile, at
@@ -145,7 +146,7 @@ def _choose_table(deployment: Deployment, requests: Sequence[Request], profile: 
     return SMShareTable({1: 1.0}), "none"
 
 
-def compose(deployment: Deployment, requests: Sequence[Request], *, cluster: Cluster,
+def assemble(deployment: Deployment, requests: Sequence[Request], *, cluster: Cluster,
             profile: Profile | None = None, seed: int = 0, preset: str = DEFAULT_PRESET,
             slo: SLO | None = None, sm_table: SMShareTable | None = None,
             config_table: SMShareTable | None = None, profile_table: SMShareTable | None = None,
@@ -215,7 +216,7 @@ def resolve(config: ExperimentConfig, profile: Profile | None, *, base_cluster: 
     data["slo"] = spec.to_dict()
     if rate_hz is not None:
         data["workload"] = {**data["workload"], "rate_hz": rate_hz}
-    return compose(deployment, stream, cluster=cluster, profile=profile, seed=config.seed, preset=name,
+    return assemble(deployment, stream, cluster=cluster, profile=profile, seed=config.seed, preset=name,
                    slo=slo, sm_table=sm_table, config_table=config.sm_share_table,
                    profile_table=profile_table, workload=workload, model=config.model,
                    model_size=config.model_size, config=data)

@@ -57,7 +57,7 @@ class LiveOptions(Settings):
             worker; empty means a temporary folder removed after the trial.
         mm_token_scale: factor applied to each item's LM tokens, so the presets'
             full-size token counts fit a tiny model. It is applied to the plan
-            when it is resolved (``calibration.plans.plan_for``), so the
+            when it is resolved (``calibration.session.compose``), so the
             simulator runs the same items as the live run; the record holds
             the tokens the model actually got.
         start_method: ``forkserver`` (fast: torch imported once) or ``spawn``.

@@ -75,19 +75,16 @@ def capacity_rate(plan: ServePlan, config: Path, profile: Path) -> dict[str, flo
     the modes share everything but the split.
     """
     from calibration.loop.runner import requests_for, run_sim, setup
-    from calibration.plans import plan_for
     from easerve.cli.validate_cmd import parse_spec
     from easerve.resources import load_config
-    from easerve_core.plan import replan
     from easerve_core.profile import load_profile_doc
 
     cfg = load_config(config)
     doc = load_profile_doc(profile)
-    resolved = setup(cfg, doc)
-    probe = plan_for(cfg, doc=doc, rate_hz=plan.capacity_probe_rate_hz).plan
+    session = setup(cfg, doc)
     dep = parse_spec(cfg.deployment, plan.serve_spec(plan.serve_modes[0]))
-    probe = replan(probe, resolved.profile, deployment=dep)
-    result = run_sim(probe, requests_for(probe), resolved)
+    probe = session.recompose(rate_hz=plan.capacity_probe_rate_hz).replan(deployment=dep)
+    result = run_sim(probe, requests_for(probe))
     records = result.records[result.records["status"] == "ok"]
     span = float(records["finish_s"].max() - records["arrival_s"].min()) if len(records) else 0.0
     capacity = len(records) / span if span > 0 else float("nan")

@@ -33,14 +33,14 @@ import pandas as pd
 
 from calibration.bench.readers import BenchRun
 from calibration.loop.fidelity import side_metrics
-from calibration.plans import Profile, plan_for
+from calibration.plans import Profile
+from calibration.session import Overrides, compose
 from easerve_core.config import ExperimentConfig
 from easerve_core.profile import ProfileDoc
 from easerve_core.request import Record, Request, Status, records_to_frame
 from easerve_core.slo import SLO
 from easerve_core.workload.arrivals import GammaArrivals
 from easerve_core.workload.mixes import RequestMix
-from sim import simulate
 
 #: the fraction of a benchmark's requests whose length may fall outside the config's range
 MAX_OUTSIDE_FRAC = 0.05
@@ -132,7 +132,7 @@ def prepare(run: BenchRun, config: ExperimentConfig, profile: Profile, doc: Prof
     mix = config.workload.mix
     check_workload(run, mix)
     requests = bench_requests(run, mix, config.seed)
-    slo = plan_for(config, requests=requests, profile=profile, doc=doc).plan.slo
+    slo = compose(config, Overrides(requests=requests, profile=profile, doc=doc)).plan.slo
     if slo is None:
         raise ValueError("the config has no SLO to judge goodput by")
     frame = bench_records(run, requests)
@@ -146,8 +146,9 @@ def simulate_case(case: BenchCase, config: ExperimentConfig, profile: Profile,
                   doc: ProfileDoc | None) -> pd.DataFrame:
     """The config's deployment on the case's requests and rate, judged by its SLO: the sim's records."""
     rate = case.rate_hz if math.isfinite(case.rate_hz) else None
-    r = plan_for(config, requests=case.requests, profile=profile, doc=doc, slo=case.slo, rate_hz=rate)
-    return simulate(r.plan, r.sim_profile(), options=r.sim_options()).records
+    session = compose(config, Overrides(requests=case.requests, profile=profile, doc=doc, slo=case.slo,
+                                        rate_hz=rate))
+    return session.sim().run().records
 
 
 def error_rows(label: str, sim: dict[str, float], bench: dict[str, float]) -> list[dict[str, object]]:

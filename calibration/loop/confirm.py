@@ -42,18 +42,15 @@ from scipy.stats import kendalltau
 
 from calibration.loop.fidelity import METRICS, TABLE_COLUMNS, fidelity_rows, ranking, side_metrics
 from calibration.loop.runner import requests_for, run_sim, setup
-from calibration.plans import Resolved
+from calibration.session import Session
 from easerve_core.cluster import Cluster
 from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Deployment
 from easerve_core.has import top_k
-from easerve_core.plan import replan
 from easerve_core.presets import apply_preset
 from easerve_core.profile import ProfileDoc
 from easerve_core.request import Request
 from easerve_core.result import RunResult
-from live.options import LiveOptions
-from live.trial import run_trial
 
 #: the baselines a confirmation adds unless told otherwise
 DEFAULT_BASELINES = ("dynamo", "vllm")
@@ -98,7 +95,7 @@ Progress = Callable[[str], None]
 class Confirmation:
     """What :func:`confirm` ran: the plan it judged by, the candidates done, and an interruption."""
 
-    resolved: Resolved
+    session: Session
     confirmed: list[Confirmed]
     interrupted: KeyboardInterrupt | None = None
 
@@ -113,33 +110,33 @@ def confirm(config: ExperimentConfig, doc: ProfileDoc, cands: Sequence[Candidate
     interruption is returned for the caller to report and exit on.
     """
     s = setup(config, doc)
-    sim_reqs = requests_for(s.plan)
-    live_opts = replace(LiveOptions.from_dict(s.plan.engine("live")), weights_dir=str(out / "weights"))
+    sim_reqs = requests_for(s)
+    live_opts = replace(s.live_options(), weights_dir=str(out / "weights"))
     done: list[Confirmed] = []
     for cand in cands:
-        plan = replan(s.plan, s.profile, deployment=cand.deployment)
-        sim = run_sim(plan, sim_reqs, s)
+        at = s.replan(deployment=cand.deployment)
+        sim = run_sim(at, sim_reqs)
         sim.write(out / "runs" / cand.name / "sim", slo=s.plan.slo)
         live: list[RunResult] = []
         try:
             for i in range(repeats):
-                run = run_trial(plan, live_opts)
+                run = at.live(live_opts).run()
                 run.write(out / "runs" / cand.name / f"live-{i}", slo=s.plan.slo)
                 live.append(run)
                 progress(f"{cand.name} live {i + 1}/{repeats}")
         except KeyboardInterrupt as stop:
             if live:
                 done.append(Confirmed(candidate=cand, sim=sim, live=live))
-            return Confirmation(resolved=s, confirmed=done, interrupted=stop)
+            return Confirmation(session=s, confirmed=done, interrupted=stop)
         done.append(Confirmed(candidate=cand, sim=sim, live=live))
-    return Confirmation(resolved=s, confirmed=done)
+    return Confirmation(session=s, confirmed=done)
 
 
 def resimulate(config: ExperimentConfig, doc: ProfileDoc, confirmed: Sequence[Confirmed]) -> list[Confirmed]:
     """The same candidates simulated again with ``doc`` (a refit profile); the live runs stay."""
     s = setup(config, doc)
-    sim_reqs: list[Request] = requests_for(s.plan)
-    return [replace(c, sim=run_sim(replan(s.plan, s.profile, deployment=c.candidate.deployment), sim_reqs, s))
+    sim_reqs: list[Request] = requests_for(s)
+    return [replace(c, sim=run_sim(s.replan(deployment=c.candidate.deployment), sim_reqs))
             for c in confirmed]
 
 

@@ -2,7 +2,7 @@
 
 The one module of ``calibration`` that drives both engines (DESIGN.md §7:
 simulate -> run the same configuration live -> compare), from one plan
-(:func:`calibration.plans.plan_for`). Both sides get the same request
+(:func:`calibration.session.compose`). Both sides get the same request
 stream: the workload drawn from the config's seed; the live side scales item
 sizes by ``[live] mm_token_scale`` and builds inputs the family accepts, and
 the simulator is given exactly the LM tokens those inputs produce
@@ -32,30 +32,26 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from calibration.loop.host import HostModel
-from calibration.plans import Resolved, plan_for
+from calibration.session import Overrides, Session, compose
 from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Deployment
-from easerve_core.plan import RunPlan, replan
 from easerve_core.profile import ProfileDoc
 from easerve_core.request import Request
 from easerve_core.result import RunResult
-from live.options import LiveOptions
-from live.trial import Trial
-from sim import simulate
 
 
-def setup(config: ExperimentConfig, doc: ProfileDoc, *, host_cores: float | None = None) -> Resolved:
+def setup(config: ExperimentConfig, doc: ProfileDoc, *, host_cores: float | None = None) -> Session:
     """The config's plan on ``doc``'s profile (its items and SLO those the live model gets).
 
     ``host_cores`` replaces the profile's ``num_host_cores`` (the host's free
     cores re-measured just before the runs: other tenants come and go).
     """
-    return plan_for(config, doc=doc, host_cores=host_cores)
+    return compose(config, Overrides(doc=doc, host_cores=host_cores))
 
 
-def requests_for(plan: RunPlan) -> list[Request]:
+def requests_for(session: Session) -> list[Request]:
     """The plan's requests with the LM tokens the live model really gets (the simulator's stream)."""
-    return Trial(plan).model_requests()
+    return session.live().trial().model_requests()
 
 
 def _matching(runs: list[RunResult], requests: Sequence[Request], name: str) -> list[RunResult]:
@@ -68,24 +64,24 @@ def _matching(runs: list[RunResult], requests: Sequence[Request], name: str) -> 
     return runs
 
 
-def run_sim(plan: RunPlan, requests: Sequence[Request], s: Resolved) -> RunResult:
-    """The simulator on ``plan`` with ``requests`` (the live model's token counts)."""
-    profile = s.sim_profile()
-    return simulate(replan(plan, profile, requests=requests), profile, options=s.sim_options())
+def run_sim(session: Session, requests: Sequence[Request]) -> RunResult:
+    """The simulator on ``session`` with ``requests`` (the live model's token counts)."""
+    session.sim_profile()  # a plan with no profile is refused by name
+    return session.replan(requests=requests).sim().run()
 
 
-def run_live(plan: RunPlan, repeats: int, *, weights_dir: str,
+def run_live(session: Session, repeats: int, *, weights_dir: str,
              done: list[RunResult] | None = None) -> list[RunResult]:
-    """``repeats`` live trials of ``plan``, the weights saved once in ``weights_dir``.
+    """``repeats`` live trials of ``session``, the weights saved once in ``weights_dir``.
 
     Each result is appended to ``done`` (a new list by default) as it ends;
     on a Ctrl-C the interrupted trial's records so far are appended too, then
     the interrupt goes on.
     """
-    options = replace(LiveOptions.from_dict(plan.engine("live")), weights_dir=weights_dir)
+    engine = session.live(replace(session.live_options(), weights_dir=weights_dir))
     done = [] if done is None else done
     for _ in range(repeats):
-        with Trial(plan, options) as trial:
+        with engine.trial() as trial:
             trial.start()
             try:
                 done.append(trial.run())
@@ -114,7 +110,7 @@ class Comparison:
     host: HostModel | None = None
 
 
-def compare(config: ExperimentConfig, s: Resolved, deployments: Sequence[tuple[str, Deployment]], *,
+def compare(config: ExperimentConfig, s: Session, deployments: Sequence[tuple[str, Deployment]], *,
             repeats: int, weights_dir: str | None = None,
             host_cores: Callable[[str], float] | None = None,
             recorded: Mapping[str, list[RunResult]] | None = None) -> list[Comparison]:
@@ -127,24 +123,24 @@ def compare(config: ExperimentConfig, s: Resolved, deployments: Sequence[tuple[s
     simulator is judged against them; each must hold the config's requests).
     """
     assert s.doc is not None
-    sim_reqs = requests_for(s.plan)
+    sim_reqs = requests_for(s)
     out = []
     with tempfile.TemporaryDirectory(prefix="easerve-validate-") as tmp:
         folder = weights_dir or str(Path(tmp) / "weights")
         for name, dep in deployments:
             here = s if host_cores is None else setup(config, s.doc, host_cores=host_cores(name))
-            plan = replan(here.plan, here.profile, deployment=dep)
+            here = here.replan(deployment=dep)
             live: list[RunResult] = []
             try:
                 if recorded is None:
-                    run_live(plan, repeats, weights_dir=folder, done=live)
+                    run_live(here, repeats, weights_dir=folder, done=live)
                 else:
                     live = _matching(recorded[name], sim_reqs, name)
             except KeyboardInterrupt as exc:
                 if live:  # the unfinished deployment, with the trials it has
-                    out.append(Comparison(name=name, deployment=dep, sim=run_sim(plan, sim_reqs, here),
+                    out.append(Comparison(name=name, deployment=dep, sim=run_sim(here, sim_reqs),
                                           live=live, host=here.host))
                 raise CompareInterrupted(out) from exc
-            out.append(Comparison(name=name, deployment=dep, sim=run_sim(plan, sim_reqs, here), live=live,
+            out.append(Comparison(name=name, deployment=dep, sim=run_sim(here, sim_reqs), live=live,
                                   host=here.host))
     return out

@@ -31,8 +31,8 @@ from typing import Any
 
 import pandas as pd
 
-from calibration.plans import Resolved, plan_for
-from easerve.cli.common import add_config, add_force, add_out, command_parser
+from calibration.session import Overrides, Session
+from easerve.cli.common import add_config, add_force, add_out, command_parser, open_session
 from easerve.cli.outputs import RunFolder
 from easerve.resources import load_config
 from easerve_core import checks
@@ -42,7 +42,6 @@ from easerve_core.rate_search import Capacity, RateBisection
 from easerve_core.slo import SLO, TIER_NAMES, sustains
 from easerve_core.stability import assess
 from easerve_core.trial_length import DEFAULT_TRIAL_S, TrialLength
-from sim import simulate
 from sim.plots import capacity_plot
 
 #: the search's highest rate is this multiple of the start rate unless --max-rate is given
@@ -98,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config, runs_deployment=True)
     length = TrialLength(trial_s=args.trial_s, min_requests=config.workload.num_requests)
     search = _search(args, config)
-    base = plan_for(config, preset=args.preset, tier=args.tier)
+    base = open_session(config, Overrides(preset=args.preset, tier=args.tier))
     slo = base.plan.slo
     if slo is None:
         raise ValueError("capacity needs an SLO: give the model a latency profile or set "
@@ -106,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     folder = RunFolder(args.out, force=args.force)  # checked before the runs, written whole after them
     rows: list[dict[str, Any]] = []
     while (probe := search.next_probe()) is not None:
-        row = _run_at(config, base, probe.rate_hz, slo, preset=args.preset, tier=args.tier, length=length)
+        row = _run_at(config, base, probe.rate_hz, slo, length=length)
         search.observe(probe.rate_hz, bool(row["sustained"]))
         rows.append({**row, "step": probe.step, "phase": str(probe.phase)})
     answer = search.result()
@@ -126,16 +125,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_at(config: ExperimentConfig, base: Resolved, rate_hz: float, slo: SLO, *, preset: str | None,
-            tier: str | None, length: TrialLength) -> dict[str, Any]:
+def _run_at(config: ExperimentConfig, base: Session, rate_hz: float, slo: SLO, *,
+            length: TrialLength) -> dict[str, Any]:
     """One simulation at ``rate_hz``, judged by ``slo``: a row of the curve."""
     if config.workload.trace is None:  # a trace keeps its own requests
         n = length.requests_at(rate_hz, slo.ttft_s)
         config = replace(config, workload=replace(config.workload, num_requests=n))
-    resolved = plan_for(config, preset=preset, tier=tier, rate_hz=rate_hz, profile=base.profile,
-                        doc=base.doc)
-    plan = replace(resolved.plan, slo=slo)
-    result = simulate(plan, resolved.sim_profile(), options=resolved.sim_options())
+    at = base.recompose(config=config, rate_hz=rate_hz)
+    result = at.with_plan(replace(at.plan, slo=slo)).sim().run()
     s = result.summary(slo)
     unstable = assess(result.records, slo).unstable
     return {"rate_hz": rate_hz, "sustained": sustains(result.records, slo) and not unstable,

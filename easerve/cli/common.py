@@ -1,4 +1,5 @@
-"""What every subcommand module shares: how its parser is made."""
+"""What every subcommand module shares: how its parser is made, and the one door from a
+config argument to a session."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from calibration.session import Overrides, Session, compose
+from easerve.resources import load_config
+from easerve_core.config import ExperimentConfig
 from runtime.parallel import BACKENDS, BackendSettings
 
 
@@ -60,3 +64,13 @@ def backend_settings(args: argparse.Namespace, *, num_jobs: int | None = None) -
     """The backend ``args`` ask for (``num_jobs`` when the command resolved it, else ``--jobs``)."""
     jobs = num_jobs if num_jobs is not None else getattr(args, "jobs", None)
     return BackendSettings(name=args.backend, num_jobs=jobs, address=args.address)
+
+
+def open_session(config: str | Path | ExperimentConfig, overrides: Overrides | None = None, *,
+                 runs_deployment: bool = False) -> Session:
+    """The command line's one way from a config argument to a run: the config (a path or a
+    shipped name, :func:`easerve.resources.load_config`, ``runs_deployment`` as there; or one
+    the command loaded already) composed with ``overrides`` (:func:`calibration.session.compose`)."""
+    if not isinstance(config, ExperimentConfig):
+        config = load_config(config, runs_deployment=runs_deployment)
+    return compose(config, overrides)

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
-from calibration.plans import Resolved
+from calibration.session import Session
 from easerve.cli import Terminated
 from easerve_core import checks
 from easerve_core.config import ExperimentConfig
@@ -53,19 +53,19 @@ def _baselines(text: str) -> list[str]:
     return names
 
 
-def check(args: argparse.Namespace, resolved: Resolved, out: Path) -> None:
+def check(args: argparse.Namespace, session: Session, out: Path) -> None:
     """Refuse, before any search, a confirmation that could not run (see the module docstring)."""
     if not args.confirm:
         return
     checks.integer("confirm", args.confirm, minimum=1)
     checks.integer("repeats", args.repeats, minimum=1)
     _baselines(args.baselines)
-    doc = resolved.doc
+    doc = session.doc
     if doc is None or doc.kind != "fitted":
         raise ValueError("--confirm: needs a profile measured live ([profile] path, or a committed "
-                         f"profile of {resolved.plan.model} on {resolved.plan.cluster.gpu}; "
+                         f"profile of {session.plan.model} on {session.plan.cluster.gpu}; "
                          "easerve calibrate writes one)")
-    if LiveOptions.from_dict(resolved.plan.engine("live")).device == "cuda":
+    if LiveOptions.from_dict(session.plan.engine("live")).device == "cuda":
         import torch  # only a CUDA confirmation asks (and will load it anyway)
 
         if not torch.cuda.is_available():
@@ -75,17 +75,17 @@ def check(args: argparse.Namespace, resolved: Resolved, out: Path) -> None:
         raise ValueError(f"--confirm: {folder} holds an earlier confirmation; pass --force to replace it")
 
 
-def run(args: argparse.Namespace, config: ExperimentConfig, resolved: Resolved, trials: pd.DataFrame,
+def run(args: argparse.Namespace, config: ExperimentConfig, session: Session, trials: pd.DataFrame,
         out: Path) -> int:
     """The confirmation of the finished search; its exit status."""
     from calibration.loop import confirm as cf  # torch and transformers: only a confirmation needs them
     from calibration.loop import confirm_report
 
-    assert resolved.doc is not None
+    assert session.doc is not None
     folder = out / CONFIRM_FOLDER
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    cands = cf.candidates(trials, args.confirm, base=resolved.plan.deployment, cluster=resolved.plan.cluster,
+    cands = cf.candidates(trials, args.confirm, base=session.plan.deployment, cluster=session.plan.cluster,
                           baselines=_baselines(args.baselines))
     start = time.perf_counter()
     with tqdm(total=len(cands) * args.repeats, desc="confirm", unit="run", file=sys.stderr) as bar:
@@ -93,24 +93,24 @@ def run(args: argparse.Namespace, config: ExperimentConfig, resolved: Resolved, 
             bar.set_postfix_str(what)
             bar.update(1)
 
-        result = cf.confirm(config, resolved.doc, cands, repeats=args.repeats, out=folder,
+        result = cf.confirm(config, session.doc, cands, repeats=args.repeats, out=folder,
                             progress=progress)
     if not result.confirmed:
         print(f"easerve search: confirmation interrupted before any live run finished ({folder})",
               file=sys.stderr)
         return _status(result.interrupted)
-    slo = result.resolved.plan.slo
+    slo = result.session.plan.slo
     summary = cf.summarize(result.confirmed, slo)
-    meta = _meta(args, result, resolved, wall_s=time.perf_counter() - start)
+    meta = _meta(args, result, session, wall_s=time.perf_counter() - start)
     refit = None
     if args.refit and result.interrupted is None:
-        refit = _refit(config, resolved, result.confirmed, folder, meta, slo)
+        refit = _refit(config, session, result.confirmed, folder, meta, slo)
     path = confirm_report.write(folder, summary, meta=meta, refit=refit)
     _print(summary, refit, path)
     return _status(result.interrupted)
 
 
-def _refit(config: ExperimentConfig, resolved: Resolved, confirmed: list[Any], folder: Path,
+def _refit(config: ExperimentConfig, session: Session, confirmed: list[Any], folder: Path,
            meta: dict[str, Any], slo: Any) -> dict[str, Any]:
     """Refit from the disaggregated candidates' live runs, re-simulate all, judge by the same SLO."""
     from calibration.loop import confirm as cf
@@ -119,19 +119,19 @@ def _refit(config: ExperimentConfig, resolved: Resolved, confirmed: list[Any], f
     disaggregated = {c.candidate.name for c in confirmed
                      if c.candidate.deployment.architecture == "disaggregated"}
     runs = sorted(p for p in folder.glob("runs/*/live-*") if p.parent.name in disaggregated)
-    doc = refit_from_runs([read_run(p) for p in runs], resolved.doc, created=dt.date.today().isoformat(),
+    doc = refit_from_runs([read_run(p) for p in runs], session.doc, created=dt.date.today().isoformat(),
                           sources=[str(p.relative_to(folder)) for p in runs])
     save_profile_doc(doc, folder / "refit-profile.json")
     meta["refit_profile"] = "refit-profile.json"
     return cf.summarize(cf.resimulate(config, doc, confirmed), slo)
 
 
-def _meta(args: argparse.Namespace, result: Any, resolved: Resolved, *, wall_s: float) -> dict[str, Any]:
-    slo = result.resolved.plan.slo
+def _meta(args: argparse.Namespace, result: Any, session: Session, *, wall_s: float) -> dict[str, Any]:
+    slo = result.session.plan.slo
     argv = [str(args.config), "--rate", args.rate, "--tier", args.tier, "--trials", args.trials,
             "--confirm", args.confirm, "--repeats", args.repeats, "--baselines", args.baselines,
             *(["--refit"] if args.refit else []), "--out", args.out]
-    return {"config": str(args.config), "profile": resolved.doc.source if resolved.doc else None,
+    return {"config": str(args.config), "profile": session.doc.source if session.doc else None,
             "repeats": args.repeats, "rate_hz": args.rate, "wall_s": round(wall_s, 1),
             "slo": {"tier": slo.tier, "ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s},
             "interrupted": result.interrupted is not None,

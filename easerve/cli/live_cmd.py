@@ -13,13 +13,11 @@ import argparse
 import signal
 import sys
 
-from calibration.plans import plan_for
+from calibration.session import Overrides
 from easerve.cli import Terminated
-from easerve.cli.common import add_config, add_force, add_out, command_parser
+from easerve.cli.common import add_config, add_force, add_out, command_parser, open_session
 from easerve.cli.outputs import RunFolder
-from easerve.resources import load_config
 from easerve_core.presets import PRESETS
-from live.options import LiveOptions
 from live.placement import check_placement
 
 
@@ -35,16 +33,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_config(args.config, runs_deployment=True)
-    plan = plan_for(config, preset=args.preset, need_profile=False).plan
-    options = LiveOptions.from_dict(plan.engine("live"))
-    check_placement(plan.deployment, device=options.device)  # before the slow imports below
+    session = open_session(args.config, Overrides(preset=args.preset, need_profile=False),
+                           runs_deployment=True)
+    plan, engine = session.plan, session.live()
+    check_placement(plan.deployment, device=engine.options.device)  # before the slow imports below
     folder = RunFolder(args.out, force=args.force)
-    # Imported here, not at the top: torch and transformers take seconds to
-    # import, and every other subcommand's start-up would pay for them.
-    from live.trial import Trial
-
-    trial = Trial(plan)
+    trial = engine.trial()  # imports torch and transformers (seconds): only this command pays
     try:
         trial.start()
         result = trial.run()

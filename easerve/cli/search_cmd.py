@@ -34,9 +34,9 @@ import optuna
 import pandas as pd
 from tqdm import tqdm
 
-from calibration.plans import Resolved, plan_for
+from calibration.session import Overrides, Session
 from easerve.cli import confirm_step
-from easerve.cli.common import add_backend, add_config, add_out, backend_settings
+from easerve.cli.common import add_backend, add_config, add_out, backend_settings, open_session
 from easerve.cli.outputs import check_study_folder
 from easerve.cli.search_outputs import dump_toml, write_outputs
 from easerve.recipes import ENGINES
@@ -173,7 +173,7 @@ class Plan:
     report: ScreenReport
     space: SearchSpace
     evaluator: SimEvaluator
-    resolved: Resolved
+    session: Session
 
 
 def plan_search(config_path: str | Path, *, rate_hz: float, tier: str, num_requests: int | None = None,
@@ -188,15 +188,15 @@ def plan_search(config_path: str | Path, *, rate_hz: float, tier: str, num_reque
     searches EAServe's knobs), its batcher's rate hint at the target rate.
     """
     config = load_config(config_path)
-    resolved = plan_for(config, preset="easerve", rate_hz=rate_hz, tier=tier)
-    plan, profile = resolved.plan, resolved.sim_profile()
+    session = open_session(config, Overrides(preset="easerve", rate_hz=rate_hz, tier=tier))
+    plan, profile = session.plan, session.sim_profile()
     # a live-capable config's plan holds the items its live model gets ([live] mm_token_scale)
     assert plan.slo is not None and plan.workload is not None
     report = screen(profile, plan.cluster, plan.workload.mix, rate_hz=rate_hz, slo=plan.slo)
     space = SearchSpace(allocations=report.survivor_allocations, base=plan.deployment)
     evaluator = make_evaluator(plan, profile, num_requests=num_requests, length=length,
-                               options=resolved.sim_options(), num_samples=num_samples)
-    return Plan(config=config, report=report, space=space, evaluator=evaluator, resolved=resolved)
+                               options=session.sim_options(), num_samples=num_samples)
+    return Plan(config=config, report=report, space=space, evaluator=evaluator, session=session)
 
 
 class _Bar:
@@ -222,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_search(args.config, rate_hz=args.rate, tier=args.tier, length=trial_length(args))
     out = Path(args.out)
     check_study_folder(out)  # the study's home: a rerun resumes the study kept there
-    confirm_step.check(args, plan.resolved, out)  # before the search: a confirmation it cannot run
+    confirm_step.check(args, plan.session, out)  # before the search: a confirmation it cannot run
     if args.storage:
         open_storage(args.storage)  # fail on an unreachable URL before any work
     storage = args.storage or str(out / "study.db")
@@ -257,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
     rechecked.sort(key=lambda r: r.rank_key(), reverse=True)
     write_outputs(out, plan.config, args, plan.report, frames, walls, rechecked)
     if args.confirm:
-        return confirm_step.run(args, plan.config, plan.resolved, pd.concat(frames, ignore_index=True), out)
+        return confirm_step.run(args, plan.config, plan.session, pd.concat(frames, ignore_index=True), out)
     return 0
 
 

@@ -1,7 +1,7 @@
 """``easerve sim CONFIG.toml --out DIR``: simulate one deployment on one workload.
 
 Reads an experiment config (DESIGN.md, easerve_core.config) and resolves it
-into a plan (calibration.plans.plan_for): the profile (``[profile] path``, the
+into a session (calibration.session.compose): the profile (``[profile] path``, the
 analytic profile of the model on the GPU, or a live model's committed
 profile), the preset (``--preset`` or ``[deployment] preset``; default
 ``easerve``), the workload drawn with the config's seed (``--rate`` rescales
@@ -26,23 +26,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from calibration.plans import Resolved, plan_for
 from calibration.reconfig import ReconfigurationCost
-from easerve.cli.common import add_config, add_force, add_out, command_parser
+from calibration.session import Overrides, Session
+from easerve.cli.common import add_config, add_force, add_out, command_parser, open_session
 from easerve.cli.outputs import RunFolder
-from easerve.resources import load_config
 from easerve_core import Architecture, Deployment
 from easerve_core.controller import Controller, ControllerSettings, PlanTable
 from easerve_core.files import read_text
-from easerve_core.plan import RunPlan, replan
 from easerve_core.presets import PRESETS
-from sim import simulate
 from sim.plots import controller_plot, latency_plot, utilization_plot
 
 #: runs shorter than this (wall seconds) never show the progress bar
@@ -63,22 +59,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    resolved = plan_for(load_config(args.config, runs_deployment=True), preset=args.preset, rate_hz=args.rate)
-    plan, profile = resolved.plan, resolved.sim_profile()
-    options = resolved.sim_options()
+    session = open_session(args.config, Overrides(preset=args.preset, rate_hz=args.rate),
+                           runs_deployment=True)
+    session.sim_profile()  # a model without a profile, or bad [sim] options, refused before anything runs
+    options = session.sim_options()
     controller: Controller | None = None
     cost: ReconfigurationCost | None = None
     if args.controller is not None:
         if args.preset not in (None, "easerve"):
             raise ValueError(f"--controller runs the plan table's EAServe deployments; "
                              f"drop --preset {args.preset}")
-        plan, controller, cost = _with_controller(args.controller, resolved, profile)
+        session, controller, cost = _with_controller(args.controller, session)
+    plan = session.plan
     folder = RunFolder(args.out, force=args.force)  # checked before the run, written whole after it
     with tqdm(total=len(plan.requests), desc=f"sim {plan.preset}", unit="req", delay=PROGRESS_DELAY_S,
               leave=False) as bar:
-        result = simulate(plan, profile, options=options, progress=bar.update, controller=controller,
-                          reconfiguration_s=cost)
-    result = replace(result, config={**plan.config, "sim": options.to_dict()})
+        engine = session.sim(options, progress=bar.update, controller=controller, reconfiguration_s=cost)
+        result = engine.run()
     with folder as staging:
         result.write(staging, slo=plan.slo)
         if not args.no_plots:
@@ -115,9 +112,8 @@ def _plots(result: Any, deployment: Deployment, out: Path, slo: Any, *, title: s
                      end_s=end if math.isfinite(end) else 0.0, title=f"encoder GPUs: {title}")
 
 
-def _with_controller(path: Path, resolved: Resolved,
-                     profile: Any) -> tuple[RunPlan, Controller, ReconfigurationCost]:
-    """The plan on the start band's deployment, the controller, and what a re-roled GPU group pays."""
+def _with_controller(path: Path, session: Session) -> tuple[Session, Controller, ReconfigurationCost]:
+    """The session on the start band's deployment, the controller, and what a re-roled GPU group pays."""
     try:
         data = json.loads(read_text(path, what="plan table"))
     except json.JSONDecodeError as exc:
@@ -126,7 +122,7 @@ def _with_controller(path: Path, resolved: Resolved,
         raise ValueError(f"--controller {path}: not a plan table (easerve plan-table writes one)")
     table = PlanTable.from_dict(data)
     settings = ControllerSettings.from_dict(data.get("settings", {}))
-    plan = resolved.plan
+    plan = session.plan
     for i, band in enumerate(table.bands):  # before anything runs: name the band that does not fit
         try:
             band.deployment.check_fits(plan.cluster)
@@ -137,6 +133,5 @@ def _with_controller(path: Path, resolved: Resolved,
     first = min(r.arrival_s for r in plan.requests)  # the band the first window's arrivals call for
     opening = sum(r.arrival_s < first + settings.window_s for r in plan.requests) / settings.window_s
     start = table.band_for(opening)
-    plan = replan(plan, profile, deployment=table.bands[start].deployment,
-                  requests=plan.requests)
-    return plan, Controller(table, settings, start_band=start), cost
+    session = session.replan(deployment=table.bands[start].deployment, requests=plan.requests)
+    return session, Controller(table, settings, start_band=start), cost

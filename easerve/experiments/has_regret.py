@@ -41,15 +41,14 @@ from typing import Any
 import numpy as np
 import optuna
 
+from calibration.session import Session
 from easerve.cli.search_cmd import Plan, plan_search
 from easerve.resources import config_path
 from easerve_core.deployment import Deployment
 from easerve_core.has import Ladder, Rechecked, Verdict, best_deployment, recheck, trials_frame
 from easerve_core.has.objective import short_key
-from easerve_core.plan import replan
 from easerve_core.slo import summarize
 from runtime.has import MEMORY, SearchSettings, run_search
-from sim.engine import simulate
 from sim.evaluate import make_evaluator
 
 MODELS = {"image": "llava34b_rtx6000ada.toml", "video": "qwen25vl32b_rtx6000ada.toml",
@@ -138,7 +137,8 @@ def capacity_estimate(config: Path) -> float:
                 if short_key(dep) in seen:
                     continue
                 seen.add(short_key(dep))
-                result = simulate(replan(ev.plan, ev.profile, deployment=dep), ev.profile, options=ev.options)
+                session = Session(plan=ev.plan, profile=ev.profile).replan(deployment=dep)
+                result = session.sim(ev.options).run()
                 best = max(best, summarize(result.records).throughput_rps)
     return best
 

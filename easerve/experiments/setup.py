@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from calibration import Efficiency, analytic_profile, sm_share_table
-from calibration.plans import plan_for
+from calibration.session import Overrides, Session, compose
 from easerve.experiments.anchor import paper_anchored_efficiency, typical_items
 from easerve.experiments.paper import MODALITIES
 from easerve.resources import config_path
@@ -27,7 +27,7 @@ from easerve_core.plan import RunPlan, replan
 from easerve_core.reference import slo_for
 from easerve_core.slo import SLO_TIERS
 from easerve_core.workload import GammaArrivals, RateSchedule, RequestMix, WorkloadSpec, generate
-from sim import SimOptions, simulate
+from sim import SimOptions
 from sim.result import SimResult
 
 
@@ -58,6 +58,10 @@ class Setup:
     @property
     def mix(self) -> Any:
         return self.workload.mix
+
+    def session(self, preset: str = "easerve") -> Session:
+        """A session on the setup's plan with the profile ``preset`` runs on (:meth:`profile_for`)."""
+        return Session(plan=self.plan, profile=self.profile_for(preset))
 
     def profile_for(self, preset: str) -> Any:
         """The profile a deployment under ``preset`` runs on (the aggregated engine's own)."""
@@ -119,7 +123,7 @@ def setup_on(modality: str, profile: Any, *, efficiency: Efficiency, gpu: str | 
 def _assemble(modality: str, cfg: ExperimentConfig, profile: Any, efficiency: Efficiency,
               in_step: Any) -> Setup:
     table = sm_share_table(profile, items=typical_items(cfg.workload))
-    plan = plan_for(cfg, profile=profile, sm_table=table).plan
+    plan = compose(cfg, Overrides(profile=profile, sm_table=table)).plan
     slos = {tier: slo_for(tier, profile, cfg.workload.mix, plan.cluster) for tier in SLO_TIERS}
     return Setup(modality=modality, plan=plan, profile=profile, slos=slos, efficiency=efficiency,
                  aggregated_profile=in_step)
@@ -197,7 +201,7 @@ def run(setup: Setup, deployment: Deployment, *, rate_hz: float, num_requests: i
     """Simulate ``deployment`` under ``preset`` at ``rate_hz`` (``keep_hint``: see :func:`plan_of`)."""
     plan = plan_of(setup, deployment, rate_hz=rate_hz, num_requests=num_requests, seed=seed,
                    preset=preset, arrivals=arrivals, keep_hint=keep_hint)
-    return simulate(plan, setup.profile_for(preset), options=options or SimOptions())
+    return setup.session(preset).with_plan(plan).sim(options or SimOptions()).run()
 
 
 #: one absolute SLO for every model, as vLLM bench's ``--goodput ttft:10000 tpot:100`` sets one:

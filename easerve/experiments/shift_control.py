@@ -41,15 +41,14 @@ import numpy as np
 import pandas as pd
 
 from calibration.reconfig import ReconfigurationCost
+from calibration.session import Session
 from easerve.experiments import plan_tables
 from easerve.experiments.setup import Arrivals, Setup, requests_for
 from easerve_core import Deployment, Request
 from easerve_core.controller import Controller, ControllerSettings, PlanTable
 from easerve_core.oracle import ScriptedController
-from easerve_core.plan import replan
 from easerve_core.slo import goodput_rps, meets_slo, tpot_s, ttft_s
 from runtime.parallel import IN_PROCESS, Backend, run_tasks
-from sim import simulate
 from sim.roster import worker_slots
 
 SHIFT_SYSTEMS = ("static-mean", "static-peak", "oracle", "controller")
@@ -207,10 +206,10 @@ def simulate_system(setup: Setup, start: Deployment, requests: Sequence[Request]
                     seed: int) -> Any:
     """One system's run: ``requests`` on ``start`` under EAServe, steered by ``controller`` (None:
     static), re-roles priced by :class:`~calibration.reconfig.ReconfigurationCost`."""
-    plan = replan(setup.plan, setup.profile, deployment=start, preset="easerve", requests=requests, seed=seed)
+    session = Session(plan=setup.plan, profile=setup.profile).replan(
+        deployment=start, preset="easerve", requests=requests, seed=seed)
     cost = ReconfigurationCost(setup.plan.model, setup.plan.cluster.gpu)
-    return simulate(plan, setup.profile, controller=controller,
-                    reconfiguration_s=None if controller is None else cost)
+    return session.sim(controller=controller, reconfiguration_s=None if controller is None else cost).run()
 
 
 def system_rows(name: str, result: Any, setup: Setup, start: Deployment, traffic: Traffic,

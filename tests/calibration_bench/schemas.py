@@ -27,11 +27,10 @@ from typing import Any
 import pandas as pd
 
 from calibration.bench.refit import base_profile
-from calibration.plans import plan_for
 from calibration.scaled import ScaledProfile
+from calibration.session import Overrides, compose
 from easerve.cli.search_cmd import dump_toml
 from easerve.resources import load_config
-from sim import simulate
 
 CONFIG = {
     "seed": 0, "model": {"name": "llava-v1.6-34b"}, "cluster": {"gpu": "rtx6000ada", "num_gpus": 8},
@@ -54,9 +53,8 @@ def engine_run(config_path: Path) -> pd.DataFrame:
     """The successful records of the config simulated at the true scales: the stand-in engine."""
     config = load_config(config_path)
     profile, doc = base_profile(config)
-    r = plan_for(config, profile=ScaledProfile(profile, first_token_scale=TRUE_FIRST_TOKEN,
-                                               decode_scale=TRUE_DECODE), doc=doc)
-    rec = simulate(r.plan, r.sim_profile(), options=r.sim_options()).records
+    scaled = ScaledProfile(profile, first_token_scale=TRUE_FIRST_TOKEN, decode_scale=TRUE_DECODE)
+    rec = compose(config, Overrides(profile=scaled, doc=doc)).sim().run().records
     return rec[rec["status"] == "ok"].reset_index(drop=True)
 
 

@@ -135,8 +135,8 @@ def test_validate_against_recorded_live_trials(validated, profile_path, tmp_path
     other.write_text(config.read_text().replace("num_requests = 24", "num_requests = 10"))
     recorded = recorded_live([validated], ["b1-s1-none"])["b1-s1-none"]
     with pytest.raises(ValueError, match="other requests"):
-        plan = setup(load_experiment(other), load_profile_doc(profile_path)).plan
-        _matching(recorded, requests_for(plan), "b1-s1-none")
+        session = setup(load_experiment(other), load_profile_doc(profile_path))
+        _matching(recorded, requests_for(session), "b1-s1-none")
     assert main(["validate", str(config), "--profile", str(profile_path), "--out", str(tmp_path / "x"),
                  "--live-from", str(tmp_path), "--sweep", "b1-s1-none", "b2-s0.5-dynamic"]) == 2
 

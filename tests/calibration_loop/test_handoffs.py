@@ -7,7 +7,7 @@ import pytest
 
 from calibration.loop.handoffs import fit_handoffs, handoff_delays
 from calibration.loop.host import HostModel
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from sim import SimOptions, simulate
 from sim.host_effects import HostEffects
 from tests.calibration_loop.helpers import CLUSTER, Flat
@@ -50,8 +50,8 @@ def test_delays_count_only_receivers_that_were_idle():
 
 def test_simulator_delays_each_hand_off():
     reqs = _reqs(1, out=3)
-    base = simulate(compose(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat()).records
-    late = simulate(compose(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
+    base = simulate(assemble(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat()).records
+    late = simulate(assemble(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
                     options=SimOptions(host=HostEffects(handoff_prefill_s=0.004,
                                        handoff_decode_s=0.002))).records
     assert late["prefill_start_s"][0] - base["prefill_start_s"][0] == pytest.approx(0.004)
@@ -64,9 +64,9 @@ def test_busy_sender_delays_its_hand_off_more():
     reqs = _reqs(2, out=3)
     opts = SimOptions(host=HostEffects(handoff_decode_s=0.002), prefill_max_batch_tokens=1)  # as live
     dep = _dep(max_encode_batch=2)
-    calm = simulate(compose(dep, reqs, cluster=CLUSTER, profile=Flat()), Flat(), options=opts).records
+    calm = simulate(assemble(dep, reqs, cluster=CLUSTER, profile=Flat()), Flat(), options=opts).records
     slow = SimOptions.from_dict({"host": {"handoff_busy_s": 0.005}}, base=opts)
-    busy = simulate(compose(dep, reqs, cluster=CLUSTER, profile=Flat()), Flat(), options=slow).records
+    busy = simulate(assemble(dep, reqs, cluster=CLUSTER, profile=Flat()), Flat(), options=slow).records
     assert busy["first_token_s"].tolist() == pytest.approx(calm["first_token_s"].tolist())
     # the first request's KV left while its Prefill worker started the second: 5 ms later to Decode;
     # the second's left an idle Prefill worker: on time (behind the first in Decode, so no earlier)
@@ -76,10 +76,10 @@ def test_busy_sender_delays_its_hand_off_more():
 def test_drawn_hand_offs_spread_and_repeat_with_the_seed():
     reqs = _reqs(40, gap=1.0, out=2)  # one at a time: each request's first token is its own hand-off
     quantiles = SimOptions(host=HostEffects(handoff_prefill_quantiles_s=[0.001, 0.002, 0.004, 0.008]))
-    runs = [simulate(compose(_dep(), reqs, cluster=CLUSTER, seed=seed, profile=Flat()), Flat(),
+    runs = [simulate(assemble(_dep(), reqs, cluster=CLUSTER, seed=seed, profile=Flat()), Flat(),
                      options=quantiles).records
             for seed in (1, 1, 2)]
-    base = simulate(compose(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat()).records
+    base = simulate(assemble(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat()).records
     drawn = (runs[0]["prefill_start_s"] - base["prefill_start_s"]).round(9)
     assert set(drawn) == {0.001, 0.002, 0.004, 0.008}  # every value drawn, nothing else
     assert runs[0].equals(runs[1]) and not runs[0].equals(runs[2])

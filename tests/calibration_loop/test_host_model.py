@@ -7,7 +7,7 @@ import math
 import pytest
 
 from easerve_core import Deployment, Modality, Request
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from sim import SimOptions, simulate
 from sim.host import HostCPU, Progress
 from sim.host_effects import HostEffects
@@ -51,8 +51,8 @@ def test_progress_rerates_remaining_work():
 
 def test_default_path_unchanged_by_host_keys_at_zero():
     reqs = _reqs(20, gap=0.03)
-    base = simulate(compose(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat()).records
-    off = simulate(compose(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
+    base = simulate(assemble(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat()).records
+    off = simulate(assemble(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
                    options=SimOptions(host=HostEffects(num_host_cores=0.0, dispatch_latency_s=0.0))).records
     assert base.equals(off)
 
@@ -60,8 +60,8 @@ def test_default_path_unchanged_by_host_keys_at_zero():
 def test_one_core_stretches_overlapping_stages():
     # request 0 prefills (0.1..0.15) while request 1 encodes (0.1..0.2): on one core both halve
     reqs = _reqs(2, gap=0.1, out=1)
-    alone = simulate(compose(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat()).records
-    shared = simulate(compose(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
+    alone = simulate(assemble(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat()).records
+    shared = simulate(assemble(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
                       options=SimOptions(host=HostEffects(num_host_cores=1.0))).records
     assert alone["first_token_s"].tolist() == pytest.approx([0.15, 0.25])
     # 0.1-0.2: both run at 1/2 -> prefill of 0 ends at 0.2; encode of 1 has 0.05 left alone -> 0.25
@@ -79,7 +79,7 @@ def _aggregated():
 def test_aggregated_instances_share_the_host():
     """Two aggregated instances on one core: a phase's encode and prefill drain at the host's factor."""
     reqs = _reqs(2, gap=0.1, out=1)
-    plan = compose(_aggregated(), reqs, cluster=CLUSTER, profile=Flat())
+    plan = assemble(_aggregated(), reqs, cluster=CLUSTER, profile=Flat())
     alone = simulate(plan, Flat()).records
     off = simulate(plan, Flat(), options=SimOptions(host=HostEffects(num_host_cores=0.0))).records
     shared = simulate(plan, Flat(), options=SimOptions(host=HostEffects(num_host_cores=1.0))).records
@@ -97,7 +97,7 @@ def test_aggregated_decode_pays_its_joins_and_the_host():
     reqs = _reqs(1, out=3)
     dep = Deployment(encode={"num_workers": 0}, prefill={"num_workers": 0},
                      decode={"num_workers": 1, "tp": 1}, architecture="aggregated")
-    plan = compose(dep, reqs, cluster=CLUSTER, profile=Flat())
+    plan = assemble(dep, reqs, cluster=CLUSTER, profile=Flat())
     base = simulate(plan, Flat()).records
     joined = simulate(plan, Flat(), options=SimOptions(host=HostEffects(decode_join_s=0.004))).records
     slow = simulate(plan, Flat(), options=SimOptions(
@@ -111,7 +111,7 @@ def test_colocated_lanes_slow_each_other():
     reqs = _reqs(2, gap=0.1, out=1)
     dep = _dep(remote_fraction=0.0, sm_sharing="time-slice", prefill={"num_workers": 0, "tp": 1})
     opts = SimOptions(host=HostEffects(num_host_cores=4.0, colocated_speed_frac=0.5))
-    rec = simulate(compose(dep, reqs, cluster=CLUSTER, profile=Flat()), Flat(), options=opts).records
+    rec = simulate(assemble(dep, reqs, cluster=CLUSTER, profile=Flat()), Flat(), options=opts).records
     # local prefill of 0 (0.1..) and encode of 1 (0.1..) share one process at half speed
     assert rec["first_token_s"][0] == pytest.approx(0.2)
     assert rec["encode_end_s"][1] == pytest.approx(0.25)
@@ -120,7 +120,7 @@ def test_colocated_lanes_slow_each_other():
 def test_dispatch_latency_and_blocked_intake():
     reqs = _reqs(3, gap=0.01, out=1)
     opts = SimOptions(encode_intake_blocking=True, host=HostEffects(dispatch_latency_s=0.02))
-    rec = simulate(compose(_dep(max_encode_batch=4), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
+    rec = simulate(assemble(_dep(max_encode_batch=4), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
                    options=opts).records
     assert rec["arrival_s"].tolist() == pytest.approx([0.0, 0.01, 0.02])
     assert rec["encode_start_s"].min() >= 0.02
@@ -129,8 +129,8 @@ def test_dispatch_latency_and_blocked_intake():
 
 def test_decode_join_cost_delays_the_next_segment():
     reqs = _reqs(1, out=3)
-    base = simulate(compose(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat()).records
-    joined = simulate(compose(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
+    base = simulate(assemble(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat()).records
+    joined = simulate(assemble(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
                       options=SimOptions(host=HostEffects(decode_join_s=0.004))).records
     assert joined["finish_s"][0] - base["finish_s"][0] == pytest.approx(0.004)
     assert joined["first_token_s"][0] == base["first_token_s"][0]

@@ -9,7 +9,7 @@ import pytest
 
 from calibration.loop.host import HostModel
 from calibration.loop.joins import boundaries, fit_joins, join_summary
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from sim import SimOptions, simulate
 from sim.host_effects import HostEffects
 from tests.calibration_loop.helpers import CLUSTER, Flat
@@ -64,9 +64,9 @@ def test_joins_at_one_boundary_cost_more_than_their_sum():
 def test_simulator_charges_joins_beyond_the_first():
     reqs = _reqs(2, out=4)  # one encode batch of two, one prefill batch: both reach Decode together
     dep = _dep(max_encode_batch=2)
-    one = simulate(compose(dep, reqs, cluster=CLUSTER, profile=Flat()), Flat(),
+    one = simulate(assemble(dep, reqs, cluster=CLUSTER, profile=Flat()), Flat(),
                    options=SimOptions(host=HostEffects(decode_join_s=0.001))).records
-    more = simulate(compose(dep, reqs, cluster=CLUSTER, profile=Flat()), Flat(),
+    more = simulate(assemble(dep, reqs, cluster=CLUSTER, profile=Flat()), Flat(),
                     options=SimOptions(host=HostEffects(decode_join_s=0.001,
                                        decode_join_more_s=0.004))).records
     assert one["first_token_s"][0] == one["first_token_s"][1]
@@ -94,8 +94,8 @@ def test_a_batch_that_runs_empty_is_idle_not_a_join():
 def test_leave_cost_delays_those_who_stay_not_the_leaver():
     short_req, long_req = _reqs(2, out=6)
     reqs = [short_req, dataclasses.replace(long_req, output_tokens=10)]
-    base = simulate(compose(_dep(max_encode_batch=2), reqs, cluster=CLUSTER, profile=Flat()), Flat()).records
-    left = simulate(compose(_dep(max_encode_batch=2), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
+    base = simulate(assemble(_dep(max_encode_batch=2), reqs, cluster=CLUSTER, profile=Flat()), Flat()).records
+    left = simulate(assemble(_dep(max_encode_batch=2), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
                     options=SimOptions(host=HostEffects(decode_leave_s=0.003))).records
     assert left["finish_s"][0] == pytest.approx(base["finish_s"][0])
     assert base["finish_s"][1] > base["finish_s"][0]  # both decode together, then one goes on alone
@@ -104,7 +104,7 @@ def test_leave_cost_delays_those_who_stay_not_the_leaver():
 
 def test_leave_cost_is_dropped_when_the_batch_runs_empty():
     reqs = _reqs(2, gap=1.0, out=3)
-    base = simulate(compose(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat()).records
-    left = simulate(compose(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
+    base = simulate(assemble(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat()).records
+    left = simulate(assemble(_dep(), reqs, cluster=CLUSTER, profile=Flat()), Flat(),
                     options=SimOptions(host=HostEffects(decode_leave_s=0.003))).records
     assert left["finish_s"].tolist() == pytest.approx(base["finish_s"].tolist())

@@ -13,7 +13,7 @@ from calibration.loop.host import HostModel
 from calibration.loop.refit import samples_from_log
 from calibration.loop.stalls import find_pauses, fit_stalls, pause_summary
 from easerve_core import Deployment, Modality, Request
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from sim import SimOptions, simulate
 from sim.host_effects import HostEffects
 from sim.stalls import Stall, make_stall_plan
@@ -32,7 +32,7 @@ def _reqs(n, gap, out=3):
 def spaced_durations(options):
     """Stage seconds of 4 requests 2 s apart: request i's encode and prefill are batch i, its decode
     steps 2i and 2i+1."""
-    recs = simulate(compose(DEP, _reqs(4, 2.0), cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
+    recs = simulate(assemble(DEP, _reqs(4, 2.0), cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
                     options=options).records
     return stage_durations(recs)
 
@@ -48,8 +48,8 @@ def test_off_by_default_and_without_stall_s():
     assert SimOptions().host.stall_s == 0.0
     assert make_stall_plan(HostEffects(), seed=0) is None
     reqs = _reqs(20, 0.03)
-    plain = simulate(compose(DEP, reqs, cluster=CLUSTER, seed=0, profile=Flat()), Flat()).records
-    ranges_only = simulate(compose(DEP, reqs, cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
+    plain = simulate(assemble(DEP, reqs, cluster=CLUSTER, seed=0, profile=Flat()), Flat()).records
+    ranges_only = simulate(assemble(DEP, reqs, cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
                            options=_stalls(stall_s=0.0, enc=(0, 9), dec=(0, 9))).records
     pd.testing.assert_frame_equal(plain, ranges_only)
 
@@ -66,7 +66,7 @@ def test_pause_hits_the_drawn_batch_of_each_worker(host_cores):
 def test_same_seed_same_records_other_seed_other_records():
     options = _stalls(stall_s=0.2, enc=(0, 30), pre=(0, 30), dec=(0, 60), num_host_cores=2.0)
     reqs = _reqs(40, 0.05, out=6)
-    run = [simulate(compose(DEP, reqs, cluster=CLUSTER, seed=s, profile=Flat()), Flat(),
+    run = [simulate(assemble(DEP, reqs, cluster=CLUSTER, seed=s, profile=Flat()), Flat(),
                     options=options).records for s in (0, 0, 1)]
     pd.testing.assert_frame_equal(run[0], run[1])
     assert not run[0].equals(run[2])
@@ -163,9 +163,9 @@ def test_no_pause_no_stall_model_and_pause_rows_leave_the_samples():
 def test_stall_frac_one_is_the_old_model_and_zero_switches_a_stage_off():
     options = _stalls(stall_s=0.2, enc=(0, 30), pre=(0, 30), dec=(0, 60), num_host_cores=2.0)
     reqs = _reqs(40, 0.05, out=6)
-    every = simulate(compose(DEP, reqs, cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
+    every = simulate(assemble(DEP, reqs, cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
                      options=options).records
-    explicit = simulate(compose(DEP, reqs, cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
+    explicit = simulate(assemble(DEP, reqs, cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
                         options=SimOptions.from_dict(
         {"host": {"stall_encode_frac": 1.0, "stall_prefill_frac": 1.0, "stall_decode_frac": 1.0}},
         base=options)).records
@@ -174,7 +174,7 @@ def test_stall_frac_one_is_the_old_model_and_zero_switches_a_stage_off():
     assert plan.draw("encode") is not None and plan.draw("decode") is None
     # far apart requests: with the encode and prefill pauses off, only the decode pause remains
     off = _stalls(enc=(1, 1), pre=(2, 2), dec=(5, 5), stall_encode_frac=0.0, stall_prefill_frac=0.0)
-    recs = simulate(compose(DEP, _reqs(4, 2.0), cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
+    recs = simulate(assemble(DEP, _reqs(4, 2.0), cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
                     options=off).records
     assert (recs["encode_end_s"] - recs["encode_start_s"]).to_numpy() == pytest.approx([0.1] * 4)
     assert (recs["finish_s"] - recs["first_token_s"]).to_numpy() == pytest.approx([0.02, 0.02, 0.52, 0.02])

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import live.trial
 from calibration import load_profile
-from calibration.loop import runner
 from easerve.cli import main
 from sim import simulate
 from tests.cli.test_bad_input import CPU_PROFILE, LIVE, _set, config
@@ -54,7 +54,7 @@ class FakeTrial:
 
 def test_ctrl_c_keeps_the_finished_and_the_unfinished_deployment(tmp_path: Path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(runner, "Trial", FakeTrial)
+    monkeypatch.setattr(live.trial, "Trial", FakeTrial)  # the live engine opens its trials there
     FakeTrial.calls = 0
     small = _set(_set(LIVE, "model.size", "small"), "profile", None)
     path = config(small)(tmp_path)

@@ -9,7 +9,7 @@ import pytest
 from calibration.loop.host import HostModel
 from calibration.loop.warmup import fit_warmup, lane_excess, lane_of, warmup_rows, warmup_summary
 from easerve_core import Deployment
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from sim import SimOptions, simulate
 from sim.host_effects import HostEffects
 from sim.warmup import WARMUP_LANES, Warmup, make_warmup
@@ -29,8 +29,8 @@ def test_off_by_default():
     assert all(getattr(options.host, k) == () for k in OFF)
     assert all(make_warmup(options.host, lane) is None for lane in WARMUP_LANES)
     reqs = _reqs(20, 0.03)
-    plain = simulate(compose(DEP, reqs, cluster=CLUSTER, seed=0, profile=Flat()), Flat()).records
-    empty = simulate(compose(DEP, reqs, cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
+    plain = simulate(assemble(DEP, reqs, cluster=CLUSTER, seed=0, profile=Flat()), Flat()).records
+    empty = simulate(assemble(DEP, reqs, cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
                      options=_warm()).records
     pd.testing.assert_frame_equal(plain, empty)
 
@@ -43,7 +43,7 @@ def test_first_batches_of_each_lane_pay_exactly_their_warmup(host_cores):
     assert prefill == pytest.approx([0.25, 0.05, 0.05, 0.05])
     assert decode == pytest.approx([0.07, 0.06, 0.02, 0.02])
     # switched off, the same requests run at the profile's latencies: the model is what made the difference
-    off = simulate(compose(DEP, _reqs(4, 2.0), cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
+    off = simulate(assemble(DEP, _reqs(4, 2.0), cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
                    options=SimOptions(host=HostEffects(num_host_cores=host_cores))).records
     assert (off["encode_end_s"] - off["encode_start_s"]).to_numpy() == pytest.approx([0.1] * 4)
 
@@ -53,7 +53,7 @@ def test_local_prefill_lane_is_its_own():
                        decode={"num_workers": 1, "tp": 1}, max_encode_batch=1, remote_fraction=0.0,
                        sm_sharing="time-slice")
     options = _warm(local=(0.2, 0.1), pre=(5.0,))
-    recs = simulate(compose(local, _reqs(3, 2.0), cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
+    recs = simulate(assemble(local, _reqs(3, 2.0), cluster=CLUSTER, seed=0, profile=Flat()), Flat(),
                     options=options).records
     prefill = (recs["first_token_s"] - recs["prefill_start_s"]).to_numpy()
     assert prefill == pytest.approx([0.25, 0.15, 0.05])  # no remote prefill ran, so its 5 s never counts
@@ -63,10 +63,10 @@ def test_same_options_same_records_and_decode_segments_stay_exact():
     options = _warm(enc=(0.01,), local=(0.02,), pre=(0.01, 0.005), dec=(0.004, 0.001, 0.001),
                     num_host_cores=2.0, stall_s=0.1, stall_decode_steps_min=1, stall_decode_steps_max=2)
     reqs = _reqs(40, 0.02, out=6)
-    a, b = (simulate(compose(DEP, reqs, cluster=CLUSTER, seed=3, profile=Flat()), Flat(),
+    a, b = (simulate(assemble(DEP, reqs, cluster=CLUSTER, seed=3, profile=Flat()), Flat(),
                      options=options) for _ in range(2))
     pd.testing.assert_frame_equal(a.records, b.records)
-    off = simulate(compose(DEP, reqs, cluster=CLUSTER, seed=3, profile=Flat()), Flat(),
+    off = simulate(assemble(DEP, reqs, cluster=CLUSTER, seed=3, profile=Flat()), Flat(),
                    options=SimOptions.from_dict(
         {"host": OFF}, base=options)).records
     assert not a.records.equals(off)

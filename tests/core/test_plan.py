@@ -9,7 +9,7 @@ import pytest
 
 from easerve_core import Cluster, Modality, Request, SMShareTable
 from easerve_core.config import ExperimentConfig
-from easerve_core.plan import compose, derived_table, replan, resolve
+from easerve_core.plan import assemble, derived_table, replan, resolve
 from tests.profiles import ConstantStages
 
 
@@ -136,10 +136,10 @@ def test_replan_derives_a_derived_table_again_and_keeps_any_other() -> None:
         replan(plan, preset="vllm")
 
 
-def test_compose_checks_the_fit() -> None:
+def test_assemble_checks_the_fit() -> None:
     plan = resolve(_config(), PROFILE, base_cluster=BASE)
     with pytest.raises(ValueError, match="needs 4 GPUs but the cluster has 2"):
-        compose(plan.deployment, plan.requests, cluster=Cluster(gpu="cpu", num_gpus=2), profile=PROFILE)
+        assemble(plan.deployment, plan.requests, cluster=Cluster(gpu="cpu", num_gpus=2), profile=PROFILE)
 
 
 def test_absolute_slo_limits_and_attainment_in_the_config_reach_the_plan_and_its_resolved_config() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from calibration.plans import plan_for
+from calibration.session import Overrides, compose
 from easerve_core.config import ExperimentConfig
 from easerve_core.plan import RunPlan
 
@@ -40,7 +40,7 @@ def live_config(model: str, *, num_requests: int = 8, rate_hz: float = 20.0,
 
 def live_plan(config: ExperimentConfig) -> RunPlan:
     """The plan a live run of ``config`` executes (what ``easerve live`` resolves)."""
-    return plan_for(config, need_profile=False).plan
+    return compose(config, Overrides(need_profile=False)).plan
 
 
 def pid_alive(pid: int) -> bool:

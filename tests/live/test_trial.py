@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from calibration.plans import plan_for
+from calibration.session import Overrides, compose
 from easerve_core.config import load_experiment
 from easerve_core.plan import replan
 from easerve_core.request import RECORD_COLUMNS
@@ -33,7 +33,7 @@ def _check_routes(records: pd.DataFrame, s: float) -> None:
 @pytest.mark.parametrize("name", ["tiny_llava_cpu", "tiny_qwen25vl_cpu", "tiny_qwen2audio_cpu"])
 def test_hundred_request_trial(name, no_orphans):
     config = load_experiment(CONFIGS / f"{name}.toml")
-    plan = plan_for(config, need_profile=False).plan
+    plan = compose(config, Overrides(need_profile=False)).plan
     assert plan.sm_table_source == "config"  # the file's [profile] sm_share_table
     result = run_trial(plan)
     assert result.meta["sm_share_table"] == plan.sm_table.to_dict()
@@ -61,7 +61,7 @@ def test_hundred_request_trial(name, no_orphans):
 def test_every_preset_runs_live(preset, no_orphans):
     config = load_experiment(CONFIGS / "tiny_qwen2audio_cpu.toml")
     config = dataclasses.replace(config, cluster={**config.cluster, "num_gpus": 3})  # vllm: 3 instances
-    plan = plan_for(config, preset=preset, need_profile=False).plan
+    plan = compose(config, Overrides(preset=preset, need_profile=False)).plan
     plan = replan(plan, requests=plan.requests[:24])
     result = run_trial(plan)
     rec = result.records
@@ -83,7 +83,7 @@ def test_the_controller_retunes_the_running_encode_worker(no_orphans):
     from easerve_core.controller import Band, Controller, ControllerSettings, PlanTable
 
     config = load_experiment(CONFIGS / "tiny_qwen2audio_cpu.toml")
-    plan = plan_for(config, need_profile=False).plan
+    plan = compose(config, Overrides(need_profile=False)).plan
     slow, fast = plan.deployment.with_(max_encode_batch=1), plan.deployment.with_(max_encode_batch=4)
     plan = replan(plan, deployment=slow, requests=plan.requests[:60])
     table = PlanTable((Band(rate_hz=2.0, deployment=slow), Band(rate_hz=25.0, deployment=fast)))

@@ -21,7 +21,7 @@ import live.workers.encode as live_encode
 import sim.build as sim_build
 from easerve_core import Cluster, Deployment, Modality, Request, StageGroup
 from easerve_core.batcher import Batch
-from easerve_core.plan import RunPlan, compose
+from easerve_core.plan import RunPlan, assemble
 from easerve_core.policies import make_batcher, make_router
 from live.workers.intake import IntakeLoop
 from sim import SimOptions, simulate
@@ -75,7 +75,7 @@ def _plan(deployment: Deployment, seed: int) -> RunPlan:
     times = np.cumsum(gaps)
     requests = [Request(request_id=i, arrival_s=float(t), modality=Modality.IMAGE, prompt_tokens=8,
                         output_tokens=3, mm_tokens_per_item=(32,)) for i, t in enumerate(times)]
-    return compose(deployment, requests, cluster=CLUSTER, profile=Fixed(), seed=seed)
+    return assemble(deployment, requests, cluster=CLUSTER, profile=Fixed(), seed=seed)
 
 
 def _sim_side(plan: RunPlan, monkeypatch: pytest.MonkeyPatch) -> tuple[list[Any], dict[int, str]]:

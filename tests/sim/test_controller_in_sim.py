@@ -16,7 +16,7 @@ import pytest
 from easerve_core import Cluster, Deployment, Modality, Request, SMSharing, StageGroup
 from easerve_core.controller import Band, Controller, PlanTable
 from easerve_core.oracle import ScriptedController
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from easerve_core.replan import ReplanningController
 from sim import simulate
 from sim.control import timeline
@@ -55,7 +55,7 @@ def _req(i: int, at: float, out: int = 3) -> Request:
 
 
 def _run(deployment: Deployment, requests: Sequence[Request], controller=None, **kwargs):
-    plan = compose(deployment, requests, cluster=CLUSTER, profile=PROFILE)
+    plan = assemble(deployment, requests, cluster=CLUSTER, profile=PROFILE)
     return simulate(plan, PROFILE, controller=controller, **kwargs)
 
 

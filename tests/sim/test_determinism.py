@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from easerve_core import Cluster, Deployment
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from easerve_core.workload import WorkloadSpec, generate
 from sim import simulate
 from tests.sim.conftest import AffineProfile
@@ -22,7 +22,7 @@ def _requests(seed: int) -> list:
 
 
 def _parquet(tmp: Path, name: str, dep: Deployment, cluster: Cluster, seed: int) -> bytes:
-    result = simulate(compose(dep, _requests(0), cluster=cluster, seed=seed, profile=PROFILE), PROFILE)
+    result = simulate(assemble(dep, _requests(0), cluster=cluster, seed=seed, profile=PROFILE), PROFILE)
     path = tmp / f"{name}.parquet"
     result.records.to_parquet(path, index=False)
     return path.read_bytes()
@@ -46,6 +46,7 @@ def test_deficit_router_ignores_the_seed(tmp_path: Path, epd: Deployment, cluste
 
 def test_result_write_is_deterministic(tmp_path: Path, epd: Deployment, cluster: Cluster) -> None:
     for name in ("x", "y"):
-        simulate(compose(epd, _requests(1), cluster=cluster, profile=PROFILE), PROFILE).write(tmp_path / name)
+        plan = assemble(epd, _requests(1), cluster=cluster, profile=PROFILE)
+        simulate(plan, PROFILE).write(tmp_path / name)
     for file in ("records.parquet", "utilization.parquet", "stage_log.parquet", "queues.parquet"):
         assert (tmp_path / "x" / file).read_bytes() == (tmp_path / "y" / file).read_bytes()

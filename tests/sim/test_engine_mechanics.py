@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from easerve_core import Cluster, Deployment, Modality, Request, StageGroup
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from sim import simulate
 from sim.options import Scheduling, SimOptions
 from tests.sim.conftest import AffineProfile, MemoryProfile
@@ -30,7 +30,7 @@ def _req(i: int, at: float, *, prompt: int, item: int, out: int) -> Request:
 
 def _run(requests: list[Request], profile: object = LM, **sched: object):
     options = SimOptions(scheduler=Scheduling(**sched))  # type: ignore[arg-type]
-    plan = compose(ONE_INSTANCE, requests, cluster=CLUSTER, profile=profile)  # type: ignore[arg-type]
+    plan = assemble(ONE_INSTANCE, requests, cluster=CLUSTER, profile=profile)  # type: ignore[arg-type]
     frame = simulate(plan, profile, options=options).records  # type: ignore[arg-type]
     assert (frame["status"] == "ok").all()
     return frame.set_index("request_id")
@@ -132,7 +132,7 @@ def test_a_growing_decode_worker_recomputes_without_its_encoder() -> None:
     cluster = Cluster(gpu="test-gpu", num_gpus=3, link_bytes_per_s=1e9, link_latency_s=0.0, num_links=1)
     finish = {}
     for mode in ("reserve", "grow"):
-        plan = compose(dep, reqs, cluster=cluster, profile=profile)
+        plan = assemble(dep, reqs, cluster=cluster, profile=profile)
         frame = simulate(plan, profile, options=SimOptions(scheduler=Scheduling(decode_kv=mode))).records
         assert (frame["status"] == "ok").all() and len(frame) == 4
         assert frame["finish_s"].notna().all()
@@ -156,7 +156,7 @@ def test_a_chunked_prefill_worker_fills_each_batch_to_the_budget() -> None:
     cluster = Cluster(gpu="test-gpu", num_gpus=3, link_bytes_per_s=1e12, link_latency_s=0.0, num_links=4)
     first = {}
     for chunked in (True, False):
-        plan = compose(dep, reqs, cluster=cluster, profile=profile)
+        plan = assemble(dep, reqs, cluster=cluster, profile=profile)
         options = SimOptions(scheduler=Scheduling(prefill_chunked=chunked))
         frame = simulate(plan, profile, options=options).records.set_index("request_id")
         t = float(frame.loc[0, "prefill_start_s"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from easerve_core import SLO
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from easerve_core.workload import WorkloadSpec
 from sim.evaluate import make_evaluator
 
@@ -14,7 +14,7 @@ SLO_ = SLO(ttft_s=0.5, tpot_s=0.05)
 
 
 def _plan(epd, cluster, profile, seed):
-    return compose(epd, [], cluster=cluster, profile=profile, seed=seed, slo=SLO_, workload=SPEC)
+    return assemble(epd, [], cluster=cluster, profile=profile, seed=seed, slo=SLO_, workload=SPEC)
 
 
 def test_mean_over_streams(profile, cluster, epd):

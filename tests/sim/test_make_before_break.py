@@ -16,7 +16,7 @@ import pytest
 from easerve_core import Cluster, Deployment
 from easerve_core.controller import Band, Controller, PlanTable
 from easerve_core.oracle import ScriptedController
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from sim import simulate
 from sim.control import timeline
 from tests.sim.test_controller_in_sim import PROFILE, A, B, C, _dep, _req
@@ -31,7 +31,7 @@ def _cluster(num_gpus: int) -> Cluster:
 
 def _run(num_gpus: int, bands: Sequence[Deployment], schedule, requests, **kwargs):
     table = PlanTable(tuple(Band(rate_hz=float(k + 1), deployment=d) for k, d in enumerate(bands)))
-    plan = compose(bands[0], requests, cluster=_cluster(num_gpus), profile=PROFILE)
+    plan = assemble(bands[0], requests, cluster=_cluster(num_gpus), profile=PROFILE)
     return simulate(plan, PROFILE, controller=ScriptedController(table, schedule),
                     reconfiguration_s=RECONFIG_S, **kwargs)
 
@@ -144,7 +144,7 @@ def test_a_table_on_output_tokens_steers_the_run_by_each_arrival_s_weight():
     reqs = [_req(i, 0.5 + i, out=4 if i < 300 else 40) for i in range(600)]
     table = PlanTable((Band(rate_hz=4.0, deployment=A), Band(rate_hz=40.0, deployment=B)),
                       signal="output_tokens")
-    plan = compose(A, reqs, cluster=_cluster(8), profile=PROFILE)
+    plan = assemble(A, reqs, cluster=_cluster(8), profile=PROFILE)
     result = simulate(plan, PROFILE, controller=Controller(table), reconfiguration_s=RECONFIG_S)
     (decision,) = result.meta["controller"]["decisions"]
     assert (decision["band"], decision["at_s"]) == (1, 365.0)  # as the pure controller decides

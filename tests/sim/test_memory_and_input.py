@@ -7,7 +7,7 @@ from dataclasses import fields
 import pytest
 
 from easerve_core import Cluster, Deployment, Modality, Request, StageGroup
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from easerve_core.presets import apply_preset
 from sim import SimOptions, simulate
 from tests.sim.conftest import AffineProfile, MemoryProfile
@@ -21,7 +21,7 @@ def _req(i: int, prompt: int, out: int, at: float = 0.0) -> Request:
 def test_a_request_that_can_never_fit_is_rejected(epd: Deployment, cluster: Cluster) -> None:
     profile = MemoryProfile(stage=AffineProfile(), kv_tokens_per_gpu=10_000)  # decode TP2: 20,000
     reqs = [_req(0, 500, 100), _req(1, 19_950, 100, 0.1), _req(2, 500, 100, 0.2)]
-    rec = simulate(compose(epd, reqs, cluster=cluster, profile=profile),
+    rec = simulate(assemble(epd, reqs, cluster=cluster, profile=profile),
                    profile).records.set_index("request_id")
     assert list(rec["status"]) == ["ok", "rejected", "ok"]
     assert "20000" in rec.loc[1, "error"] and "KV tokens" in rec.loc[1, "error"]
@@ -34,7 +34,7 @@ def test_kv_capacity_limits_the_decode_batch(cluster: Cluster) -> None:
     dep = Deployment(encode=StageGroup(num_workers=1), prefill=StageGroup(num_workers=1),
                      decode=StageGroup(num_workers=1), remote_fraction=1.0, sm_sharing="none",
                      max_encode_batch=1)
-    rec = simulate(compose(dep, [_req(0, 5_800, 100), _req(1, 5_800, 100)], cluster=cluster,
+    rec = simulate(assemble(dep, [_req(0, 5_800, 100), _req(1, 5_800, 100)], cluster=cluster,
                            profile=profile), profile).records
     first, second = rec.iloc[0], rec.iloc[1]
     assert second["finish_s"] - first["finish_s"] >= 99 * 0.01 - 1e-9  # second waited for room
@@ -45,7 +45,7 @@ def test_max_num_decode_seqs_caps_the_batch(cluster: Cluster) -> None:
                      decode=StageGroup(num_workers=1), remote_fraction=1.0, sm_sharing="none",
                      max_encode_batch=4, max_num_decode_seqs=2)
     reqs = [_req(i, 10, 50) for i in range(4)]
-    result = simulate(compose(dep, reqs, cluster=cluster, profile=AffineProfile()), AffineProfile())
+    result = simulate(assemble(dep, reqs, cluster=cluster, profile=AffineProfile()), AffineProfile())
     decode = result.stage_log[result.stage_log["stage"] == "decode"]
     assert decode["batch_size"].max() == 2
 
@@ -55,27 +55,27 @@ def test_max_num_decode_seqs_caps_the_batch(cluster: Cluster) -> None:
 ])
 def test_too_many_gpus(epd: Deployment, cluster: Cluster, change: dict, field: str) -> None:
     with pytest.raises(ValueError, match=field):
-        simulate(compose(epd.with_(**change), [_req(0, 10, 5)], cluster=cluster, profile=AffineProfile()),
+        simulate(assemble(epd.with_(**change), [_req(0, 10, 5)], cluster=cluster, profile=AffineProfile()),
                  AffineProfile())
 
 
 def test_weights_that_do_not_fit(epd: Deployment, cluster: Cluster) -> None:
     profile = MemoryProfile(stage=AffineProfile(), min_tp=4)
     with pytest.raises(ValueError, match=r"decode\.tp"):
-        simulate(compose(epd, [_req(0, 10, 5)], cluster=cluster, profile=profile), profile)
+        simulate(assemble(epd, [_req(0, 10, 5)], cluster=cluster, profile=profile), profile)
 
 
 def test_local_prefill_needs_the_lm_on_the_encode_worker(epd: Deployment, cluster: Cluster) -> None:
     profile = MemoryProfile(stage=AffineProfile(), min_tp=2)
     with pytest.raises(ValueError, match=r"encode\.tp"):
-        simulate(compose(epd, [_req(0, 10, 5)], cluster=cluster, profile=profile), profile)
-    simulate(compose(epd.with_(remote_fraction=1.0, sm_sharing="none"), [_req(0, 10, 5)], cluster=cluster,
+        simulate(assemble(epd, [_req(0, 10, 5)], cluster=cluster, profile=profile), profile)
+    simulate(assemble(epd.with_(remote_fraction=1.0, sm_sharing="none"), [_req(0, 10, 5)], cluster=cluster,
                      profile=profile), profile)
 
 
 def test_duplicate_ids_are_refused(epd: Deployment, cluster: Cluster) -> None:
     with pytest.raises(ValueError, match="request_id"):
-        simulate(compose(epd, [_req(0, 10, 5), _req(0, 10, 5)], cluster=cluster, profile=AffineProfile()),
+        simulate(assemble(epd, [_req(0, 10, 5), _req(0, 10, 5)], cluster=cluster, profile=AffineProfile()),
                  AffineProfile())
 
 

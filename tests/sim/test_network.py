@@ -13,7 +13,7 @@ import pytest
 
 from easerve_core import Cluster, Deployment, Modality, Request, StageGroup
 from easerve_core.placement import Placement
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from easerve_core.workload import WorkloadSpec, generate
 from sim import simulate
 from sim.clock import SimEnvironment
@@ -133,7 +133,7 @@ def _dep(decode_node: int) -> Deployment:
 
 
 def _record(dep: Deployment, cluster: Cluster) -> dict[str, float]:
-    plan = compose(dep, [REQUEST], cluster=cluster, profile=PROFILE)
+    plan = assemble(dep, [REQUEST], cluster=cluster, profile=PROFILE)
     return dict(simulate(plan, PROFILE).records.iloc[0])
 
 
@@ -157,6 +157,6 @@ def test_two_nodes_with_everything_on_node_zero_reproduce_one_node(profile: Affi
     one = Cluster(gpu="test-gpu", num_gpus=8, link_bytes_per_s=1e9, link_latency_s=1e-4, num_links=2)
     two = Cluster(gpu="test-gpu", num_gpus=16, num_nodes=2, link_bytes_per_s=1e9, link_latency_s=1e-4,
                   num_links=2)
-    a = simulate(compose(epd, reqs, cluster=one, profile=profile), profile).records
-    b = simulate(compose(epd, reqs, cluster=two, profile=profile), profile).records
+    a = simulate(assemble(epd, reqs, cluster=one, profile=profile), profile).records
+    b = simulate(assemble(epd, reqs, cluster=two, profile=profile), profile).records
     assert a.equals(b)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from easerve_core import Cluster, Deployment, StageGroup
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from easerve_core.workload import WorkloadSpec, generate
 from sim import SimOptions, simulate
 from tests.sim.conftest import AffineProfile
@@ -27,7 +27,7 @@ def test_remote_fraction_within_one_request_per_worker(s: float, cluster: Cluste
                      decode=StageGroup(num_workers=2, tp=2), remote_fraction=s,
                      sm_sharing="dynamic" if s < 1 else "none")
     log: list[tuple] = []
-    simulate(compose(dep, _requests(8.0), cluster=cluster, profile=PROFILE), PROFILE, trace=log)
+    simulate(assemble(dep, _requests(8.0), cluster=cluster, profile=PROFILE), PROFILE, trace=log)
     for worker in range(3):
         routes = [what for _, what, w, _ in log if w == worker and what.startswith("route_")]
         assert routes, f"worker {worker} routed nothing"
@@ -43,7 +43,7 @@ def test_no_encode_batch_exceeds_b(batching: str, coalesce: bool, cluster: Clust
                      decode=StageGroup(num_workers=2), max_encode_batch=5, batching=batching,
                      batch_timeout_s=0.2, remote_fraction=1.0, sm_sharing="none")
     options = SimOptions(coalesce_waiting_batches=coalesce)
-    result = simulate(compose(dep, _requests(60.0), cluster=cluster, profile=PROFILE), PROFILE,
+    result = simulate(assemble(dep, _requests(60.0), cluster=cluster, profile=PROFILE), PROFILE,
                       options=options)
     encode = result.stage_log[result.stage_log["stage"] == "encode"]
     assert encode["batch_size"].max() == 5  # overloaded: batches fill
@@ -52,14 +52,14 @@ def test_no_encode_batch_exceeds_b(batching: str, coalesce: bool, cluster: Clust
 
 
 def test_encode_batches_run_fifo_one_at_a_time(epd: Deployment, cluster: Cluster) -> None:
-    result = simulate(compose(epd, _requests(20.0), cluster=cluster, profile=PROFILE), PROFILE)
+    result = simulate(assemble(epd, _requests(20.0), cluster=cluster, profile=PROFILE), PROFILE)
     for _, rows in result.stage_log[result.stage_log["stage"] == "encode"].groupby("worker"):
         starts, ends = rows["start_s"].to_numpy(), rows["end_s"].to_numpy()
         assert np.all(starts[1:] >= ends[:-1])
 
 
 def test_every_request_accounted_for(epd: Deployment, cluster: Cluster) -> None:
-    result = simulate(compose(epd, _requests(20.0), cluster=cluster, profile=PROFILE), PROFILE)
+    result = simulate(assemble(epd, _requests(20.0), cluster=cluster, profile=PROFILE), PROFILE)
     rec = result.records
     assert len(rec) == 1500 and (rec["status"] == "ok").all()
     assert (rec["encode_start_s"] >= rec["arrival_s"]).all()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pytest
 
 from easerve_core import Cluster, Deployment, Modality, Request, SMShareTable, StageGroup
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from easerve_core.profile import host_preprocess_s
 from sim import SimOptions, simulate
 from sim.options import Scheduling
@@ -49,7 +49,7 @@ def _encode_only(batch: int, threads: int = 1, profile: AffineProfile = PROFILE,
                      decode=StageGroup(num_workers=1), max_encode_batch=batch, batching="fixed",
                      batch_timeout_s=0.0, remote_fraction=1.0, sm_sharing="none")
     log: list[tuple[object, ...]] = []
-    simulate(compose(dep, requests or _requests(), cluster=CLUSTER, profile=profile), profile,
+    simulate(assemble(dep, requests or _requests(), cluster=CLUSTER, profile=profile), profile,
              options=SimOptions(encode_only=True, num_preprocess_threads=threads), trace=log)
     return log
 
@@ -114,7 +114,7 @@ def test_aggregated_instance_preprocesses_before_its_engine_sees_the_request():
                      decode=StageGroup(num_workers=1), architecture="aggregated")
     log: list[tuple[object, ...]] = []
     prefill_first = SimOptions(scheduler=Scheduling(chunked_prefill=False))  # its phases in the trace
-    result = simulate(compose(dep, _requests(2), cluster=CLUSTER, profile=PROFILE), PROFILE,
+    result = simulate(assemble(dep, _requests(2), cluster=CLUSTER, profile=PROFILE), PROFILE,
                       options=prefill_first, trace=log)
     assert log[:6] == [
         (0.125, "preprocessed", 0, (0,)),
@@ -133,7 +133,7 @@ def test_least_loaded_dispatch_counts_requests_in_preprocessing():
                      decode=StageGroup(num_workers=1), max_encode_batch=1, batching="fixed",
                      batch_timeout_s=0.0, remote_fraction=1.0, sm_sharing="none")
     log: list[tuple[object, ...]] = []
-    simulate(compose(dep, _requests(4), cluster=CLUSTER, profile=PROFILE), PROFILE,
+    simulate(assemble(dep, _requests(4), cluster=CLUSTER, profile=PROFILE), PROFILE,
              options=SimOptions(encode_only=True, dispatch="least-loaded"), trace=log)
     assert [(e[2], e[3]) for e in log if e[1] == "arrive"] == [(0, (0,)), (1, (1,)), (0, (2,)), (1, (3,))]
 
@@ -153,7 +153,7 @@ def test_the_sm_share_slows_the_encoder_not_the_host_part():
                      decode=StageGroup(num_workers=1), max_encode_batch=1, batching="fixed",
                      batch_timeout_s=0.0, remote_fraction=1.0)
     log: list[tuple[object, ...]] = []
-    simulate(compose(dep, _requests(2), cluster=CLUSTER, sm_table=SMShareTable({1: 0.5}), profile=profile),
+    simulate(assemble(dep, _requests(2), cluster=CLUSTER, sm_table=SMShareTable({1: 0.5}), profile=profile),
              profile, options=SimOptions(encode_only=True), trace=log)
     assert log == [
         (0.0, "arrive", 0, (0,)),

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from easerve_core import Cluster, Deployment, StageGroup
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from easerve_core.workload import WorkloadSpec, generate
 from sim import SimOptions, simulate
 from sim.options import Recording
@@ -33,7 +33,7 @@ def test_md1_mean_wait_matches_pollaczek_khinchine(rho: float) -> None:
                                    "num_requests": NUM_REQUESTS})
     requests = generate(spec, np.random.default_rng(2026))
     options = SimOptions(encode_only=True, record=Recording(utilization=False, queues=False))
-    result = simulate(compose(dep, requests, cluster=Cluster(gpu="test-gpu"), profile=profile), profile,
+    result = simulate(assemble(dep, requests, cluster=Cluster(gpu="test-gpu"), profile=profile), profile,
                       options=options)
     records = result.records
     wait = (records["encode_start_s"] - records["arrival_s"]).mean()

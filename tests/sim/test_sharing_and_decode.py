@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from easerve_core import Cluster, Deployment, SMShareTable, SMSharing, StageGroup
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from easerve_core.workload import WorkloadSpec, generate
 from sim import simulate
 from sim.sharing import SharedGPU
@@ -62,7 +62,7 @@ def test_sharing_ablation_orders_like_the_paper(cluster: Cluster) -> None:
                       decode=StageGroup(num_workers=2, tp=2), remote_fraction=0.3, max_encode_batch=8)
     ttft = {}
     for mode in ("dynamic", "static", "time-slice"):
-        s = simulate(compose(base.with_(sm_sharing=mode), reqs, cluster=cluster, profile=profile),
+        s = simulate(assemble(base.with_(sm_sharing=mode), reqs, cluster=cluster, profile=profile),
                      profile).summary()
         ttft[mode] = s.ttft_p99_s
     assert ttft["dynamic"] < ttft["static"]
@@ -107,7 +107,7 @@ def test_events_per_request_do_not_grow_with_output_length(architecture: str,
     per_req = []
     for out in (128, 1024):
         s = replace(spec, mix=replace(spec.mix, output_tokens=(out, out)))
-        result = simulate(compose(dep, generate(s, np.random.default_rng(0)), cluster=cluster,
+        result = simulate(assemble(dep, generate(s, np.random.default_rng(0)), cluster=cluster,
                                   profile=profile), profile)
         per_req.append(result.meta["events_per_request"])
     assert per_req[1] == pytest.approx(per_req[0], rel=0.2)

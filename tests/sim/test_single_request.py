@@ -7,7 +7,7 @@ import math
 import pytest
 
 from easerve_core import Cluster, Deployment, Modality, Request, StageGroup
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from sim import simulate
 from sim.options import Scheduling, SimOptions
 from tests.sim.conftest import AffineProfile
@@ -33,7 +33,7 @@ def _expected_tpot(ctx: int, out: int, kv_s: float) -> float:
 
 @pytest.mark.parametrize("remote_fraction", [1.0, 0.0])
 def test_ttft_and_tpot_are_the_profile_latencies(remote_fraction: float) -> None:
-    rec = simulate(compose(_deployment(remote_fraction), [REQUEST], cluster=CLUSTER, profile=PROFILE),
+    rec = simulate(assemble(_deployment(remote_fraction), [REQUEST], cluster=CLUSTER, profile=PROFILE),
                    PROFILE).records.iloc[0]
     seq = REQUEST.input_tokens
     encode = PROFILE.encode_s([2928])
@@ -55,7 +55,7 @@ def test_tpot_equals_the_decode_step() -> None:
     profile = AffineProfile(decode_base_s=0.0375, kv_bytes_per_token=1)
     req = Request(request_id=0, arrival_s=0.0, modality=Modality.AUDIO, prompt_tokens=10,
                   output_tokens=1025, mm_tokens_per_item=(100,))
-    rec = simulate(compose(_deployment(1.0), [req], cluster=CLUSTER, profile=profile),
+    rec = simulate(assemble(_deployment(1.0), [req], cluster=CLUSTER, profile=profile),
                    profile).records.iloc[0]
     tpot = (rec["finish_s"] - rec["first_token_s"]) / (req.output_tokens - 1)
     assert math.isclose(tpot, 0.0375, abs_tol=1e-6)
@@ -71,7 +71,7 @@ def test_aggregated_single_request(chunked: bool) -> None:
     dep = Deployment(encode=StageGroup(num_workers=0), prefill=StageGroup(num_workers=0),
                      decode=StageGroup(num_workers=4, tp=2), architecture="aggregated")
     options = SimOptions(scheduler=Scheduling(chunked_prefill=chunked))
-    rec = simulate(compose(dep, [REQUEST], cluster=CLUSTER, profile=PROFILE), PROFILE,
+    rec = simulate(assemble(dep, [REQUEST], cluster=CLUSTER, profile=PROFILE), PROFILE,
                    options=options).records.iloc[0]
     seq = REQUEST.input_tokens
     chunks = [2048, seq - 2048] if chunked else [seq]

@@ -10,7 +10,7 @@ first encode batch ends.
 from __future__ import annotations
 
 from easerve_core import Cluster, Deployment, Modality, Request, SMShareTable, StageGroup
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from sim import simulate
 from tests.sim.conftest import AffineProfile
 
@@ -30,7 +30,7 @@ def _requests() -> list[Request]:
 
 def test_exact_trace() -> None:
     log: list[tuple[object, ...]] = []
-    simulate(compose(DEPLOYMENT, _requests(), cluster=CLUSTER, sm_table=SMShareTable({2: 0.5}),
+    simulate(assemble(DEPLOYMENT, _requests(), cluster=CLUSTER, sm_table=SMShareTable({2: 0.5}),
                      profile=PROFILE), PROFILE, trace=log)
     assert log == [
         (0.0, "arrive", 0, (0,)),
@@ -64,7 +64,7 @@ def test_exact_trace() -> None:
 
 
 def test_exact_utilization_steps() -> None:
-    result = simulate(compose(DEPLOYMENT, _requests(), cluster=CLUSTER, sm_table=SMShareTable({2: 0.5}),
+    result = simulate(assemble(DEPLOYMENT, _requests(), cluster=CLUSTER, sm_table=SMShareTable({2: 0.5}),
                               profile=PROFILE), PROFILE)
     encoder = result.utilization[result.utilization["gpu"] == 0]
     assert list(zip(encoder["time_s"], encoder["busy_frac"], strict=True)) == [
@@ -85,7 +85,7 @@ def test_mid_segment_join_waits_for_the_step_boundary() -> None:
             Request(request_id=1, arrival_s=0.5625, modality=Modality.IMAGE, prompt_tokens=0,
                     output_tokens=3, mm_tokens_per_item=(256,))]
     log: list[tuple[object, ...]] = []
-    simulate(compose(dep, reqs, cluster=CLUSTER, profile=profile), profile, trace=log)
+    simulate(assemble(dep, reqs, cluster=CLUSTER, profile=profile), profile, trace=log)
     decode = [(t, what, ids) for t, what, _, ids in log if what.startswith("decode")]
     # 0 joins at 1.25 for 8 steps of 0.125 s (to 2.25). 1 is encoded 0.5625-0.8125, its
     # embedding lands at 1.0625, prefill ends at 1.5625 and its KV lands at 1.8125, inside

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from easerve_core import Deployment, StageGroup
-from easerve_core.plan import compose
+from easerve_core.plan import assemble
 from easerve_core.presets import apply_preset
 from easerve_core.workload import WorkloadSpec, generate
 from sim import simulate
@@ -87,7 +87,7 @@ def _run(profile: Any) -> dict[str, tuple[float, float, float]]:
     requests = generate(spec, np.random.default_rng(0))
     out = {}
     for preset in ("dynamo", "fixed-batch"):
-        s = simulate(compose(apply_preset(preset, dep, cluster), requests, cluster=cluster, profile=profile),
+        s = simulate(assemble(apply_preset(preset, dep, cluster), requests, cluster=cluster, profile=profile),
                      profile).summary()
         out[preset] = (s.throughput_rps, s.ttft_mean_s, s.tpot_mean_s)
     return out
