@@ -3,6 +3,10 @@
 To regenerate after a deliberate change, run
 ``EASERVE_UPDATE_GOLDEN=1 PYTHONPATH=$PWD .venv/bin/python -m pytest -q tests/recipes/test_golden.py``
 and review the diff under tests/recipes/golden/<engine>/<case>/.
+
+Each file is stored as its name plus ``.golden`` (``launch.sh.golden``): the
+files are expected output, data rather than source, so the ending keeps tools
+that read source (linters, the duplicate counter) off them.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from tests.recipes.cases import CASES, ENGINE_NAMES
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE_ENV = "EASERVE_UPDATE_GOLDEN"
+SUFFIX = ".golden"
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -31,7 +36,8 @@ def test_recipe_matches_golden(engine: str, case: str) -> None:
         for stale in folder.iterdir():
             stale.unlink()
         for name, text in recipe.files.items():
-            (folder / name).write_text(text)
-    assert sorted(p.name for p in folder.iterdir()) == sorted(recipe.files)
+            (folder / f"{name}{SUFFIX}").write_text(text)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{name}{SUFFIX}" for name in recipe.files)
     for name, text in recipe.files.items():
-        assert (folder / name).read_text() == text, f"{engine}/{case}/{name} differs from its golden file"
+        golden = (folder / f"{name}{SUFFIX}").read_text()
+        assert golden == text, f"{engine}/{case}/{name} differs from its golden file"
