@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from easerve.recipes import build_recipe
-from tests.recipes.cases import CASES, ENGINE_NAMES
+from tests.recipes.cases import CASES, ENGINE_NAMES, case_recipe
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE_ENV = "EASERVE_UPDATE_GOLDEN"
@@ -27,9 +26,7 @@ SUFFIX = ".golden"
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_recipe_matches_golden(engine: str, case: str) -> None:
-    make, rate = CASES[case]
-    config = make()
-    recipe = build_recipe(engine, deployment=config.deployment, config=config, rate_hz=rate)
+    recipe = case_recipe(engine, case)
     folder = GOLDEN / engine / case
     if os.environ.get(UPDATE_ENV, "") not in ("", "0"):
         folder.mkdir(parents=True, exist_ok=True)
