@@ -73,9 +73,7 @@ class AggregatedWorker(DecodeWorker):
         job.encode_worker = job.prefill_worker = job.decode_worker = self.index
         job.route = "local"
         self.load_tokens += job.kv_tokens
-        self.arrivals.append(job)
-        self.rec.log(now, "arrive", self.index, (job,))
-        self.rec.queue(self._queue_slot, now, len(self.arrivals))
+        self.enqueue(self.arrivals, job, now, "arrive", self._queue_slot)
         if self._phase is None and len(self.arrivals) == 1 and self._fits(job):
             self._cut(now)
 

@@ -120,9 +120,7 @@ class ChunkedEngine(DecodeWorker):
         job.route = "local"
         self.load_tokens += job.kv_tokens
         job.sched = [0, job.input_tokens, 0, 0]
-        self.queue.append(job)
-        self.rec.log(now, "arrive", self.index, (job,))
-        self.rec.queue(self._queue_slot, now, len(self.queue))
+        self.enqueue(self.queue, job, now, "arrive", self._queue_slot)
         if self._step is None:
             self._cut(now)
 

@@ -105,9 +105,7 @@ class DecodeWorker(Worker):
             self.notify()
 
     def deliver(self, job: Job, now: float) -> None:
-        self.waiting.append(job)
-        self.rec.log(now, "decode_arrive", self.index, (job,))
-        self.rec.queue(self._queue_slot, now, len(self.waiting))
+        self.enqueue(self.waiting, job, now, "decode_arrive", self._queue_slot)
         if len(self.waiting) == 1 and self._fits(job):
             self._cut(now)
 
