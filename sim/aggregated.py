@@ -55,7 +55,6 @@ class AggregatedWorker(DecodeWorker):
         self.arrivals: deque[Job] = deque()
         self._phase: list[Job] | None = None
         self._phase_start = 0.0
-        self._phase_end = math.inf
         self._phase_prefill_s = -1.0  # with a host: the prefill work still to start; -1: none
         self._encode_start = 0.0
         self.encode_warmup = encode_warmup
@@ -64,14 +63,6 @@ class AggregatedWorker(DecodeWorker):
                          kv_capacity_tokens=kv_capacity_tokens, max_num_seqs=max_num_seqs,
                          host=host, join_s=join_s, leave_s=leave_s, join_more_s=join_more_s,
                          stall=stall, warmup=warmup)
-
-    def _on_host(self, now: float, factor: float) -> None:
-        if self._phase is not None:
-            self._progress.rate(now, factor)
-            self._phase_end = self._progress.end_s
-            self.notify()
-        else:
-            super()._on_host(now, factor)
 
     @property
     def load(self) -> int:
@@ -82,9 +73,7 @@ class AggregatedWorker(DecodeWorker):
         job.encode_worker = job.prefill_worker = job.decode_worker = self.index
         job.route = "local"
         self.load_tokens += job.kv_tokens
-        self.arrivals.append(job)
-        self.rec.log(now, "arrive", self.index, (job,))
-        self.rec.queue(self._queue_slot, now, len(self.arrivals))
+        self.enqueue(self.arrivals, job, now, "arrive", self._queue_slot)
         if self._phase is None and len(self.arrivals) == 1 and self._fits(job):
             self._cut(now)
 
@@ -95,9 +84,6 @@ class AggregatedWorker(DecodeWorker):
             else:
                 self._finish_phase(self._phase_end)
         super().step(now)
-
-    def next_due(self) -> float:
-        return min(self._seg_end, self._phase_end)
 
     def _busy_elsewhere(self, now: float) -> bool:
         if self._phase is None and self.arrivals and self._fits(self.arrivals[0]):

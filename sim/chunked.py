@@ -96,7 +96,6 @@ class ChunkedEngine(DecodeWorker):
         self._step: list[Chunk] | None = None
         self._step_n = 0
         self._step_start = 0.0
-        self._step_end = math.inf
         self._step_encode_s = self._step_forward_s = 0.0
         self._step_items = (0, 0)  # (items, their tokens) the step encodes
         self._encoding = False  # with a host model: the step's encode is still draining
@@ -121,9 +120,7 @@ class ChunkedEngine(DecodeWorker):
         job.route = "local"
         self.load_tokens += job.kv_tokens
         job.sched = [0, job.input_tokens, 0, 0]
-        self.queue.append(job)
-        self.rec.log(now, "arrive", self.index, (job,))
-        self.rec.queue(self._queue_slot, now, len(self.queue))
+        self.enqueue(self.queue, job, now, "arrive", self._queue_slot)
         if self._step is None:
             self._cut(now)
 
@@ -193,28 +190,17 @@ class ChunkedEngine(DecodeWorker):
         return True
 
     # -- the loop ----------------------------------------------------------------------------
-    def _on_host(self, now: float, factor: float) -> None:
-        if self._step is not None:
-            self._progress.rate(now, factor)
-            self._step_end = self._progress.end_s
-            self.notify()
-        else:
-            super()._on_host(now, factor)
-
     def step(self, now: float) -> None:
-        if self._step is not None and self._step_end <= now:
+        if self._step is not None and self._phase_end <= now:
             if self._encoding:  # with a host model: the encode is done, the forward starts
                 self._encoding = False
-                self._split_s = self._step_end
+                self._split_s = self._phase_end
                 assert self.host is not None
-                self._progress.begin(self._step_end, self._step_forward_s, self.host.factor)
-                self._step_end = self._progress.end_s
+                self._progress.begin(self._phase_end, self._step_forward_s, self.host.factor)
+                self._phase_end = self._progress.end_s
             else:
-                self._finish_step(self._step_end)
+                self._finish_step(self._phase_end)
         super().step(now)
-
-    def next_due(self) -> float:
-        return min(self._seg_end, self._step_end)
 
     def _busy_elsewhere(self, now: float) -> bool:
         if self._step is None and (self.queue or self.partial):
@@ -298,19 +284,19 @@ class ChunkedEngine(DecodeWorker):
         self.rec.log(now, "step_start", self.index, [c.job for c in chunks])
         self.rec.queue(self._queue_slot, now, len(self.queue))
         if self.host is None:
-            self._step_end = now + encode_s + forward_s
+            self._phase_end = now + encode_s + forward_s
             return
         # with a host model the encode and the forward drain one after the other, so the
         # encode's end is known exactly however the host's factor moves
         self.host.set_busy(self._host_slot, now, 1)
         self._encoding = encode_s > 0
         self._progress.begin(now, encode_s if self._encoding else forward_s, self.host.factor)
-        self._step_end = self._progress.end_s
+        self._phase_end = self._progress.end_s
 
     def _finish_step(self, now: float) -> None:
         chunks, n = self._step, self._step_n
         assert chunks is not None
-        self._step, self._step_end = None, math.inf
+        self._step, self._phase_end = None, math.inf
         if self.host is not None:
             self._progress.stop()
         split = self._encode_done_s()

@@ -78,6 +78,7 @@ class DecodeWorker(Worker):
         self._seg_start = 0.0
         self._seg_k = 0
         self._seg_end = math.inf
+        self._phase_end = math.inf  # end of an aggregated engine's non-decode phase; inf: none
         self.host = host
         self.join_s = join_s
         self.leave_s = leave_s
@@ -93,15 +94,18 @@ class DecodeWorker(Worker):
         super().__init__(env, index, gpus, recorder)
 
     def _on_host(self, now: float, factor: float) -> None:
-        if self._seg_end != math.inf:
+        """The host's speed changed: rescale the running phase, or else the decode segment."""
+        if self._phase_busy():
+            self._progress.rate(now, factor)
+            self._phase_end = self._progress.end_s
+            self.notify()
+        elif self._seg_end != math.inf:
             self._progress.rate(now, factor)
             self._seg_end = self._progress.end_s
             self.notify()
 
     def deliver(self, job: Job, now: float) -> None:
-        self.waiting.append(job)
-        self.rec.log(now, "decode_arrive", self.index, (job,))
-        self.rec.queue(self._queue_slot, now, len(self.waiting))
+        self.enqueue(self.waiting, job, now, "decode_arrive", self._queue_slot)
         if len(self.waiting) == 1 and self._fits(job):
             self._cut(now)
 
@@ -166,7 +170,7 @@ class DecodeWorker(Worker):
         self.show_busy(now, 1.0 if self._seg_end != math.inf or self._phase_busy() else 0.0)
 
     def next_due(self) -> float:
-        return self._seg_end
+        return min(self._seg_end, self._phase_end)
 
     def drained(self) -> bool:
         return not self.waiting and not self._leaves and self.load_tokens == 0

@@ -67,9 +67,7 @@ class PrefillWorker(Worker):
             self.notify()
 
     def deliver(self, job: Job, now: float) -> None:
-        self.queue.append(job)
-        self.rec.log(now, "prefill_arrive", self.index, (job,))
-        self.rec.queue(self._queue_slot, now, len(self.queue))
+        self.enqueue(self.queue, job, now, "prefill_arrive", self._queue_slot)
         if self._batch is None:
             self.notify()
 

@@ -28,11 +28,12 @@ is called with the planned time it was set for.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from sim.clock import Call, SimEnvironment
-from sim.recorder import Recorder
+from sim.recorder import Recorder, Traced
 
 _INF = math.inf
 
@@ -89,6 +90,12 @@ class Worker:
         if frac != self._shown_busy:
             self._shown_busy = frac
             self.rec.busy(self._gpu_slot, now, frac)
+
+    def enqueue(self, queue: deque[Any], job: Traced, now: float, event: str, slot: int) -> None:
+        """``job`` joins the back of ``queue``: traced as ``event``, the new length recorded at ``slot``."""
+        queue.append(job)
+        self.rec.log(now, event, self.index, (job,))
+        self.rec.queue(slot, now, len(queue))
 
     def wakes_before(self, when: float) -> bool:
         """Whether the sleeping worker's alarm rings at or before ``when``."""

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from calibration.importers._read import Keys, derived, leaf
+from calibration.importers._read import Keys, derived, leaf, value
 
 TYPICAL_IMAGE_PX = (1280, 720)
 TYPICAL_VIDEO = (1280, 720, 10.0, 2.0)  # width, height, seconds, fps
@@ -42,6 +42,23 @@ def square_side(keys: Keys, name: str) -> dict[str, Any]:
             raise ValueError(f"{keys.file}: {keys.key(name)} {raw!r}: only square sizes are modelled")
         return leaf(int(raw[0]), "V", f"config.json {keys.key(name)} (square)")
     return keys.get(name)
+
+
+def square_vit(tower: Keys) -> tuple[Any, Any, Any]:
+    """(hidden size, image side, patch side) of a ViT tower with square images and patches."""
+    return (
+        value(tower.get("hidden_size")),
+        value(square_side(tower, "image_size")),
+        value(square_side(tower, "patch_size")),
+    )
+
+
+def patch_stem(hid: int, patch: int, positions: int, *, what: str = "patch conv") -> dict[str, Any]:
+    """The stem of a ViT: a ``patch`` x ``patch`` RGB patch embedding and ``positions`` learned positions."""
+    return derived(
+        3 * patch * patch * hid + positions * hid,
+        f"{what} 3*{patch}*{patch}*{hid} + {positions} positions * {hid}",
+    )
 
 
 def vit_encoder(

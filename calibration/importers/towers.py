@@ -27,7 +27,9 @@ from calibration.importers.tower_parts import (
     TYPICAL_VIDEO,
     Tower,
     fixed_image_processor,
+    patch_stem,
     square_side,
+    square_vit,
     tiles_mapping,
     vit_encoder,
 )
@@ -35,11 +37,7 @@ from calibration.importers.tower_parts import (
 
 def clip_anyres(tower: Keys, top: Keys, lm_hidden: int, *, siglip: bool, anyres: bool) -> Tower:
     """CLIP / SigLIP tiles: LLaVA (one view), LLaVA-NeXT and LLaVA-OneVision (anyres grids)."""
-    hid, size, patch = (
-        value(tower.get("hidden_size")),
-        value(square_side(tower, "image_size")),
-        value(square_side(tower, "patch_size")),
-    )
+    hid, size, patch = square_vit(tower)
     side = size // patch
     cls = 0 if siglip else 1
     strategy = str(top.raw_value("vision_feature_select_strategy", "default"))
@@ -51,10 +49,7 @@ def clip_anyres(tower: Keys, top: Keys, lm_hidden: int, *, siglip: bool, anyres:
         width * lm_hidden + lm_hidden * lm_hidden,
         f"mlp2x_gelu: {width}*{lm_hidden} + {lm_hidden}*{lm_hidden} (biases ignored)",
     )
-    enc["stem_params"] = derived(
-        3 * patch * patch * hid + (side * side + cls) * hid,
-        f"patch conv 3*{patch}*{patch}*{hid} + {side * side + cls} positions * {hid}",
-    )
+    enc["stem_params"] = patch_stem(hid, patch, side * side + cls)
     notes = []
     if isinstance(layers, int) and layers != -1:
         notes.append(f"vision_feature_layer {layers}: the tower is priced with all its layers")
@@ -120,19 +115,12 @@ def clip_anyres(tower: Keys, top: Keys, lm_hidden: int, *, siglip: bool, anyres:
 
 def siglip_fixed(tower: Keys, top: Keys, lm_hidden: int) -> Tower:
     """Gemma-3: a SigLIP tower pooled to ``mm_tokens_per_image`` tokens (pan-and-scan off)."""
-    hid, size, patch = (
-        value(tower.get("hidden_size")),
-        value(square_side(tower, "image_size")),
-        value(square_side(tower, "patch_size")),
-    )
+    hid, size, patch = square_vit(tower)
     tokens = value(top.get("mm_tokens_per_image"))
     side = size // patch
     enc = vit_encoder(tower, mats=2, mlp_note="SigLIP MLP fc1 -> GELU -> fc2")
     enc["projector_params"] = derived(hid * lm_hidden, f"mm_input_projection {hid}*{lm_hidden}")
-    enc["stem_params"] = derived(
-        3 * patch * patch * hid + side * side * hid,
-        f"patch conv 3*{patch}*{patch}*{hid} + {side * side} positions * {hid}",
-    )
+    enc["stem_params"] = patch_stem(hid, patch, side * side)
     mapping = tiles_mapping(
         tokens,
         tokens,

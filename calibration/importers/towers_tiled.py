@@ -12,7 +12,8 @@ from typing import Any
 from calibration.importers._read import Keys, derived, value
 from calibration.importers.tower_parts import (
     Tower,
-    square_side,
+    patch_stem,
+    square_vit,
     tiles_mapping,
     vit_encoder,
 )
@@ -20,11 +21,7 @@ from calibration.importers.tower_parts import (
 
 def internvit(tower: Keys, top: Keys, lm_hidden: int, pre: Mapping[str, Any]) -> Tower:
     """InternVL: 448 px tiles (dynamic tiling + thumbnail), pixel shuffle to 1/4, MLP projector."""
-    hid, size, patch = (
-        value(tower.get("hidden_size")),
-        value(square_side(tower, "image_size")),
-        value(square_side(tower, "patch_size")),
-    )
+    hid, size, patch = square_vit(tower)
     ratio = float(top.raw_value("downsample_ratio", 0.5))
     side = size // patch
     per_tile = int(side * side * ratio * ratio)
@@ -35,10 +32,7 @@ def internvit(tower: Keys, top: Keys, lm_hidden: int, pre: Mapping[str, Any]) ->
         wide * lm_hidden + lm_hidden * lm_hidden,
         f"Linear({wide}->{lm_hidden}) + Linear({lm_hidden}->{lm_hidden})",
     )
-    enc["stem_params"] = derived(
-        3 * patch * patch * hid + (side * side + 1) * hid,
-        f"patch conv 3*{patch}*{patch}*{hid} + {side * side + 1} positions * {hid}",
-    )
+    enc["stem_params"] = patch_stem(hid, patch, side * side + 1)
     src = (
         "preprocessor_config.json max_patches"
         if "max_patches" in pre
@@ -62,11 +56,7 @@ def internvit(tower: Keys, top: Keys, lm_hidden: int, pre: Mapping[str, Any]) ->
 
 def idefics3(tower: Keys, top: Keys, lm_hidden: int, pre: Mapping[str, Any]) -> Tower:
     """Idefics3 / SmolVLM: square tiles of max_image_size plus a global view, pixel shuffle."""
-    hid, size, patch = (
-        value(tower.get("hidden_size")),
-        value(square_side(tower, "image_size")),
-        value(square_side(tower, "patch_size")),
-    )
+    hid, size, patch = square_vit(tower)
     scale = int(top.raw_value("scale_factor", 2))
     side = size // patch
     per_tile = side * side // (scale * scale)
@@ -76,10 +66,7 @@ def idefics3(tower: Keys, top: Keys, lm_hidden: int, pre: Mapping[str, Any]) -> 
     enc["projector_params"] = derived(
         hid * scale * scale * lm_hidden, f"connector Linear({hid}*{scale}^2 -> {lm_hidden})"
     )
-    enc["stem_params"] = derived(
-        3 * patch * patch * hid + side * side * hid,
-        f"patch conv 3*{patch}*{patch}*{hid} + {side * side} positions * {hid}",
-    )
+    enc["stem_params"] = patch_stem(hid, patch, side * side)
     mapping = tiles_mapping(
         per_tile,
         per_tile,
@@ -150,10 +137,7 @@ def llama4_vision(tower: Keys, top: Keys, lm_hidden: int) -> Tower:
         f"adapter Linear({shuffled}->{proj_in}) + Linear({proj_in}->{vout}) "
         f"+ projector Linear({vout}->{lm_hidden})",
     )
-    enc["stem_params"] = derived(
-        3 * patch * patch * hid + (side * side + 1) * hid,
-        f"patch 3*{patch}*{patch}*{hid} + {side * side + 1} positions * {hid}",
-    )
+    enc["stem_params"] = patch_stem(hid, patch, side * side + 1, what="patch")
     mapping = tiles_mapping(
         per_tile,
         per_tile,

@@ -150,8 +150,10 @@ SIM_CAPACITY_HZ: Mapping[str, float] = {
 SIM_LOAD_FRAC = 0.85
 
 
-def _load(capacity_hz: float) -> float:
-    return round(SIM_LOAD_FRAC * capacity_hz, 2)
+def _at_load(a: str, b: str) -> tuple[Phase, ...]:
+    """Mixes ``a`` and ``b`` alternating, each at :data:`SIM_LOAD_FRAC` of its :data:`SIM_CAPACITY_HZ`."""
+    return _alternating(a, b, rates_hz=(round(SIM_LOAD_FRAC * SIM_CAPACITY_HZ[a], 2),
+                                        round(SIM_LOAD_FRAC * SIM_CAPACITY_HZ[b], 2)))
 
 
 #: the built-in shifts, each with why the best allocation differs between its phases
@@ -165,9 +167,7 @@ SHIFTS: Mapping[str, Shift] = {
             "decoding; chat adds 512-1024 output tokens, so Decode holds far more KV and steps"),
     "image-video": Shift(
         name="image-video", model="video", signal="mm_tokens_mean",
-        phases=_alternating("qwen-image-chat", "qwen-video-caption",
-                            rates_hz=(_load(SIM_CAPACITY_HZ["qwen-image-chat"]),
-                                      _load(SIM_CAPACITY_HZ["qwen-video-caption"]))),
+        phases=_at_load("qwen-image-chat", "qwen-video-caption"),
         why="chat about images is decode-bound: it wants one TP-4 decoder (the screen's best, E2x1 "
             "P1x2 D1x4, carries 2.59 req/s; any allocation with one TP-2 decoder at most 1.30, 0.65 "
             "with three TP-2 stages before it); one-line captions of 5,760-token 16-frame clips are "
@@ -175,9 +175,7 @@ SHIFTS: Mapping[str, Shift] = {
             "(E2x1 P2x2 D1x2: 1.25 req/s; the chat picks 0.88 at most)"),
     "resolution": Shift(
         name="resolution", model="image", signal="mm_tokens_mean",
-        phases=_alternating("llava-small-chat", "llava-anyres-short",
-                            rates_hz=(_load(SIM_CAPACITY_HZ["llava-small-chat"]),
-                                      _load(SIM_CAPACITY_HZ["llava-anyres-short"]))),
+        phases=_at_load("llava-small-chat", "llava-anyres-short"),
         why="long chat about a 576-token tile is decode-bound (one TP-4 decoder: 3.98 req/s by the "
             "screen; one TP-2 decoder 0.98); a short answer read off a 2,928-token anyres grid is "
             "prefill-bound (E3x2 P0x2 D1x2 or E1x2 P2x2 D1x2: 4.26 req/s; the tile pick's "

@@ -155,16 +155,20 @@ def _tiny_llama(**kw: Any) -> dict[str, Any]:
     }
 
 
+def _tiny_vit(image_size: Any, patch_size: Any) -> dict[str, Any]:
+    return {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "image_size": image_size,
+        "patch_size": patch_size,
+    }
+
+
 def tiny_configs() -> dict[str, Any]:
     """family -> a tiny config built in code."""
-    clip = CLIPVisionConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        image_size=32,
-        patch_size=8,
-    )
+    clip = CLIPVisionConfig(**_tiny_vit(32, 8))
     return {
         "llava_next": LlavaNextConfig(
             text_config=LlamaConfig(**_tiny_llama()),
@@ -173,15 +177,7 @@ def tiny_configs() -> dict[str, Any]:
         ),
         "llava_onevision": LlavaOnevisionConfig(
             text_config=Qwen2Config(**_tiny_llama()),
-            vision_config={
-                "model_type": "siglip_vision_model",
-                "hidden_size": 32,
-                "intermediate_size": 64,
-                "num_hidden_layers": 2,
-                "num_attention_heads": 4,
-                "image_size": 28,
-                "patch_size": 14,
-            },
+            vision_config={"model_type": "siglip_vision_model", **_tiny_vit(28, 14)},
             image_grid_pinpoints=[[28, 28], [28, 56], [56, 56]],
         ),
         "qwen2_5_vl": Qwen2_5_VLConfig(
@@ -208,25 +204,11 @@ def tiny_configs() -> dict[str, Any]:
         ),
         "internvl": InternVLConfig(
             text_config=Qwen2Config(**_tiny_llama()),
-            vision_config={
-                "hidden_size": 32,
-                "intermediate_size": 64,
-                "num_hidden_layers": 2,
-                "num_attention_heads": 4,
-                "image_size": [56, 56],
-                "patch_size": [14, 14],
-            },
+            vision_config=_tiny_vit([56, 56], [14, 14]),
         ),
         "idefics3": Idefics3Config(
             text_config=LlamaConfig(**_tiny_llama()),
-            vision_config={
-                "hidden_size": 32,
-                "intermediate_size": 64,
-                "num_hidden_layers": 2,
-                "num_attention_heads": 4,
-                "image_size": 56,
-                "patch_size": 14,
-            },
+            vision_config=_tiny_vit(56, 14),
         ),
         "mqa_sliding_llama": LlavaNextConfig(
             text_config={"model_type": "mistral", **_tiny_llama(num_key_value_heads=1), "sliding_window": 16},

@@ -22,6 +22,7 @@ from calibration.sizes import resolve_workload
 from easerve.cli import main
 from easerve_core.workload import WorkloadSpec, mix
 from tests.calibration import importer_configs as cfgs
+from tests.cli.refusal import refused
 
 PRE = {"min_pixels": 56 * 56, "max_pixels": 224 * 224, "patch_size": 14, "merge_size": 2,
        "temporal_patch_size": 2}
@@ -139,36 +140,25 @@ def test_workload_command_writes_resolved_tokens(tmp_path: Path, capsys: pytest.
     assert set(rows["mm_tokens_per_item"].astype(str)) == {"24"}  # 168x112 px = 6x4 merged patches
 
 
-def _bad(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], *needles: str) -> None:
-    before = sorted(tmp_path.rglob("*"))
-    capsys.readouterr()
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, err
-    assert sorted(tmp_path.rglob("*")) == before
-
-
 @pytest.mark.parametrize("command", ["sim", "workload"])
 def test_raw_sizes_for_a_spec_without_a_rule_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                          command: str) -> None:
     spec = _imported(tmp_path, "internvl")
     config = _config(tmp_path, Path(spec).name, "images = [[640, 480]]")
-    _bad(tmp_path, capsys, [command, str(config), "--out", str(tmp_path / "out.csv")],
-         "workload.images", "has no processor rule")
+    refused(tmp_path, capsys, [command, str(config), "--out", str(tmp_path / "out.csv")],
+            "workload.images", "has no processor rule")
 
 
 @pytest.mark.parametrize("command", ["sim", "workload"])
 def test_raw_sizes_of_the_wrong_modality_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                      command: str) -> None:
     config = _config(tmp_path, "llava-v1.6-34b", "audio_s = [5, 10]")
-    _bad(tmp_path, capsys, [command, str(config), "--out", str(tmp_path / "out.csv")],
-         "workload.audio_s", "takes workload.images")
+    refused(tmp_path, capsys, [command, str(config), "--out", str(tmp_path / "out.csv")],
+            "workload.audio_s", "takes workload.images")
 
 
 def test_raw_sizes_without_a_model_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "w.toml"
     config.write_text("[workload]\nimages = [[640, 480]]\nrate_hz = 1.0\n")
-    _bad(tmp_path, capsys, ["workload", str(config), "--out", str(tmp_path / "t.csv")],
-         "workload.images", "need a [model]")
+    refused(tmp_path, capsys, ["workload", str(config), "--out", str(tmp_path / "t.csv")],
+            "workload.images", "need a [model]")

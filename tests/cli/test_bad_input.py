@@ -105,6 +105,11 @@ def with_file(make: Callable[[Path], Path], argv: Callable[[Path], list[str]]) -
     return lambda tmp: (make(tmp), argv(tmp))[1]
 
 
+def sim_trace(content: bytes | str, name: str = "t.csv") -> Setup:
+    """``sim`` over a trace file ``name`` that holds ``content``."""
+    return with_file(raw(name, content), sim(("workload.trace", name)))
+
+
 def search(*flags: str, changes: tuple[tuple[str, Any], ...] = ()) -> Setup:
     return lambda tmp: ["search", str(config(SIM, *changes)(tmp)), "--out", "out", "--trials", "2",
                         "--trial-s", "5", "--min-requests", "20", *flags]
@@ -190,43 +195,28 @@ CASES = [
     Case("sim-items-huge", sim(("workload.items_per_request", [1, 5000])), "items_per_request[1] must be <="),
     Case("sim-unknown-workload-key", sim(("workload.rps", 2)), "unknown workload field(s): rps"),
     Case("sim-trace-missing", sim(("workload.trace", "nope.csv")), "trace file not found"),
-    Case("sim-trace-binary", with_file(raw("t.csv", BINARY), sim(("workload.trace", "t.csv"))),
-         "t.csv: not a text trace file"),
-    Case("sim-trace-bad-row", with_file(raw("t.csv", "arrival_s,modality,prompt_tokens,output_tokens,"
-                                                     "mm_tokens_per_item\n0.5,image,x,4,2928\n"),
-                                        sim(("workload.trace", "t.csv"))), "prompt_tokens"),
+    Case("sim-trace-binary", sim_trace(BINARY), "t.csv: not a text trace file"),
+    Case("sim-trace-bad-row", sim_trace(TRACE_HEADER + "0.5,image,x,4,2928\n"), "prompt_tokens"),
     # trace rows are held to the rules a mix follows (easerve_core.limits), and to their header
-    Case("sim-trace-prompt-huge", with_file(raw("t.csv", TRACE_HEADER + "0.5,image,1000000000000,4,2928\n"),
-                                            sim(("workload.trace", "t.csv"))),
+    Case("sim-trace-prompt-huge", sim_trace(TRACE_HEADER + "0.5,image,1000000000000,4,2928\n"),
          "t.csv:2: prompt_tokens must be <= 1,048,576"),
-    Case("sim-trace-output-huge", with_file(raw("t.csv", TRACE_HEADER + "0.5,image,10,2000000,2928\n"),
-                                            sim(("workload.trace", "t.csv"))),
+    Case("sim-trace-output-huge", sim_trace(TRACE_HEADER + "0.5,image,10,2000000,2928\n"),
          "t.csv:2: output_tokens must be <= 1,048,576"),
-    Case("sim-trace-item-huge", with_file(raw("t.csv", TRACE_HEADER + "0.5,image,10,4,3000000\n"),
-                                          sim(("workload.trace", "t.csv"))),
+    Case("sim-trace-item-huge", sim_trace(TRACE_HEADER + "0.5,image,10,4,3000000\n"),
          "t.csv:2: mm_tokens_per_item[0] must be <= 1,048,576"),
-    Case("sim-trace-items-many", with_file(raw("t.csv", TRACE_HEADER + "0.5,image,10,4,"
-                                                + ";".join(["5"] * 300) + "\n"),
-                                           sim(("workload.trace", "t.csv"))),
+    Case("sim-trace-items-many", sim_trace(TRACE_HEADER + "0.5,image,10,4," + ";".join(["5"] * 300) + "\n"),
          "t.csv:2: number of mm_tokens_per_item must be <= 256"),
-    Case("sim-trace-arrival-huge", with_file(raw("t.csv", TRACE_HEADER + "0.5,image,10,4,2928\n"
-                                                  "1e300,image,10,4,2928\n"),
-                                             sim(("workload.trace", "t.csv"))),
+    Case("sim-trace-arrival-huge", sim_trace(TRACE_HEADER + "0.5,image,10,4,2928\n1e300,image,10,4,2928\n"),
          "t.csv:3: arrival_s must be <= 31,536,000 s"),
-    Case("sim-trace-arrival-inf", with_file(raw("t.csv", TRACE_HEADER + "inf,image,10,4,2928\n"),
-                                            sim(("workload.trace", "t.csv"))),
+    Case("sim-trace-arrival-inf", sim_trace(TRACE_HEADER + "inf,image,10,4,2928\n"),
          "t.csv:2: arrival_s must be finite"),
-    Case("sim-trace-extra-field", with_file(raw("t.csv", TRACE_HEADER + "0.5,image,10,4,2928,99\n"),
-                                            sim(("workload.trace", "t.csv"))),
+    Case("sim-trace-extra-field", sim_trace(TRACE_HEADER + "0.5,image,10,4,2928,99\n"),
          "t.csv:2: 1 more field(s) than the header's 5"),
-    Case("sim-trace-unknown-column", with_file(raw("t.csv", TRACE_HEADER.strip() + ",note\n"
-                                                            "0.5,image,10,4,2928,x\n"),
-                                               sim(("workload.trace", "t.csv"))),
+    Case("sim-trace-unknown-column", sim_trace(TRACE_HEADER.strip() + ",note\n0.5,image,10,4,2928,x\n"),
          "t.csv:1: unknown trace column(s): 'note'"),
     Case("sim-trace-jsonl-unknown-key",
-         with_file(raw("t.jsonl", '{"arrival_s": 0.5, "modality": "image", "prompt_tokens": 10, '
-                                  '"output_tokens": 4, "mm_tokens_per_item": [2928], "prio": 1}\n'),
-                   sim(("workload.trace", "t.jsonl"))),
+         sim_trace('{"arrival_s": 0.5, "modality": "image", "prompt_tokens": 10, '
+                   '"output_tokens": 4, "mm_tokens_per_item": [2928], "prio": 1}\n', name="t.jsonl"),
          "t.jsonl:1: unknown field(s) 'prio'"),
     Case("workload-trace-prompt-huge",
          with_file(raw("t.csv", TRACE_HEADER + "0.5,image,1000000000000,4,2928\n"),

@@ -17,6 +17,7 @@ import pytest
 from calibration.specs import model_spec
 from easerve.cli import main
 from tests.calibration import importer_configs as cfgs
+from tests.cli.refusal import refused
 
 ROOT = Path(__file__).resolve().parents[2]
 PAPER = {
@@ -158,17 +159,6 @@ def test_tiny_families_sim_and_search(tmp_path: Path, family: str) -> None:
 
 # Bad input: one line naming the key, exit 2, nothing written.
 
-def _bad(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], *needles: str) -> None:
-    before = sorted(tmp_path.rglob("*"))
-    capsys.readouterr()
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, err
-    assert sorted(tmp_path.rglob("*")) == before
-
-
 def _raw(tmp_path: Path, data: Any) -> Path:
     folder = tmp_path / "model"
     folder.mkdir()
@@ -178,28 +168,29 @@ def _raw(tmp_path: Path, data: Any) -> Path:
 
 def test_bad_unknown_model_type(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = _raw(tmp_path, {"model_type": "no_such_vlm"})
-    _bad(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")],
-         "no_such_vlm", "qwen2_5_vl", "llava_next")
+    refused(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")],
+            "no_such_vlm", "qwen2_5_vl", "llava_next")
 
 
 def test_bad_refused_cross_attention(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = _raw(tmp_path, {"model_type": "mllama"})
-    _bad(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")],
-         "mllama", "cross-attention")
+    refused(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")],
+            "mllama", "cross-attention")
 
 
 def test_bad_missing_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = cfgs.tiny_configs()["qwen2_5_vl"].to_dict()
     del data["model_type"]
     src = _raw(tmp_path, data)
-    _bad(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")], "model_type")
+    refused(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")], "model_type")
 
 
 def test_bad_missing_ultravox_sub_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = cfgs.ultravox_gemma3_27b()
     del data["audio_config"]
     src = _raw(tmp_path, data)
-    _bad(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")], "audio_config")
+    refused(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")],
+            "audio_config")
 
 
 @pytest.mark.parametrize("heads", ["8", 8.5])
@@ -207,33 +198,33 @@ def test_bad_non_integer_heads(tmp_path: Path, capsys: pytest.CaptureFixture[str
     data = cfgs.tiny_configs()["qwen2_5_vl"].to_dict()
     data["text_config"]["num_attention_heads"] = heads
     src = _raw(tmp_path, data)
-    _bad(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")],
-         "text_config.num_attention_heads", "integer")
+    refused(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")],
+            "text_config.num_attention_heads", "integer")
 
 
 def test_bad_folder_without_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty").mkdir()
-    _bad(tmp_path, capsys, ["model", "import", str(tmp_path / "empty"), "--out", str(tmp_path / "o.json")],
-         "no config.json")
+    refused(tmp_path, capsys, ["model", "import", str(tmp_path / "empty"), "--out", str(tmp_path / "o.json")],
+            "no config.json")
 
 
 def test_bad_config_not_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     src = _raw(tmp_path, "{not json")
-    _bad(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")], "not JSON")
+    refused(tmp_path, capsys, ["model", "import", str(src), "--out", str(tmp_path / "o.json")], "not JSON")
 
 
 def test_bad_spec_file_not_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "bad.json").write_text("{nope")
     config = _sim_config(tmp_path, {"spec": "bad.json"})
-    _bad(tmp_path, capsys, ["sim", str(config), "--out", str(tmp_path / "run")], "bad.json", "not JSON")
+    refused(tmp_path, capsys, ["sim", str(config), "--out", str(tmp_path / "run")], "bad.json", "not JSON")
 
 
 def test_bad_gpu_negative_bandwidth(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads((ROOT / "calibration/specs/gpus/h200.json").read_text())
     data["mem_bandwidth_bytes_per_s"] = -1.0
     (tmp_path / "g.json").write_text(json.dumps(data))
-    _bad(tmp_path, capsys, ["gpu", "import", str(tmp_path / "g.json"), "--out", str(tmp_path / "o.json")],
-         "mem_bandwidth_bytes_per_s", "> 0")
+    refused(tmp_path, capsys, ["gpu", "import", str(tmp_path / "g.json"), "--out", str(tmp_path / "o.json")],
+            "mem_bandwidth_bytes_per_s", "> 0")
 
 
 def test_gpu_import_marks_plain_values(tmp_path: Path) -> None:

@@ -26,12 +26,16 @@ def _write(tmp: Path, data: dict, name: str = "c.toml") -> str:
     return str(tmp / name)
 
 
+def _sim_on_trace(tmp: Path, rows: str, capsys) -> tuple[int, list[str]]:
+    """``easerve sim`` over a trace of ``rows`` (written to t.csv) into ``out``."""
+    (tmp / "t.csv").write_text(TRACE_HEADER + rows)
+    config = _write(tmp, _set(SIM, "workload", {"mix": "llava-image", "trace": "t.csv"}))
+    return _run(["sim", config, "--out", "out", "--no-plots"], capsys)
+
+
 def test_an_unsorted_trace_is_sorted_with_a_note(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "t.csv").write_text(TRACE_HEADER + "1.0,image,10,4,2928\n0.5,image,10,4,2928\n")
-    status, lines = _run(["sim", _write(tmp_path, _set(SIM, "workload", {"mix": "llava-image",
-                                                                         "trace": "t.csv"})),
-                          "--out", "out", "--no-plots"], capsys)
+    status, lines = _sim_on_trace(tmp_path, "1.0,image,10,4,2928\n0.5,image,10,4,2928\n", capsys)
     assert status == 0, lines
     assert lines == [f"easerve sim: note: {tmp_path / 't.csv'}:3: rows are not in arrival order "
                      "(arrival_s 0.5 after 1.0); sorted by arrival_s"]
@@ -40,10 +44,7 @@ def test_an_unsorted_trace_is_sorted_with_a_note(tmp_path, monkeypatch, capsys):
 
 def test_a_sorted_trace_gets_no_note(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "t.csv").write_text(TRACE_HEADER + "0.5,image,10,4,2928\n1.0,image,10,4,2928\n")
-    status, lines = _run(["sim", _write(tmp_path, _set(SIM, "workload", {"mix": "llava-image",
-                                                                         "trace": "t.csv"})),
-                          "--out", "out", "--no-plots"], capsys)
+    status, lines = _sim_on_trace(tmp_path, "0.5,image,10,4,2928\n1.0,image,10,4,2928\n", capsys)
     assert (status, lines) == (0, [])
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from easerve.recipes import Recipe, build_recipe
 from easerve.resources import load_config
 from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Deployment, StageGroup
@@ -50,3 +51,10 @@ CASES = {
     "two_nodes": (_two_nodes, 1.0),
     "epd_wide": (_epd_wide, 3.0),
 }
+
+
+def case_recipe(engine: str, case: str) -> Recipe:
+    """``engine``'s recipe of ``case``: the case's deployment and config, at its target rate."""
+    make, rate = CASES[case]
+    config = make()
+    return build_recipe(engine, deployment=config.deployment, config=config, rate_hz=rate)

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from easerve.recipes import build_recipe
-from tests.recipes.cases import CASES, ENGINE_NAMES
+from tests.recipes.cases import CASES, ENGINE_NAMES, case_recipe
 
 HERE = Path(__file__).parent
 ENV_WORD = re.compile(r"^([A-Z_][A-Z0-9_]*)=")
@@ -71,9 +70,7 @@ def test_flag_lists_name_their_sources(engine: str) -> None:
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_every_flag_is_verified(engine: str, case: str) -> None:
-    make, rate = CASES[case]
-    config = make()
-    recipe = build_recipe(engine, deployment=config.deployment, config=config, rate_hz=rate)
+    recipe = case_recipe(engine, case)
     flags, env = verified(engine)
     used_flags, used_env = set(), set()
     cmds = commands(recipe.files["launch.sh"])

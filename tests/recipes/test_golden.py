@@ -3,6 +3,10 @@
 To regenerate after a deliberate change, run
 ``EASERVE_UPDATE_GOLDEN=1 PYTHONPATH=$PWD .venv/bin/python -m pytest -q tests/recipes/test_golden.py``
 and review the diff under tests/recipes/golden/<engine>/<case>/.
+
+Each file is stored as its name plus ``.golden`` (``launch.sh.golden``): the
+files are expected output, data rather than source, so the ending keeps tools
+that read source (linters, the duplicate counter) off them.
 """
 
 from __future__ import annotations
@@ -12,26 +16,25 @@ from pathlib import Path
 
 import pytest
 
-from easerve.recipes import build_recipe
-from tests.recipes.cases import CASES, ENGINE_NAMES
+from tests.recipes.cases import CASES, ENGINE_NAMES, case_recipe
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE_ENV = "EASERVE_UPDATE_GOLDEN"
+SUFFIX = ".golden"
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("engine", ENGINE_NAMES)
 def test_recipe_matches_golden(engine: str, case: str) -> None:
-    make, rate = CASES[case]
-    config = make()
-    recipe = build_recipe(engine, deployment=config.deployment, config=config, rate_hz=rate)
+    recipe = case_recipe(engine, case)
     folder = GOLDEN / engine / case
     if os.environ.get(UPDATE_ENV, "") not in ("", "0"):
         folder.mkdir(parents=True, exist_ok=True)
         for stale in folder.iterdir():
             stale.unlink()
         for name, text in recipe.files.items():
-            (folder / name).write_text(text)
-    assert sorted(p.name for p in folder.iterdir()) == sorted(recipe.files)
+            (folder / f"{name}{SUFFIX}").write_text(text)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{name}{SUFFIX}" for name in recipe.files)
     for name, text in recipe.files.items():
-        assert (folder / name).read_text() == text, f"{engine}/{case}/{name} differs from its golden file"
+        golden = (folder / f"{name}{SUFFIX}").read_text()
+        assert golden == text, f"{engine}/{case}/{name} differs from its golden file"
