@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -34,7 +35,7 @@ import pandas as pd
 from calibration.bench.readers import BenchRun
 from calibration.loop.fidelity import side_metrics
 from calibration.plans import Profile
-from calibration.session import Overrides, compose
+from calibration.session import Overrides, Session, compose
 from easerve_core.config import ExperimentConfig
 from easerve_core.profile import ProfileDoc
 from easerve_core.request import Record, Request, Status, records_to_frame
@@ -132,7 +133,7 @@ def prepare(run: BenchRun, config: ExperimentConfig, profile: Profile, doc: Prof
     mix = config.workload.mix
     check_workload(run, mix)
     requests = bench_requests(run, mix, config.seed)
-    slo = compose(config, Overrides(requests=requests, profile=profile, doc=doc)).plan.slo
+    slo = _session(config, profile, doc, requests=requests).plan.slo
     if slo is None:
         raise ValueError("the config has no SLO to judge goodput by")
     frame = bench_records(run, requests)
@@ -146,9 +147,13 @@ def simulate_case(case: BenchCase, config: ExperimentConfig, profile: Profile,
                   doc: ProfileDoc | None) -> pd.DataFrame:
     """The config's deployment on the case's requests and rate, judged by its SLO: the sim's records."""
     rate = case.rate_hz if math.isfinite(case.rate_hz) else None
-    session = compose(config, Overrides(requests=case.requests, profile=profile, doc=doc, slo=case.slo,
-                                        rate_hz=rate))
+    session = _session(config, profile, doc, requests=case.requests, slo=case.slo, rate_hz=rate)
     return session.sim().run().records
+
+
+def _session(config: ExperimentConfig, profile: Profile, doc: ProfileDoc | None, **overrides: Any) -> Session:
+    """The config on ``profile`` (its document ``doc``) with the benchmark's ``overrides``."""
+    return compose(config, Overrides(profile=profile, doc=doc, **overrides))
 
 
 def error_rows(label: str, sim: dict[str, float], bench: dict[str, float]) -> list[dict[str, object]]:
