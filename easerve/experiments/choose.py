@@ -54,6 +54,7 @@ from easerve_core.has.objective import short_key
 from easerve_core.has.space import GRID_BATCHES, aggregated_tps
 from easerve_core.plan import DEFAULT_PRESET, replan
 from easerve_core.presets import apply_preset
+from easerve_core.rate_search import Direction, Outcome, RateLadder, find_capacity
 from runtime.has import MEMORY, SearchSettings, make_sampler, run_search
 from runtime.parallel import IN_PROCESS, Backend, run_tasks
 from sim.evaluate import SimEvaluator, make_evaluator
@@ -135,16 +136,25 @@ SpaceAt = Callable[[float], tuple[ScreenReport, SearchSpace]]
 
 
 def _feasible(setup: Setup, space_at: SpaceAt, rate_hz: float) -> tuple[float, ScreenReport, SearchSpace]:
-    """The first rate of ``rate_hz`` and the ladder below it that some allocation carries."""
+    """The first rate of ``rate_hz`` and the ladder below it that some allocation carries: a
+    ``DOWN`` :class:`~easerve_core.rate_search.RateLadder` on the screen's verdict."""
     ladder = [rate_hz] + [r for r in RATE_LADDER_HZ if r < rate_hz]
-    last_error: ValueError | None = None
-    for rate in ladder:
+    spaces: dict[float, tuple[ScreenReport, SearchSpace]] = {}
+    errors: list[ValueError] = []
+
+    def carried(rate: float) -> bool:
         try:
-            return (rate, *space_at(rate))
+            spaces[rate] = space_at(rate)
         except ValueError as exc:  # nothing carries this rate: plan for a lower one
-            last_error = exc
-    raise ValueError(f"{setup.modality}: no allocation carries even {ladder[-1]} req/s "
-                     f"({last_error})")
+            errors.append(exc)
+            return False
+        return True
+
+    answer = find_capacity(RateLadder(ladder, direction=Direction.DOWN), carried)
+    if answer.outcome is Outcome.NONE:
+        raise ValueError(f"{setup.modality}: no allocation carries even {ladder[-1]} req/s "
+                         f"({errors[-1]})")
+    return (answer.capacity_hz, *spaces[answer.capacity_hz])
 
 
 def _on_ladder(setup: Setup, space_at: SpaceAt, *, system: str, rate_hz: float, tier: str,
