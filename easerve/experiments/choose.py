@@ -24,8 +24,8 @@ A space with no more points than the budget is evaluated whole.
 
 The module stays past 300 lines because :func:`choose`, :func:`choose_baseline` and
 :func:`convergence` must run HAS the same way (one screen, one evaluator, one study
-builder) to keep the tuning equal; one module keeps that sameness in view. The rate
-ladder is the part to move out when issue 30's one sweep API lands.
+builder) to keep the tuning equal; one module keeps that sameness in view. The step
+down the rate ladder is the core's ``DOWN`` :class:`~easerve_core.rate_search.RateLadder`.
 """
 
 from __future__ import annotations
