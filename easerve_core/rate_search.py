@@ -1,37 +1,28 @@
-"""The highest arrival rate that holds, found by one of three searches with one answer.
+"""The highest arrival rate that holds: three searches, one shape, one answer.
 
-Every rate search here is a clock-agnostic policy like the batcher: it
-proposes the next rate to try (``next_probe``, a frozen :class:`Probe`),
-hears whether that rate held (``observe``: the run at it sustained the SLO,
-the screen carried it, ...; the caller decides, e.g. with
-:func:`easerve_core.slo.sustains`) and, when it proposes nothing more,
-answers with a :class:`Capacity` (``result``). None of them runs anything;
-:func:`find_capacity` drives one with a verdict function. The three
-strategies (:class:`RateSearch` is their shared shape):
+Every search here is a clock-agnostic policy like the batcher: it proposes
+the next rate to try (``next_probe``, a frozen :class:`Probe`), hears whether
+that rate held (``observe``: a run at it sustained the SLO, e.g. by
+:func:`easerve_core.slo.sustains`, or the screen carried it) and, when it
+proposes nothing more, answers a :class:`Capacity` (``result``). None runs
+anything; :func:`find_capacity` drives one with a verdict function.
 
-* :class:`RateBisection` (``easerve capacity``): bracket, then bisect, on
-  runs (docs/metrics.md, "Capacity"):
-
-  1. **bracket**: try ``start_hz``; while the last rate sustained, multiply it
-     by ``growth`` (stop at ``max_rate_hz``: the capacity is censored there);
-     while it failed, divide by ``growth`` (stop below ``min_rate_hz``: the
-     deployment sustains nothing the search looked at);
-  2. **bisect**: try the midpoint of the highest sustained and the lowest
-     failed rate until they are within ``rel_tol_frac`` of the failed one.
-
-  The answer is the highest rate seen to sustain with a failing rate above it
-  within the tolerance. A curve that is not monotone in the rate (noise near
-  the cliff) still gives one such boundary, not necessarily the highest; runs
-  that reuse one seed at every rate (the same requests, their gaps scaled)
-  keep the curve as smooth as the model allows.
-* :class:`GeometricBisection` (the screened capacity of the controller's
-  studies): a bracket taken as given (``lo_hz`` holds, ``hi_hz`` does not),
-  halved in log space a fixed ``num_steps`` times; the answer is its lower end.
-* :class:`RateLadder` (HAS's step down to a rate some allocation carries;
-  :func:`easerve_core.slo.max_rate_within_slo` over a finished sweep): a fixed
-  list of rates walked in order until the verdict flips. ``DOWN`` stops at the
-  first rate that holds (the answer); ``UP`` stops at the first that fails
-  (the answer is the last that held before it).
+* :class:`RateBisection` (``easerve capacity``; docs/metrics.md, "Capacity"):
+  **bracket**: try ``start_hz``; while the last rate sustained, multiply it by
+  ``growth`` (stop at ``max_rate_hz``: censored there); while it failed,
+  divide by ``growth`` (stop below ``min_rate_hz``: nothing sustains);
+  **bisect**: try the midpoint of the highest sustained and the lowest failed
+  rate until they are within ``rel_tol_frac`` of the failed one. The answer
+  is a sustained rate with a failing one within the tolerance above it; on a
+  curve that is not monotone (noise near the cliff) one such boundary, not
+  necessarily the highest. Runs that reuse one seed at every rate (the same
+  requests, their gaps scaled) keep the curve as smooth as the model allows.
+* :class:`GeometricBisection` (the controller studies' screened capacity): a
+  bracket taken as given, halved in log space a fixed number of times.
+* :class:`RateLadder` (HAS's step down to a rate the screen carries;
+  :func:`easerve_core.slo.max_rate_within_slo` over a finished sweep): a
+  fixed list of rates walked until the verdict flips, ``DOWN`` to the first
+  that holds, ``UP`` to the first that fails.
 """
 
 from __future__ import annotations
