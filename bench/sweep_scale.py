@@ -4,7 +4,7 @@ The sweep: the three paper models (image, video, audio) x four systems
 (EAServe, Dynamo-like, vLLM-like, fixed-batch, each on its example config's
 static deployment: no HAS) x four arrival rates (0.5, 1, 2, 4 req/s) x one
 seed, 1,500 requests each, mapped as 48 points by
-:func:`easerve.experiments.studies.goodput_sweep`. Each backend runs it in a
+:func:`easerve.experiments.sweep.goodput_sweep`. Each backend runs it in a
 fresh pool (or a fresh local Ray); the bench prints the wall time of the
 whole run (opening the backend, the sweep, closing it) and of the sweep
 alone, checks that every run's CSV table is byte-identical, and prints the
@@ -34,9 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from easerve.experiments import studies  # noqa: E402
 from easerve.experiments.paper import MODALITIES  # noqa: E402
 from easerve.experiments.setup import Setup, load_setup  # noqa: E402
+from easerve.experiments.sweep import SYSTEMS, Scale, goodput_sweep  # noqa: E402
 from easerve_core import Deployment  # noqa: E402
 from runtime.parallel import BackendSettings, open_backend  # noqa: E402
 
@@ -70,11 +70,11 @@ def control(jobs: int) -> None:
           f"({walls[1] / walls[0]:.2f}x; 1/{jobs} = {1 / jobs:.2f}x on idle cores)", flush=True)
 
 
-def run(settings: BackendSettings, setups: dict[str, Setup], scale: studies.Scale) -> dict[str, object]:
+def run(settings: BackendSettings, setups: dict[str, Setup], scale: Scale) -> dict[str, object]:
     start = time.perf_counter()
     with open_backend(settings) as backend:
         opened = time.perf_counter()
-        sweep = studies.goodput_sweep(setups, _static(setups), scale, backend=backend)
+        sweep = goodput_sweep(setups, _static(setups), scale, backend=backend)
         swept = time.perf_counter()
     end = time.perf_counter()
     csv = sweep.to_csv(index=False)
@@ -91,7 +91,7 @@ def main() -> int:
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray run")
     args = parser.parse_args()
     setups = {m: load_setup(m, anchored=True) for m in MODALITIES}
-    scale = studies.Scale(num_requests=args.num_requests, rates_hz=RATES_HZ, num_seeds=1,
+    scale = Scale(num_requests=args.num_requests, rates_hz=RATES_HZ, num_seeds=1,
                           timeline_s=60.0, refine_levels=0)
     runs = [BackendSettings(num_jobs=1), BackendSettings(num_jobs=args.jobs)]
     if args.no_ray:
@@ -100,7 +100,7 @@ def main() -> int:
         print("ray: skipped (not installed: pip install -e '.[ray]')")
     else:
         runs.append(BackendSettings(name="ray", num_jobs=args.jobs))
-    points = len(setups) * len(studies.SYSTEMS) * len(RATES_HZ) * scale.num_seeds
+    points = len(setups) * len(SYSTEMS) * len(RATES_HZ) * scale.num_seeds
     print(f"sweep: {points} simulations of {args.num_requests} requests; {os.cpu_count()} cores; "
           f"load {_load()}")
     control(args.jobs)

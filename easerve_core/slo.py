@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from easerve_core import checks
+from easerve_core.rate_search import Direction, RateLadder, find_capacity
 from easerve_core.request import Status, tpot_s, ttft_s
 from easerve_core.settings import Settings, refuse_unknown, rule
 
@@ -318,15 +319,14 @@ def max_rate_within_slo(summaries: Mapping[float, Summary]) -> float:
     ``summaries`` maps arrival rate to the summary of a run at that rate (each
     summarised with an SLO). Rates above the first failing one do not count:
     the answer is the largest rate r such that every rate <= r passed. 0.0 if
-    the lowest rate already fails.
+    the lowest rate already fails. An ``UP``
+    :class:`~easerve_core.rate_search.RateLadder` over the rates, judged by
+    :func:`within_p99`.
     """
-    best = 0.0
-    for rate in sorted(summaries):
+    def holds(rate: float) -> bool:
         s = summaries[rate]
         if s.slo_ttft_s is None or s.slo_tpot_s is None:
             raise ValueError(f"summary at rate {rate!r} was made without an SLO")
-        if within_p99(s):
-            best = rate
-        else:
-            break
-    return best
+        return within_p99(s)
+
+    return find_capacity(RateLadder(sorted(summaries), direction=Direction.UP), holds).capacity_hz

@@ -34,6 +34,7 @@ import pandas as pd
 from calibration.session import Overrides, Session
 from easerve.cli.common import add_config, add_force, add_out, command_parser, open_session
 from easerve.cli.outputs import RunFolder
+from easerve.experiments.sweep import HorizonLength, StreamLength
 from easerve.resources import load_config
 from easerve_core import checks
 from easerve_core.config import ExperimentConfig
@@ -103,9 +104,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("capacity needs an SLO: give the model a latency profile or set "
                          "[slo] ttft_s and tpot_s")
     folder = RunFolder(args.out, force=args.force)  # checked before the runs, written whole after them
+    stream = HorizonLength(length=length, ttft_limit_s=slo.ttft_s)
     rows: list[dict[str, Any]] = []
     while (probe := search.next_probe()) is not None:
-        row = _run_at(config, base, probe.rate_hz, slo, length=length)
+        row = _run_at(config, base, probe.rate_hz, slo, length=stream)
         search.observe(probe.rate_hz, bool(row["sustained"]))
         rows.append({**row, "step": probe.step, "phase": str(probe.phase)})
     answer = search.result()
@@ -126,10 +128,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_at(config: ExperimentConfig, base: Session, rate_hz: float, slo: SLO, *,
-            length: TrialLength) -> dict[str, Any]:
+            length: StreamLength) -> dict[str, Any]:
     """One simulation at ``rate_hz``, judged by ``slo``: a row of the curve."""
     if config.workload.trace is None:  # a trace keeps its own requests
-        n = length.requests_at(rate_hz, slo.ttft_s)
+        n = length.requests_at(rate_hz)
         config = replace(config, workload=replace(config.workload, num_requests=n))
     at = base.recompose(config=config, rate_hz=rate_hz)
     result = at.with_plan(replace(at.plan, slo=slo)).sim().run()

@@ -24,8 +24,8 @@ A space with no more points than the budget is evaluated whole.
 
 The module stays past 300 lines because :func:`choose`, :func:`choose_baseline` and
 :func:`convergence` must run HAS the same way (one screen, one evaluator, one study
-builder) to keep the tuning equal; one module keeps that sameness in view. The rate
-ladder is the part to move out when issue 30's one sweep API lands.
+builder) to keep the tuning equal; one module keeps that sameness in view. The step
+down the rate ladder is the core's ``DOWN`` :class:`~easerve_core.rate_search.RateLadder`.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from easerve_core.has.objective import short_key
 from easerve_core.has.space import GRID_BATCHES, aggregated_tps
 from easerve_core.plan import DEFAULT_PRESET, replan
 from easerve_core.presets import apply_preset
+from easerve_core.rate_search import Direction, Outcome, RateLadder, find_capacity
 from runtime.has import MEMORY, SearchSettings, make_sampler, run_search
 from runtime.parallel import IN_PROCESS, Backend, run_tasks
 from sim.evaluate import SimEvaluator, make_evaluator
@@ -135,16 +136,25 @@ SpaceAt = Callable[[float], tuple[ScreenReport, SearchSpace]]
 
 
 def _feasible(setup: Setup, space_at: SpaceAt, rate_hz: float) -> tuple[float, ScreenReport, SearchSpace]:
-    """The first rate of ``rate_hz`` and the ladder below it that some allocation carries."""
+    """The first rate of ``rate_hz`` and the ladder below it that some allocation carries: a
+    ``DOWN`` :class:`~easerve_core.rate_search.RateLadder` on the screen's verdict."""
     ladder = [rate_hz] + [r for r in RATE_LADDER_HZ if r < rate_hz]
-    last_error: ValueError | None = None
-    for rate in ladder:
+    spaces: dict[float, tuple[ScreenReport, SearchSpace]] = {}
+    errors: list[ValueError] = []
+
+    def carried(rate: float) -> bool:
         try:
-            return (rate, *space_at(rate))
+            spaces[rate] = space_at(rate)
         except ValueError as exc:  # nothing carries this rate: plan for a lower one
-            last_error = exc
-    raise ValueError(f"{setup.modality}: no allocation carries even {ladder[-1]} req/s "
-                     f"({last_error})")
+            errors.append(exc)
+            return False
+        return True
+
+    answer = find_capacity(RateLadder(ladder, direction=Direction.DOWN), carried)
+    if answer.outcome is Outcome.NONE:
+        raise ValueError(f"{setup.modality}: no allocation carries even {ladder[-1]} req/s "
+                         f"({errors[-1]})")
+    return (answer.capacity_hz, *spaces[answer.capacity_hz])
 
 
 def _on_ladder(setup: Setup, space_at: SpaceAt, *, system: str, rate_hz: float, tier: str,

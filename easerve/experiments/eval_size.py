@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from easerve.experiments import studies
+from easerve.experiments import sweep
 from easerve_core.has.space import GRID_BATCHES
 
 
@@ -18,7 +18,7 @@ from easerve_core.has.space import GRID_BATCHES
 class Plan:
     """How big the evaluation is."""
 
-    scale: studies.Scale
+    scale: sweep.Scale
     has_trials: int
     has_requests: int
     convergence_seeds: tuple[int, ...]
@@ -54,11 +54,11 @@ class Plan:
 #: the quick run's convergence study: one seed, and a grid of every other B (2, 8, 32: half the
 #: grid's points; at the quick settings its best is within 0.03% of the full grid's for all three
 #: models, measured 2026-12-01; docs/scaling.md)
-QUICK = Plan(scale=studies.QUICK, has_trials=12, has_requests=150, convergence_seeds=(0,),
+QUICK = Plan(scale=sweep.QUICK, has_trials=12, has_requests=150, convergence_seeds=(0,),
              grid_batches=(2, 8, 32), clip_scales=(1.0,), residual_variant=False, shape_models=("image",),
              controller_frugal=False,
              free_encoder_own_choices=False, has_regret=False, mix_shifts=False, measured_headline=False)
-FULL = Plan(scale=studies.FULL, has_trials=30, has_requests=500, convergence_seeds=(0, 1, 2, 3, 4),
+FULL = Plan(scale=sweep.FULL, has_trials=30, has_requests=500, convergence_seeds=(0, 1, 2, 3, 4),
             has_samples=2)
 
 

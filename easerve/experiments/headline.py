@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from easerve.experiments import studies
 from easerve.experiments.choose import Choice, choose, choose_baseline, planned_rate
 from easerve.experiments.setup import Setup, with_item_scale, with_mix
+from easerve.experiments.sweep import SYSTEMS, Scale, goodput_sweep, peak_goodput
 from easerve_core import Deployment, checks
 from easerve_core.slo import SLO_TIERS
 from easerve_core.workload import mixes
@@ -112,8 +112,8 @@ class Chooser:
         return frame
 
 
-def headline_sweep(setups: dict[str, Setup], chooser: Chooser, scale: studies.Scale, *,
-                   systems: Sequence[str] = studies.SYSTEMS,
+def headline_sweep(setups: dict[str, Setup], chooser: Chooser, scale: Scale, *,
+                   systems: Sequence[str] = SYSTEMS,
                    backend: Backend = IN_PROCESS) -> pd.DataFrame:
     """The goodput sweep in both readings, one ``tuning`` column telling them apart.
 
@@ -122,12 +122,12 @@ def headline_sweep(setups: dict[str, Setup], chooser: Chooser, scale: studies.Sc
     baselines of ``systems`` at the example config's allocation. EAServe is
     HAS-tuned in both readings, so it is swept once, under ``tuned``.
     """
-    tuned = studies.goodput_sweep(setups, chooser.deployment_for("tuned"), scale, systems=systems,
+    tuned = goodput_sweep(setups, chooser.deployment_for("tuned"), scale, systems=systems,
                                   backend=backend, prepare=chooser.prepare)
     frames = [tuned.assign(tuning="tuned")]
     baselines = [s for s in systems if s != "easerve"]
     if baselines:
-        config = studies.goodput_sweep(setups, chooser.deployment_for("config"), scale,
+        config = goodput_sweep(setups, chooser.deployment_for("config"), scale,
                                        systems=baselines, backend=backend)
         frames.append(config.assign(tuning="config"))
     sweep = pd.concat(frames, ignore_index=True)
@@ -144,7 +144,7 @@ PEAK_SLOS = (*SLO_TIERS, "absolute")
 def peaks_by_slo(sweep: pd.DataFrame) -> pd.DataFrame:
     """Each curve's peak goodput under each of :data:`PEAK_SLOS` (one ``slo`` column), over the
     rates the sweep ran (chosen, extended and refined by the moderate tier's curve)."""
-    return pd.concat([studies.peak_goodput(sweep, tier, keys=PEAK_KEYS).assign(slo=tier)
+    return pd.concat([peak_goodput(sweep, tier, keys=PEAK_KEYS).assign(slo=tier)
                       for tier in PEAK_SLOS], ignore_index=True)
 
 
@@ -166,9 +166,9 @@ def clip_length_whatif(video: Setup, headline_peak: pd.DataFrame, plan: Plan,
     setups = {f"{name} x{k:g}": with_item_scale(with_mix(video, mixes.mix(name), name), k)
               for name in plan.clip_mixes for k in plan.clip_scales}
     chooser = Chooser(setups, plan, backend)
-    sweep = studies.goodput_sweep(setups, chooser.deployment_for(), plan.scale, systems=CLIP_SYSTEMS,
+    sweep = goodput_sweep(setups, chooser.deployment_for(), plan.scale, systems=CLIP_SYSTEMS,
                                   backend=backend, prepare=chooser.prepare)
-    peak = studies.peak_goodput(sweep).rename(columns={"modality": "mix"})
+    peak = peak_goodput(sweep).rename(columns={"modality": "mix"})
     headline = video.workload.mix_name
     head = headline_peak[(headline_peak["modality"] == "video") & (headline_peak["tuning"] == "tuned")
                          & headline_peak["system"].isin(CLIP_SYSTEMS)].assign(mix=headline)

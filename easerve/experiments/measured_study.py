@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from easerve.experiments import studies
 from easerve.experiments.headline import Chooser
 from easerve.experiments.measured_setup import MEASURED_SYSTEMS, gpu_of, load_tables, setup_for
 from easerve.experiments.paper import MODALITIES
+from easerve.experiments.sweep import Scale, goodput_sweep, peak_goodput
 from runtime.parallel import IN_PROCESS, Backend
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 #: the measured headline's sweep: the RTX 6000 Ada headline's rules on a shorter grid reaching
 #: 8 req/s (a faster server's peaks sit higher: up to six 1.5x extensions, to 91 req/s), points
 #: of at least 150 s rather than 250 s
-SCALE = studies.Scale(num_requests=300, rates_hz=(0.5, 1.0, 2.0, 3.0, 5.0, 8.0), num_seeds=3,
+SCALE = Scale(num_requests=300, rates_hz=(0.5, 1.0, 2.0, 3.0, 5.0, 8.0), num_seeds=3,
                       timeline_s=1200.0, refine_levels=2, max_extensions=6, min_duration_s=150.0)
 #: HAS's budget per choice on these servers (the RTX 6000 Ada headline's: 30 trials of 500
 #: requests, two streams)
@@ -65,9 +65,9 @@ def measured_headline(plan: Plan, *, systems: Sequence[str] = MEASURED_SYSTEMS,
             log(f"headline on 8 x {gpu_of(system)}, {kind} profile")
             setups = {m: setup_for(m, system, kind, tables=tables) for m in modalities}
             chooser = Chooser(setups, plan, backend)
-            sweep = studies.goodput_sweep(setups, chooser.deployment_for("tuned"), plan.scale,
+            sweep = goodput_sweep(setups, chooser.deployment_for("tuned"), plan.scale,
                                           backend=backend, prepare=chooser.prepare)
-            peak = studies.peak_goodput(sweep)
+            peak = peak_goodput(sweep)
             peak["deployment"] = [chooser(m, r, s).deployment.label() for m, s, r in
                                   peak[["modality", "system", "at_rate_hz"]].itertuples(index=False)]
             peak["moderate_ttft_slo_s"] = [setups[m].slos["moderate"].ttft_s for m in peak["modality"]]

@@ -19,6 +19,7 @@ import pandas as pd
 
 from easerve.experiments.choose import choose
 from easerve.experiments.setup import Setup, run
+from easerve.experiments.sweep import SegmentLength, Sweep
 from easerve_core import Deployment
 from easerve_core.controller import Band, PlanTable
 from easerve_core.has import SearchSpace
@@ -31,8 +32,9 @@ CROSS_CHECK_SEEDS = (2000, 2001)
 
 
 def segment_requests(rate_hz: float, segment_s: float) -> int:
-    """Requests in a stream one segment long at ``rate_hz`` (at least 20)."""
-    return max(20, round(rate_hz * segment_s))
+    """Requests in a stream one segment long at ``rate_hz`` (at least 20): the sweep's
+    :class:`~easerve.experiments.sweep.SegmentLength` rule."""
+    return SegmentLength(segment_s=segment_s).requests_at(rate_hz)
 
 
 def phase_plan_table(setup: Setup, rates_hz: Sequence[float], *, segment_s: float, trials: int,
@@ -104,10 +106,11 @@ def cross_checked_table(setup: Setup, table: PlanTable, *, segment_s: float,
 def segment_goodput(setup: Setup, deployment: Deployment, rate_hz: float, *, segment_s: float,
                     seeds: Sequence[int] = CROSS_CHECK_SEEDS, tier: str = "moderate") -> float:
     """The cross-check's score: ``deployment``'s mean goodput (``tier``) over ``seeds``' streams
-    one segment long at ``rate_hz``, its batcher told the rate hint it carries."""
-    slo, n = setup.slos[tier], segment_requests(rate_hz, segment_s)
-    return float(np.mean([run(setup, deployment, rate_hz=rate_hz, num_requests=n, seed=seed,
-                              keep_hint=True).summary(slo).goodput_rps for seed in seeds]))
+    one segment long at ``rate_hz``, its batcher told the rate hint it carries: a
+    :class:`~easerve.experiments.sweep.Sweep` of ``seeds`` at one rate."""
+    slo = setup.slos[tier]
+    sweep = Sweep(length=SegmentLength(segment_s=segment_s), seeds=tuple(seeds), keep_hint=True)
+    return sweep.mean_goodput(setup, deployment, rate_hz, slo)
 
 
 def throughput_ceiling(setup: Setup, *, need_rps: float, rate_hz: float, num_requests: int = 2000,

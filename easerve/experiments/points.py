@@ -35,6 +35,8 @@ class Point:
     arrivals: Arrivals = field(default_factory=Arrivals)
     #: the row's leading columns, in order
     labels: tuple[tuple[str, Any], ...] = ()
+    #: keep the deployment's own rate hint (:func:`~easerve.experiments.setup.plan_of`)
+    keep_hint: bool = False
 
     @classmethod
     def of(cls, setup: Setup, deployment: Deployment, *, labels: Mapping[str, Any] | None = None,
@@ -43,7 +45,7 @@ class Point:
 
     def simulate(self) -> SimResult:
         return run(self.setup, self.deployment, rate_hz=self.rate_hz, num_requests=self.num_requests,
-                   seed=self.seed, preset=self.preset, arrivals=self.arrivals)
+                   seed=self.seed, preset=self.preset, arrivals=self.arrivals, keep_hint=self.keep_hint)
 
 
 def summarise(point: Point) -> dict[str, Any]:

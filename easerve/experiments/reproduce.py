@@ -43,6 +43,7 @@ from easerve.experiments.measured_study import measured_headline, measured_plan
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.setup import Setup, load_setup
 from easerve.experiments.shifts import SHIFTS
+from easerve.experiments.sweep import goodput_sweep, peak_goodput
 from runtime.parallel import Backend, BackendSettings, open_backend
 
 
@@ -149,7 +150,7 @@ def _goodput_studies(out: Path, setups: dict[str, Setup], chooser: Chooser, plan
     log("goodput vs arrival rate (HAS per rate for EAServe and each tuned baseline; config baselines)")
     sweep = headline_sweep(setups, chooser, plan.scale, backend=backend)
     tables["goodput_sweep"] = sweep
-    tables["peak_goodput"] = studies.peak_goodput(sweep, keys=PEAK_KEYS)
+    tables["peak_goodput"] = peak_goodput(sweep, keys=PEAK_KEYS)
     tables["peak_goodput_by_slo"] = peaks_by_slo(sweep)
     figures.goodput_curves(sweep, out / "goodput_curves.png")
 
@@ -157,16 +158,16 @@ def _goodput_studies(out: Path, setups: dict[str, Setup], chooser: Chooser, plan
         log("same, tuned, without the residual encoder-call cost (measured host preprocessing only)")
         bare = {m: load_setup(m, anchored=True, residual=False) for m in MODALITIES}
         bare_chooser = Chooser(bare, plan, backend)
-        bare_sweep = studies.goodput_sweep(bare, bare_chooser.deployment_for("tuned"), plan.scale,
+        bare_sweep = goodput_sweep(bare, bare_chooser.deployment_for("tuned"), plan.scale,
                                            backend=backend, prepare=bare_chooser.prepare)
-        tables["peak_goodput_no_residual"] = studies.peak_goodput(bare_sweep.assign(tuning="tuned"),
+        tables["peak_goodput_no_residual"] = peak_goodput(bare_sweep.assign(tuning="tuned"),
                                                                   keys=PEAK_KEYS)
 
     log("same, vLLM-like with a free in-step encoder (sensitivity)")
     free = {m: load_setup(m, efficiency=setups[m].efficiency, free_in_step_encoder=True)
             for m in MODALITIES}
     free_chooser = Chooser(free, plan, backend) if plan.free_encoder_own_choices else chooser
-    tables["vllm_free_encoder"] = studies.peak_goodput(headline_sweep(
+    tables["vllm_free_encoder"] = peak_goodput(headline_sweep(
         free, free_chooser, plan.scale, systems=("vllm",), backend=backend), keys=PEAK_KEYS)
 
     log("what-if: video clip length")

@@ -37,6 +37,7 @@ from easerve.experiments.plan_tables import cross_checked_table, phase_plan_tabl
 from easerve.experiments.setup import Setup
 from easerve.experiments.shift_control import Traffic, four_systems
 from easerve_core.has.screen import screen
+from easerve_core.rate_search import GeometricBisection, find_capacity
 from easerve_core.workload import generate
 from easerve_core.workload.shapes import DriftArrivals, SineArrivals, SpikeArrivals, StepArrivals
 from runtime.parallel import IN_PROCESS, Backend
@@ -57,18 +58,24 @@ def shapes(mean_rate_hz: float, timeline_s: float) -> dict[str, Any]:
     }
 
 
+#: the bracket :func:`screened_capacity_hz` bisects, req/s: its ends are taken as carried and not
+SCREEN_BRACKET_HZ = (1e-3, 1e3)
+
+
 def screened_capacity_hz(setup: Setup, *, tier: str = "moderate", steps: int = 40) -> float:
     """The highest rate some allocation carries by the screen (its weakest stage, the typical
-    request, no queueing: optimistic), by bisection on the screen's verdict."""
-    lo, hi = 1e-3, 1e3
-    for _ in range(steps):
-        mid = (lo * hi) ** 0.5
+    request, no queueing: optimistic), by ``steps`` geometric bisections of
+    :data:`SCREEN_BRACKET_HZ` on the screen's verdict
+    (:class:`~easerve_core.rate_search.GeometricBisection`)."""
+    def carried(rate_hz: float) -> bool:
         try:
-            screen(setup.profile, setup.plan.cluster, setup.mix, rate_hz=mid, slo=setup.slos[tier])
-            lo = mid
+            screen(setup.profile, setup.plan.cluster, setup.mix, rate_hz=rate_hz, slo=setup.slos[tier])
         except ValueError:
-            hi = mid
-    return lo
+            return False
+        return True
+
+    search = GeometricBisection(*SCREEN_BRACKET_HZ, num_steps=steps)
+    return find_capacity(search, carried).capacity_hz
 
 
 def controller_shapes(setups: Mapping[str, Setup], *, timeline_s: float, trials: int,

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from easerve_core.rate_search import Capacity, Outcome, Phase, Probe, RateBisection
+from easerve_core.rate_search import (
+    Capacity,
+    Direction,
+    GeometricBisection,
+    Outcome,
+    Phase,
+    Probe,
+    RateBisection,
+    RateLadder,
+    find_capacity,
+)
 
 
-def _drive(search: RateBisection, sustained) -> list[Probe]:
+def _drive(search, sustained) -> list[Probe]:
     probes = []
     while (probe := search.next_probe()) is not None:
         probes.append(probe)
@@ -66,3 +76,55 @@ def test_bad_settings_name_the_argument(kwargs, message):
     args = {"start_hz": 1.0, "max_rate_hz": 4.0, **kwargs}
     with pytest.raises(ValueError, match=message):
         RateBisection(args.pop("start_hz"), **args)
+
+
+def test_find_capacity_drives_any_strategy_in_the_order_it_proposes():
+    asked = []
+    answer = find_capacity(RateBisection(1.0, max_rate_hz=64.0, rel_tol_frac=0.05),
+                           lambda r: asked.append(r) or r <= 3.3)
+    assert asked == [1.0, 2.0, 4.0, 3.0, 3.5, 3.25, 3.375]
+    assert answer == Capacity(capacity_hz=3.25, failed_hz=3.375, outcome=Outcome.FOUND, num_steps=7)
+
+
+def test_geometric_bisection_halves_the_given_bracket_in_log_space_a_fixed_number_of_times():
+    search = GeometricBisection(1.0, 16.0, num_steps=3)
+    probes = _drive(search, lambda r: r <= 3.0)
+    assert [(p.rate_hz, p.phase, p.step) for p in probes] == [
+        (4.0, Phase.BISECT, 0), (2.0, Phase.BISECT, 1), (8.0 ** 0.5, Phase.BISECT, 2)]
+    assert search.result() == Capacity(capacity_hz=8.0 ** 0.5, failed_hz=4.0, outcome=Outcome.FOUND,
+                                       num_steps=3)
+    # the same floating-point steps as the hand loop it replaces
+    lo, hi = 1e-3, 1e3
+    for _ in range(40):
+        mid = (lo * hi) ** 0.5
+        lo, hi = (mid, hi) if mid <= 7.3 else (lo, mid)
+    assert find_capacity(GeometricBisection(1e-3, 1e3, num_steps=40), lambda r: r <= 7.3).capacity_hz == lo
+    nothing = find_capacity(GeometricBisection(1e-3, 1e3, num_steps=5), lambda r: False)
+    assert (nothing.capacity_hz, nothing.outcome) == (1e-3, Outcome.NONE)
+    everything = find_capacity(GeometricBisection(1.0, 4.0, num_steps=2), lambda r: True)
+    assert everything.outcome is Outcome.CENSORED
+    with pytest.raises(ValueError, match="hi_hz must be > lo_hz"):
+        GeometricBisection(2.0, 1.0, num_steps=1)
+
+
+def test_a_down_ladder_stops_at_the_first_rate_that_holds():
+    search = RateLadder((8.0, 4.0, 2.0, 1.0), direction=Direction.DOWN)
+    assert [(p.rate_hz, p.phase, p.step) for p in _drive(search, lambda r: r <= 2.5)] == [
+        (8.0, Phase.LADDER, 0), (4.0, Phase.LADDER, 1), (2.0, Phase.LADDER, 2)]
+    assert search.result() == Capacity(capacity_hz=2.0, failed_hz=4.0, outcome=Outcome.FOUND, num_steps=3)
+    top = find_capacity(RateLadder((8.0, 4.0), direction="down"), lambda r: True)
+    assert top == Capacity(capacity_hz=8.0, failed_hz=None, outcome=Outcome.CENSORED, num_steps=1)
+    none = find_capacity(RateLadder((8.0, 4.0), direction="down"), lambda r: False)
+    assert none == Capacity(capacity_hz=0.0, failed_hz=4.0, outcome=Outcome.NONE, num_steps=2)
+
+
+def test_an_up_ladder_stops_at_the_first_failure_and_answers_the_last_rate_that_held():
+    search = RateLadder((1.0, 2.0, 3.0, 4.0), direction=Direction.UP)
+    assert [p.rate_hz for p in _drive(search, lambda r: r != 3.0)] == [1.0, 2.0, 3.0]
+    assert search.result() == Capacity(capacity_hz=2.0, failed_hz=3.0, outcome=Outcome.FOUND, num_steps=3)
+    assert find_capacity(RateLadder((), direction="up"), lambda r: True).outcome is Outcome.NONE
+    assert find_capacity(RateLadder((1.0, 2.0), direction="up"), lambda r: True).outcome is Outcome.CENSORED
+    with pytest.raises(ValueError, match="strictly rising"):
+        RateLadder((2.0, 1.0), direction="up")
+    with pytest.raises(ValueError, match="strictly falling"):
+        RateLadder((1.0, 1.0), direction="down")

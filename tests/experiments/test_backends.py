@@ -16,16 +16,16 @@ from io import StringIO
 import pandas as pd
 import pytest
 
-from easerve.experiments import studies
 from easerve.experiments.choose import convergence
 from easerve.experiments.headline import Chooser
 from easerve.experiments.points import Point, summarise
 from easerve.experiments.reproduce import Plan
 from easerve.experiments.setup import Setup, load_setup
+from easerve.experiments.sweep import Scale, goodput_sweep
 from runtime.parallel import IN_PROCESS, Backend
 from tests.backends import PARALLEL_PARAMS, open_for
 
-SCALE = studies.Scale(num_requests=40, rates_hz=(0.5, 2.0), num_seeds=2, timeline_s=60.0, refine_levels=1)
+SCALE = Scale(num_requests=40, rates_hz=(0.5, 2.0), num_seeds=2, timeline_s=60.0, refine_levels=1)
 PLAN = Plan(scale=SCALE, has_trials=3, has_requests=30, convergence_seeds=(0, 1))
 
 
@@ -42,7 +42,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
 def _sweep(setup: Setup, backend: Backend) -> tuple[str, str]:
     setups = {"audio": setup}
     chooser = Chooser(setups, PLAN, backend)
-    sweep = studies.goodput_sweep(setups, chooser.deployment_for(), SCALE, systems=("easerve", "dynamo"),
+    sweep = goodput_sweep(setups, chooser.deployment_for(), SCALE, systems=("easerve", "dynamo"),
                                   backend=backend, prepare=chooser.prepare)
     return sweep.to_csv(index=False), chooser.table(("easerve", "dynamo")).to_csv(index=False)
 

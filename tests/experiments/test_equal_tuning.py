@@ -11,7 +11,7 @@ import json
 import pandas as pd
 import pytest
 
-from easerve.experiments import report, studies
+from easerve.experiments import report
 from easerve.experiments.choose import (
     BASELINE_TIMEOUT_RANGE_S,
     _evaluator,
@@ -21,6 +21,7 @@ from easerve.experiments.choose import (
 from easerve.experiments.headline import Chooser, headline_sweep
 from easerve.experiments.reproduce import Plan
 from easerve.experiments.setup import Setup, load_setup
+from easerve.experiments.sweep import QUICK, SYSTEMS, Scale, peak_goodput
 from easerve_core import Architecture, Deployment
 from easerve_core.has.space import LM_TPS
 from easerve_core.presets import apply_preset
@@ -112,17 +113,17 @@ def test_the_same_seed_makes_the_same_choice(audio: Setup) -> None:
 
 
 def test_the_headline_sweep_runs_both_readings(audio: Setup) -> None:
-    scale = studies.Scale(num_requests=30, rates_hz=(1.0,), num_seeds=1, timeline_s=60.0)
+    scale = Scale(num_requests=30, rates_hz=(1.0,), num_seeds=1, timeline_s=60.0)
     plan = Plan(scale=scale, has_trials=3, has_requests=30, convergence_seeds=(0,))
     chooser = Chooser({"audio": audio}, plan)
     sweep = headline_sweep({"audio": audio}, chooser, scale)
     readings = sweep.groupby("tuning")["system"].apply(set).to_dict()
-    assert readings == {"tuned": set(studies.SYSTEMS), "config": {"dynamo", "vllm", "fixed-batch"}}
+    assert readings == {"tuned": set(SYSTEMS), "config": {"dynamo", "vllm", "fixed-batch"}}
     assert list(sweep.columns[:3]) == ["modality", "system", "tuning"]
     choices = chooser.table(("dynamo", "fixed-batch", "vllm"))
     assert set(choices["system"]) == {"dynamo", "fixed-batch", "vllm"}
     assert (choices["max_encode_batch"][choices["system"] == "dynamo"] == 1).all()
-    peak = studies.peak_goodput(sweep, keys=("modality", "system", "tuning"))
+    peak = peak_goodput(sweep, keys=("modality", "system", "tuning"))
     assert len(peak) == 7
 
 
@@ -155,7 +156,7 @@ class _Counting:
 
 
 def test_rates_planned_at_the_same_rate_share_one_study(audio: Setup) -> None:
-    plan = Plan(scale=studies.QUICK, has_trials=3, has_requests=30, convergence_seeds=(0,))
+    plan = Plan(scale=QUICK, has_trials=3, has_requests=30, convergence_seeds=(0,))
     backend = _Counting()
     chooser = Chooser({"audio": audio}, plan, backend)  # type: ignore[arg-type]
     keys = [("audio", "dynamo", r) for r in (4.0, 5.0, 30.0)] + [("audio", "vllm", 4.0)]

@@ -11,7 +11,8 @@ from easerve.cli import main
 from easerve.experiments.anchor import paper_anchored_efficiency
 from easerve.experiments.markdown import md_table
 from easerve.experiments.setup import load_setup
-from easerve.experiments.studies import _binned_step, refine_rates
+from easerve.experiments.studies import _binned_step
+from easerve.experiments.sweep import refine_rates
 
 TABLES = ("goodput_sweep", "peak_goodput", "vllm_free_encoder", "fixed_batch", "burstiness",
           "rate_shift", "rate_shift_bins", "sm_ablation", "encoder_utilization",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from easerve.experiments.setup import load_setup
-from easerve.experiments.studies import Scale, extend_rates, goodput_sweep, peak_goodput, refine_rates
+from easerve.experiments.sweep import Scale, extend_rates, goodput_sweep, peak_goodput, refine_rates
 
 
 def test_refine_rates_bisects_both_sides_of_an_inner_peak():
