@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from easerve_core import Architecture, Deployment, ParallelProfile, Request, StageProfile
-from easerve_core.plan import RunPlan, cluster_dict
+from easerve_core.plan import RunPlan
 from easerve_core.profile import profile_for_tp
 from sim.build import WorkerKit, build_aggregated, build_disaggregated
 from sim.clock import SimEnvironment
@@ -220,9 +220,8 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
     meta = _run_meta(plan, env, pipe, recorder, records.last_finish_s())
     if steering is not None:
         meta["controller"] = steering.meta()
-    config = {**plan.config, "deployment": {**deployment.to_dict(), "preset": plan.preset},
-              "cluster": cluster_dict(cluster), "sim": options.to_dict(), "seed": seed}
-    result = collect(records, recorder, config=config, meta=meta)
+    # the plan's resolved config (deployment, cluster and seed already its own) and the engine's options
+    result = collect(records, recorder, config={**plan.config, "sim": options.to_dict()}, meta=meta)
     if steering is not None:
         result = replace(result, records=steering.stamp(result.records, [r.request_id for r in requests]))
     return result
