@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from calibration.plans import plan_for  # noqa: E402
-from easerve_core.config import load_experiment  # noqa: E402
 from easerve_core.workload import generate  # noqa: E402
+from runtime.configs import load_experiment  # noqa: E402
 from sim import simulate  # noqa: E402
 from sim.options import NO_RECORDING  # noqa: E402
 

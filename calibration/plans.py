@@ -40,11 +40,12 @@ from calibration.specs import gpu_names, gpu_spec, is_model
 from easerve_core.cluster import Cluster
 from easerve_core.config import ExperimentConfig
 from easerve_core.plan import RunPlan, resolve
-from easerve_core.profile import ParallelProfile, ProfileDoc, StageProfile, load_profile_doc
+from easerve_core.profile import ParallelProfile, ProfileDoc, StageProfile
 from easerve_core.request import Request
 from easerve_core.slo import SLO
 from easerve_core.sm_share import SMShareTable
 from live.options import LiveOptions
+from runtime.profiles import load_profile_doc
 from sim.options import SimOptions, options_for
 
 Profile = StageProfile | ParallelProfile

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from calibration.sizes import resolve_sizes
 from easerve_core.checks import notice
-from easerve_core.config import ExperimentConfig, load_experiment
+from easerve_core.config import ExperimentConfig
+from runtime.configs import load_experiment
 
 #: the example configs shipped with the package
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"

@@ -79,7 +79,7 @@ def capacity_rate(plan: ServePlan, config: Path, profile: Path) -> dict[str, flo
     from easerve.cli.validate_cmd import parse_spec
     from easerve.resources import load_config
     from easerve_core.plan import replan
-    from easerve_core.profile import load_profile_doc
+    from runtime.profiles import load_profile_doc
 
     cfg = load_config(config)
     doc = load_profile_doc(profile)

@@ -54,6 +54,7 @@ from easerve_core.request import Request
 from easerve_core.result import RunResult
 from live.options import LiveOptions
 from live.trial import run_trial
+from runtime.results import write_result
 
 #: the baselines a confirmation adds unless told otherwise
 DEFAULT_BASELINES = ("dynamo", "vllm")
@@ -119,12 +120,12 @@ def confirm(config: ExperimentConfig, doc: ProfileDoc, cands: Sequence[Candidate
     for cand in cands:
         plan = replan(s.plan, s.profile, deployment=cand.deployment)
         sim = run_sim(plan, sim_reqs, s)
-        sim.write(out / "runs" / cand.name / "sim", slo=s.plan.slo)
+        write_result(sim, out / "runs" / cand.name / "sim", slo=s.plan.slo)
         live: list[RunResult] = []
         try:
             for i in range(repeats):
                 run = run_trial(plan, live_opts)
-                run.write(out / "runs" / cand.name / f"live-{i}", slo=s.plan.slo)
+                write_result(run, out / "runs" / cand.name / f"live-{i}", slo=s.plan.slo)
                 live.append(run)
                 progress(f"{cand.name} live {i + 1}/{repeats}")
         except KeyboardInterrupt as stop:

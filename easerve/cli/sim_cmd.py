@@ -39,9 +39,10 @@ from easerve.cli.outputs import RunFolder
 from easerve.resources import load_config
 from easerve_core import Architecture, Deployment
 from easerve_core.controller import Controller, ControllerSettings, PlanTable
-from easerve_core.files import read_text
 from easerve_core.plan import RunPlan, replan
 from easerve_core.presets import PRESETS
+from runtime.files import read_text
+from runtime.results import write_result
 from sim import simulate
 from sim.plots import controller_plot, latency_plot, utilization_plot
 
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
                           reconfiguration_s=cost)
     result = replace(result, config={**plan.config, "sim": options.to_dict()})
     with folder as staging:
-        result.write(staging, slo=plan.slo)
+        write_result(result, staging, slo=plan.slo)
         if not args.no_plots:
             _plots(result, plan.deployment, staging, plan.slo,
                    title=f"{plan.model} {plan.preset} {plan.deployment.label()}")

@@ -27,8 +27,8 @@ import numpy as np
 
 from easerve.experiments.shifts import Phase, Shift
 from easerve_core import checks
-from easerve_core.workload.formats import load_trace
 from easerve_core.workload.replay import TokenTrace
+from runtime.traces import load_trace
 
 #: the public traces' formats a trace-rate shift reads (docs/workloads.md, "Trace files")
 FORMATS = ("azure", "burstgpt", "mooncake")
