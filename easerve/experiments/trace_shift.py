@@ -1,7 +1,7 @@
 """A shift replayed from a public trace's rate (Azure, BurstGPT): its arrivals, scaled to the cluster.
 
 docs/controller.md, "The trace-rate shift". The trace
-(:func:`easerve_core.workload.formats.load_trace`, ``azure`` or
+(:func:`runtime.traces.load_trace`, ``azure`` or
 ``burstgpt``) gives the arrival times only; every request's content comes
 from one mix (the shift is a change of rate, not of mix), as
 :func:`easerve.experiments.shifts.stream` draws it. Its time is scaled
