@@ -5,14 +5,17 @@ stack (simpy, torch, transformers, and our sim, live, calibration); the
 runtime (ctypes, ray, sqlalchemy, multiprocessing, concurrent, Optuna's
 storages, and our runtime package, which holds them); the front door
 (easerve); clock reads (time, ``datetime.now()`` and kin); and file I/O:
-the modules that read or write files (tomllib, pyarrow's I/O, shutil, io,
-glob, tempfile, pathlib's siblings fnmatch aside), the calls of builtin
-``open``, of ``os``'s file functions (everything of ``os`` but ``PathLike``
-and ``fspath``, which only name a path), of pandas' and numpy's readers and
-writers (``read_parquet``, ``to_parquet``, ``read_csv``, ``np.load``, ...),
-and of :data:`PATH_IO` methods on any object (``read_text``, ``exists``,
-``mkdir``, ...). A ``Path`` may still be built, joined and resolved in the
-core: it names a file, it does not read one.
+the modules that read or write files (tomllib, pyarrow's I/O modules, shutil,
+io, glob, tempfile, fileinput, os.path), builtin ``open``, every use of ``os``
+but ``PathLike`` and ``fspath`` (which only name a path), the readers and
+writers of pandas, numpy and pyarrow (:data:`DATA_IO`: ``read_parquet``,
+``to_parquet``, ``np.load``, ``json.dump``, ...), and Path's I/O methods
+called on any object (:data:`PATH_IO`: ``read_text``, ``write_text``,
+``exists``, ``mkdir``, ``unlink``, ...; ``replace`` and ``rename`` in Path's
+one-argument form, so ``text.replace(a, b)`` stays allowed). The scan cannot
+tell a Path from another object, so these names are not the core's own
+method names either. A ``Path`` may still be built, joined and resolved in
+the core: that names a file, it does not read one.
 
 The core takes data and returns data; the runtime reads and writes the bytes
 (``runtime.files``, ``configs``, ``traces``, ``profiles``, ``results``).
