@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from calibration.networks import network_spec  # noqa: E402
 from easerve.cli.search_cmd import dump_toml, plan_search  # noqa: E402
-from easerve_core.files import read_toml  # noqa: E402
 from easerve_core.has import top_k, trials_frame  # noqa: E402
+from runtime.files import read_toml  # noqa: E402
 from runtime.has import SearchSettings, run_search  # noqa: E402
 
 CONFIGS = {

@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from calibration.session import Overrides, compose  # noqa: E402
-from easerve_core.config import load_experiment  # noqa: E402
 from easerve_core.workload import generate  # noqa: E402
+from runtime.configs import load_experiment  # noqa: E402
 from sim.options import NO_RECORDING  # noqa: E402
 
 CONFIG = ROOT / "configs" / "llava34b_rtx6000ada.toml"

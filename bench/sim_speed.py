@@ -61,9 +61,10 @@ from calibration.aiconfigurator import load_tables  # noqa: E402
 from calibration.measured import MeasuredProfile, model_tables  # noqa: E402
 from calibration.session import Overrides, compose  # noqa: E402
 from calibration.specs import gpu_spec, model_spec  # noqa: E402
-from easerve_core.config import ExperimentConfig, load_experiment  # noqa: E402
+from easerve_core.config import ExperimentConfig  # noqa: E402
 from easerve_core.controller import Band, Controller, PlanTable  # noqa: E402
 from easerve_core.workload import generate  # noqa: E402
+from runtime.configs import load_experiment  # noqa: E402
 
 CONFIG = ROOT / "configs" / "llava34b_rtx6000ada.toml"
 OUTPUT_LENGTHS = (128, 1024)

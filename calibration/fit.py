@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
-from easerve_core.files import read_json
+from runtime.files import read_json
 
 SAMPLES_FORMAT = "easerve.samples"
 SAMPLES_VERSION = 1

@@ -25,7 +25,8 @@ from calibration.registry import analytic_profile, cluster_for, profile_from_doc
 from calibration.specs import gpu_names, gpu_spec, is_model
 from easerve_core.cluster import Cluster
 from easerve_core.config import ExperimentConfig
-from easerve_core.profile import ParallelProfile, ProfileDoc, StageProfile, load_profile_doc
+from easerve_core.profile import ParallelProfile, ProfileDoc, StageProfile
+from runtime.profiles import load_profile_doc
 
 Profile = StageProfile | ParallelProfile
 #: committed profiles of live models, by device: ``<gpu>/<model>-<size>--<gpu>.json``

@@ -22,14 +22,9 @@ from calibration.optables import OpTables
 from calibration.scaled import ScaledProfile, scales_of
 from calibration.specs import gpu_spec, model_spec
 from easerve_core.cluster import Cluster
-from easerve_core.profile import (
-    ParallelProfile,
-    ProfileDoc,
-    StageProfile,
-    load_profile_doc,
-    profile_for_tp,
-)
+from easerve_core.profile import ParallelProfile, ProfileDoc, StageProfile, profile_for_tp
 from easerve_core.sm_share import SHARE_LEVELS, TABLE_BATCH_SIZES, SMShareTable, derive_table
+from runtime.profiles import load_profile_doc
 
 #: The SM shares of the paper's five-level table.
 SM_SHARE_LEVELS = SHARE_LEVELS

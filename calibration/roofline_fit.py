@@ -39,7 +39,7 @@ from calibration.op_prices import MeasuredOps, RooflineOps
 from calibration.ops import Op, encoder_ops
 from calibration.optables import OpTables
 from calibration.specs import SPEC_DIR, gpu_spec, model_spec
-from easerve_core.files import write_text_atomic
+from runtime.files import write_text_atomic
 
 FITTED_DIR = SPEC_DIR / "fitted"
 #: the models whose operators the fit and the fidelity table are judged on

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from calibration.sizes import resolve_sizes
 from easerve_core.checks import notice
-from easerve_core.config import ExperimentConfig, load_experiment
+from easerve_core.config import ExperimentConfig
+from runtime.configs import load_experiment
 
 #: the example configs shipped with the package
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
@@ -43,7 +44,7 @@ def find_config(path: str | Path) -> Path:
 
 
 def load_config(path: str | Path, *, runs_deployment: bool = False) -> ExperimentConfig:
-    """:func:`easerve_core.config.load_experiment` on :func:`find_config`'s file.
+    """:func:`runtime.configs.load_experiment` on :func:`find_config`'s file.
 
     ``runs_deployment``: the command runs the config's own deployment, so a
     config without ``[deployment]`` gets a notice that the defaults run

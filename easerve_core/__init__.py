@@ -1,6 +1,6 @@
 """easerve_core: the pure policies and shared vocabulary of easerve.
 
-No simpy, torch or transformers here, and no clock reads: every method that
+No simpy, torch or transformers here, no file I/O and no clock reads: every method that
 depends on time takes ``now`` in seconds (DESIGN.md §3). Public names:
 requests and records (:mod:`.request`), workloads (:mod:`.workload`), the
 encode batchers (:mod:`.batcher`), routers (:mod:`.router`), the SM-share

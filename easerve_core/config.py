@@ -40,24 +40,31 @@ tables or keys fail with the field named; a key that moved between releases
 ``[deployment]`` table the deployment is :class:`Deployment`'s defaults
 (``deployment_given`` is then False, so a command can say so); :meth:`ExperimentConfig.to_dict`
 gives the resolved config every run writes beside its results.
+
+Pure: :meth:`ExperimentConfig.from_dict` takes the parsed table. The runtime
+reads the TOML file (``runtime.configs.load_experiment``), and answers, as a
+:class:`ConfigFiles` handed in, the two questions validation asks of files the
+config names: is the model spec a file, and what does the trace hold. Handing
+the reader in (rather than reading the files first) keeps the order of the
+checks, so a config with several faults names the same first one.
+``runtime.configs.portable_dict`` rewrites the paths relative to the folder a
+resolved config is written into.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from easerve_core import checks
 from easerve_core.cluster import Cluster
 from easerve_core.deployment import Deployment
-from easerve_core.files import read_toml
 from easerve_core.settings import refuse_unknown
 from easerve_core.slo import SLOSpec
 from easerve_core.sm_share import SMShareTable
-from easerve_core.workload import WorkloadSpec
+from easerve_core.workload import Trace, WorkloadSpec
 
 _TOP = {"seed", "model", "cluster", "profile", "deployment", "workload", "slo", "sim", "live"}
 _CLUSTER_KEYS = {"gpu", "num_gpus", "link_bytes_per_s", "link_latency_s", "num_links", "num_nodes",
@@ -70,6 +77,18 @@ MOVED = {
     ("deployment", "sm_share_table"): "[profile] sm_share_table",
     ("", "sm_share_table"): "[profile] sm_share_table",
 }
+
+
+class ConfigFiles(Protocol):
+    """What validating a config asks of the files it names (``runtime.configs.DISK`` answers)."""
+
+    def has_file(self, path: Path) -> bool:
+        """Whether ``path`` is a file (``[model] spec``)."""
+        ...
+
+    def trace(self, path: str, trace_format: str, *, field: str) -> Trace:
+        """The trace file ``path`` read as ``trace_format`` (``[workload] trace``)."""
+        ...
 
 
 def _refuse_moved(data: Mapping[str, Any]) -> None:
@@ -122,7 +141,11 @@ class ExperimentConfig:
         return Cluster(**values)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, base_dir: Path | None = None) -> ExperimentConfig:
+    def from_dict(cls, data: Mapping[str, Any], *, base_dir: Path | None = None,
+                  files: ConfigFiles | None = None) -> ExperimentConfig:
+        """The parsed config ``data``; paths resolve against ``base_dir``, and ``files``
+        answers what the files they name hold (needed only for ``[model] spec`` and
+        ``[workload] trace``)."""
         _refuse_moved(data)
         unknown = sorted(set(data) - _TOP)
         if unknown:
@@ -134,7 +157,9 @@ class ExperimentConfig:
             raise ValueError("model.name or model.spec is required (one of them)")
         if "spec" in model:  # a spec file: the model is named by its resolved path
             spec = (base / str(model["spec"])).resolve()
-            if spec.suffix != ".json" or not spec.is_file():
+            if spec.suffix == ".json" and files is None:
+                raise ValueError("model.spec: no files given to check it (pass runtime.configs.DISK)")
+            if spec.suffix != ".json" or files is None or not files.has_file(spec):
                 raise ValueError(f"model.spec {model['spec']}: no such spec file (*.json)")
             model["name"] = str(spec)
         cluster = _table(data, "cluster")
@@ -151,7 +176,7 @@ class ExperimentConfig:
         workload_table = _table(data, "workload")
         if "trace" in workload_table:
             workload_table["trace"] = str((base / str(workload_table["trace"])).resolve())
-        workload = WorkloadSpec.from_dict(workload_table)
+        workload = WorkloadSpec.from_dict(workload_table, traces=None if files is None else files.trace)
         slo = SLOSpec.from_dict(_table(data, "slo"))
         profile = _table(data, "profile")
         refuse_unknown(profile, _PROFILE_KEYS, "profile", list_known=False)
@@ -173,15 +198,10 @@ class ExperimentConfig:
             deployment_given="deployment" in data,
         )
 
-    def to_dict(self, *, relative_to: Path | None = None) -> dict[str, Any]:
-        """The resolved config, as plain data (written beside every run).
-
-        ``relative_to``: the folder the data will be written into; its file
-        paths (``[profile] path``, ``[workload] trace``) are then relative to
-        it, so the written file loads on any machine, from any checkout
-        (paths in a config are resolved against the config's folder).
-        Without it they are absolute, as resolved.
-        """
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved config, as plain data (written beside every run), its file paths
+        (``[profile] path``, ``[workload] trace``) absolute, as resolved;
+        ``runtime.configs.portable_dict`` makes them relative to where it is written."""
         dep = self.deployment.to_dict()
         if self.deployment_preset is not None:
             dep["preset"] = self.deployment_preset
@@ -191,12 +211,12 @@ class ExperimentConfig:
                       "size": self.model_size},
             "cluster": dict(self.cluster),
             "deployment": dep,
-            "workload": _with_portable_trace(self.workload_table, relative_to),
+            "workload": _with_trace_str(self.workload_table),
             "slo": self.slo.to_dict(),
         }
         profile: dict[str, Any] = {}
         if self.profile_path is not None:
-            profile["path"] = portable_path(self.profile_path, relative_to)
+            profile["path"] = str(self.profile_path)
         if self.sm_share_table is not None:
             profile["sm_share_table"] = self.sm_share_table.to_dict()["shares"]
         if profile:
@@ -205,17 +225,10 @@ class ExperimentConfig:
         return out
 
 
-def portable_path(path: Path | str, relative_to: Path | None) -> str:
-    """``path`` relative to the folder ``relative_to`` (POSIX separators), or as it is without one."""
-    if relative_to is None:
-        return str(path)
-    return Path(os.path.relpath(Path(path).resolve(), Path(relative_to).resolve())).as_posix()
-
-
-def _with_portable_trace(table: Mapping[str, Any], relative_to: Path | None) -> dict[str, Any]:
+def _with_trace_str(table: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(table)
     if "trace" in out:
-        out["trace"] = portable_path(str(out["trace"]), relative_to)
+        out["trace"] = str(out["trace"])
     return out
 
 
@@ -227,16 +240,3 @@ def _share_table(raw: Any) -> SMShareTable:
         return SMShareTable.from_dict({"shares": dict(raw)})
     except ValueError as exc:
         raise ValueError(f"profile.sm_share_table: {exc}") from None
-
-
-def load_experiment(path: str | Path) -> ExperimentConfig:
-    """Read and validate an experiment TOML file."""
-    path = Path(path)
-    data = read_toml(path, what="config")
-    config = ExperimentConfig.from_dict(data, base_dir=path.parent)
-    return _with_source(config, path)
-
-
-def _with_source(config: ExperimentConfig, path: Path) -> ExperimentConfig:
-    object.__setattr__(config, "source", path.resolve())
-    return config

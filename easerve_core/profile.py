@@ -9,21 +9,19 @@ simulator then asks it for one :class:`StageProfile` per worker size.
 On disk a profile is a :class:`ProfileDoc`: a JSON object with a format tag,
 a version, the model, GPU, source and date, a ``kind`` that names the code
 able to evaluate it, that kind's ``params``, an optional SM-share table and
-the per-stage fit error. :func:`load_profile_doc` refuses a file of another
-format or version, or one missing a field, naming what is wrong.
+the per-stage fit error. :meth:`ProfileDoc.from_json_dict` refuses data of
+another format or version, or data missing a field, naming what is wrong;
+``runtime.profiles`` reads and writes the files (``load_profile_doc``,
+``save_profile_doc``).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from easerve_core.files import read_json, write_text_atomic
 from easerve_core.sm_share import SMShareTable
 
 PROFILE_FORMAT = "easerve.profile"
@@ -179,12 +177,3 @@ class ProfileDoc:
             notes=str(data.get("notes", "")),
         )
 
-
-def save_profile_doc(doc: ProfileDoc, path: str | os.PathLike[str]) -> Path:
-    """Write ``doc`` as JSON, atomically (a crash never leaves half a file)."""
-    return write_text_atomic(path, json.dumps(doc.to_json_dict(), indent=2, sort_keys=True) + "\n")
-
-
-def load_profile_doc(path: str | os.PathLike[str]) -> ProfileDoc:
-    """Read and validate a profile JSON file."""
-    return ProfileDoc.from_json_dict(read_json(path, what="profile"), where=str(path))

@@ -3,8 +3,9 @@
 A :class:`RunResult` holds the per-request records (DESIGN.md §4.1), a
 utilisation time series (busy SM fraction per GPU over time), a stage log
 (one row per executed batch: the raw timings that calibration refits from)
-and the resolved config. :meth:`RunResult.write` stores them as Parquet +
-JSON; :func:`read_result` loads them back.
+and the resolved config. ``runtime.results`` stores them as Parquet + JSON
+(``write_result``: every frame of :meth:`RunResult.frames`, and
+:meth:`RunResult.summary_dict`) and loads them back (``read_result``).
 
 Utilisation columns: ``time_s, gpu, busy_frac`` (a step function: the GPU's
 busy fraction from ``time_s`` until its next row). Stage-log columns:
@@ -13,13 +14,8 @@ busy fraction from ``time_s`` until its next row). Stage-log columns:
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -56,50 +52,10 @@ class RunResult:
     def summary(self, slo: SLO | None = None) -> Summary:
         return summarize(self.records, slo)
 
-    def write(self, out_dir: str | os.PathLike[str], *, slo: SLO | None = None) -> Path:
-        """Write records, utilisation, stage log, summary and config into ``out_dir``.
+    def frames(self) -> dict[str, pd.DataFrame]:
+        """The tables a run writes, by file stem (an engine's result may add its own)."""
+        return {"records": self.records, "utilization": self.utilization, "stage_log": self.stage_log}
 
-        Files are written into a temporary folder beside ``out_dir`` and moved
-        into place at the end, so an interrupted write leaves no partial set.
-        """
-        out = Path(out_dir)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-        try:
-            self.records.to_parquet(tmp / "records.parquet", index=False)
-            self.utilization.to_parquet(tmp / "utilization.parquet", index=False)
-            self.stage_log.to_parquet(tmp / "stage_log.parquet", index=False)
-            summary = {"engine": self.engine, **self.summary(slo).to_dict(), **dict(self.meta)}
-            _write_json(tmp / "summary.json", summary)
-            _write_json(tmp / "config.json", dict(self.config))
-            out.mkdir(exist_ok=True)
-            for item in tmp.iterdir():
-                os.replace(item, out / item.name)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        return out
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-
-
-def read_result(out_dir: str | os.PathLike[str]) -> RunResult:
-    """Load a result written by :meth:`RunResult.write`."""
-    out = Path(out_dir)
-    if not (out / "records.parquet").exists():
-        raise ValueError(f"no records.parquet in {out}")
-    config = json.loads((out / "config.json").read_text()) if (out / "config.json").exists() else {}
-    summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
-
-    def opt(name: str, columns: Mapping[str, str]) -> pd.DataFrame:
-        path = out / name
-        return pd.read_parquet(path) if path.exists() else empty_frame(columns)
-
-    return RunResult(
-        records=pd.read_parquet(out / "records.parquet"),
-        utilization=opt("utilization.parquet", UTILIZATION_COLUMNS),
-        stage_log=opt("stage_log.parquet", STAGE_LOG_COLUMNS),
-        config=config,
-        engine=str(summary.get("engine", "sim")),
-    )
+    def summary_dict(self, slo: SLO | None = None) -> dict[str, Any]:
+        """What ``summary.json`` holds: the engine, the summary against ``slo``, and ``meta``."""
+        return {"engine": self.engine, **self.summary(slo).to_dict(), **dict(self.meta)}

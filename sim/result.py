@@ -2,22 +2,20 @@
 
 :class:`SimResult` adds ``queues`` (``time_s, stage, worker, length``, a step
 function per stage and worker: requests waiting, not running) to the shared
-result type; :meth:`SimResult.write` writes it as ``queues.parquet`` beside
-the shared files. :func:`collect` turns the run's record table and recorder into one.
+result type; ``runtime.results.write_result`` writes it as ``queues.parquet``
+beside the shared files (one of :meth:`SimResult.frames`). :func:`collect`
+turns the run's record table and recorder into one.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from easerve_core.result import RunResult, empty_frame
-from easerve_core.slo import SLO
 from sim.job import RecordTable
 from sim.recorder import QUEUE_COLUMNS, Recorder
 
@@ -28,13 +26,9 @@ class SimResult(RunResult):
 
     queues: pd.DataFrame = field(default_factory=lambda: empty_frame(QUEUE_COLUMNS))
 
-    def write(self, out_dir: str | os.PathLike[str], *, slo: SLO | None = None) -> Path:
-        """Write the shared files (atomically, :meth:`RunResult.write`) and ``queues.parquet``."""
-        out = RunResult.write(self, out_dir, slo=slo)
-        tmp = out / ".queues.parquet.tmp"
-        self.queues.to_parquet(tmp, index=False)
-        os.replace(tmp, out / "queues.parquet")
-        return out
+    def frames(self) -> dict[str, pd.DataFrame]:
+        """The shared tables and ``queues``."""
+        return {**RunResult.frames(self), "queues": self.queues}
 
 
 def collect(records: RecordTable, recorder: Recorder, *, config: Mapping[str, Any],

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from easerve_core.files import write_text_atomic
+from runtime.files import write_text_atomic
 
 SAMPLES_FORMAT = "easerve.samples"  # calibration.fit.SAMPLES_FORMAT (not imported: it needs scipy)
 SAMPLES_VERSION = 1

@@ -77,7 +77,7 @@ def capacity_rate(plan: ServePlan, config: Path, profile: Path) -> dict[str, flo
     from calibration.loop.runner import requests_for, run_sim, setup
     from easerve.cli.validate_cmd import parse_spec
     from easerve.resources import load_config
-    from easerve_core.profile import load_profile_doc
+    from runtime.profiles import load_profile_doc
 
     cfg = load_config(config)
     doc = load_profile_doc(profile)

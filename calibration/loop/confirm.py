@@ -51,6 +51,7 @@ from easerve_core.presets import apply_preset
 from easerve_core.profile import ProfileDoc
 from easerve_core.request import Request
 from easerve_core.result import RunResult
+from runtime.results import write_result
 
 #: the baselines a confirmation adds unless told otherwise
 DEFAULT_BASELINES = ("dynamo", "vllm")
@@ -116,12 +117,12 @@ def confirm(config: ExperimentConfig, doc: ProfileDoc, cands: Sequence[Candidate
     for cand in cands:
         at = s.replan(deployment=cand.deployment)
         sim = run_sim(at, sim_reqs)
-        sim.write(out / "runs" / cand.name / "sim", slo=s.plan.slo)
+        write_result(sim, out / "runs" / cand.name / "sim", slo=s.plan.slo)
         live: list[RunResult] = []
         try:
             for i in range(repeats):
                 run = at.live(live_opts).run()
-                run.write(out / "runs" / cand.name / f"live-{i}", slo=s.plan.slo)
+                write_result(run, out / "runs" / cand.name / f"live-{i}", slo=s.plan.slo)
                 live.append(run)
                 progress(f"{cand.name} live {i + 1}/{repeats}")
         except KeyboardInterrupt as stop:

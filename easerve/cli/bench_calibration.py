@@ -31,7 +31,8 @@ from calibration.loop.fidelity import markdown_table
 from easerve.cli.outputs import RunFolder
 from easerve.resources import load_config
 from easerve_core.config import ExperimentConfig
-from easerve_core.profile import ProfileDoc, load_profile_doc, save_profile_doc
+from easerve_core.profile import ProfileDoc
+from runtime.profiles import load_profile_doc, save_profile_doc
 
 COLUMNS = ["profile", "metric", "sim", "bench", "rel_error"]
 

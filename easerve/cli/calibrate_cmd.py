@@ -37,7 +37,8 @@ from calibration.loop.samples import CPU_SHARE_STEPS, calibrated_doc, share_tabl
 from easerve.cli.bench_calibration import add_bench_run, calibrate_bench
 from easerve.cli.common import add_out, command_parser
 from easerve.cli.outputs import check_file
-from easerve_core.profile import ProfileDoc, load_profile_doc, save_profile_doc
+from easerve_core.profile import ProfileDoc
+from runtime.profiles import load_profile_doc, save_profile_doc
 
 DEVICES = ("cpu", "cuda")
 

@@ -29,8 +29,8 @@ from easerve.cli import Terminated
 from easerve_core import checks
 from easerve_core.config import ExperimentConfig
 from easerve_core.presets import PRESETS
-from easerve_core.profile import save_profile_doc
 from live.options import LiveOptions
+from runtime.profiles import save_profile_doc
 
 CONFIRM_FOLDER = "confirm"
 

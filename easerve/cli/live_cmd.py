@@ -2,7 +2,7 @@
 
 Writes the same files as ``easerve sim`` (records, utilisation and stage log
 as Parquet, summary and resolved config as JSON; see
-:meth:`easerve_core.result.RunResult.write`). Ctrl-C stops every worker and
+:func:`runtime.results.write_result`). Ctrl-C stops every worker and
 still writes the records gathered so far (requests still open end
 ``failed`` with error ``interrupted``); the exit status is then 130.
 """
@@ -19,6 +19,7 @@ from easerve.cli.common import add_config, add_force, add_out, command_parser, o
 from easerve.cli.outputs import RunFolder
 from easerve_core.presets import PRESETS
 from live.placement import check_placement
+from runtime.results import write_result
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -48,14 +49,14 @@ def run(args: argparse.Namespace) -> int:
         trial.interrupted = True
         trial.close()
         with folder as staging:
-            trial.result().write(staging, slo=plan.slo)
+            write_result(trial.result(), staging, slo=plan.slo)
         why = "terminated" if isinstance(exc, Terminated) else "interrupted"
         print(f"easerve live: {why}; partial records written to {args.out}", file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130
     finally:
         trial.close()
     with folder as staging:
-        result.write(staging, slo=plan.slo)
+        write_result(result, staging, slo=plan.slo)
     summary = result.summary()
     print(f"easerve live: {len(result.records)} requests, wrote {args.out}")
     print(summary.to_dict() if hasattr(summary, "to_dict") else summary)

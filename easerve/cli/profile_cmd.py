@@ -38,7 +38,8 @@ from easerve.cli.common import add_out, command_parser
 from easerve.cli.outputs import check_file
 from easerve_core import StageGroup, capacity
 from easerve_core.capacity import RequestShape
-from easerve_core.profile import ProfileDoc, load_profile_doc, profile_for_tp, save_profile_doc
+from easerve_core.profile import ProfileDoc, profile_for_tp
+from runtime.profiles import load_profile_doc, save_profile_doc
 
 ENCODE_BATCHES = (1, 8)
 

@@ -30,7 +30,7 @@ from calibration.roofline_fit import fit_roofline, fitted_constants_doc, fitted_
 from calibration.specs import gpu_names, gpu_spec, model_spec
 from easerve.cli.common import add_out
 from easerve.cli.outputs import check_file
-from easerve_core.profile import save_profile_doc
+from runtime.profiles import save_profile_doc
 
 #: measured sources ``--from`` knows
 SOURCES = ("aiconfigurator", "vidur")

@@ -18,7 +18,8 @@ from easerve.cli.outputs import RunFolder
 from easerve.recipes import ENGINES, build_recipe, write_recipe
 from easerve.resources import find_config
 from easerve_core.config import ExperimentConfig
-from easerve_core.files import read_toml
+from runtime.configs import DISK
+from runtime.files import read_toml
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     data = read_toml(path, what="config")
     if not isinstance(data.get("deployment"), dict) or not data["deployment"]:
         raise ValueError(f"emit: the config has no [deployment] to write ({path})")
-    config = ExperimentConfig.from_dict(data, base_dir=path.parent)
+    config = ExperimentConfig.from_dict(data, base_dir=path.parent, files=DISK)
     given = config.workload_table.get("rate_hz")  # the target rate best.toml records, if any
     rate = float(given) if isinstance(given, int | float) and not isinstance(given, bool) else None
     # built first (every error before a folder is touched), written whole after

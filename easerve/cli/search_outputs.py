@@ -30,6 +30,7 @@ from easerve_core.has import (
     top_k,
     trials_to_reach,
 )
+from runtime.configs import portable_dict
 
 
 def write_outputs(folder: Path, config: ExperimentConfig, args: argparse.Namespace,
@@ -77,7 +78,7 @@ def _write_files(out: Path, config: ExperimentConfig, args: argparse.Namespace,
         recipe = out / f"recipe-{args.emit}"
         recipe.mkdir()
         write_recipe(args.emit, deployment=best, config=config, rate_hz=args.rate, folder=recipe)
-    resolved = config.to_dict(relative_to=out.parent)  # staging sits in the output folder
+    resolved = portable_dict(config, out.parent)  # staging sits in the output folder
     resolved["deployment"] = {k: v for k, v in best.to_dict().items() if v is not None}
     resolved["workload"] = {**resolved["workload"], "rate_hz": args.rate}
     if rechecked and "num_requests" in resolved["workload"]:  # easerve sim replays the first long stream

@@ -37,8 +37,9 @@ from easerve.cli.common import add_config, add_force, add_out, command_parser, o
 from easerve.cli.outputs import RunFolder
 from easerve_core import Architecture, Deployment
 from easerve_core.controller import Controller, ControllerSettings, PlanTable
-from easerve_core.files import read_text
 from easerve_core.presets import PRESETS
+from runtime.files import read_text
+from runtime.results import write_result
 from sim.plots import controller_plot, latency_plot, utilization_plot
 
 #: runs shorter than this (wall seconds) never show the progress bar
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         engine = session.sim(options, progress=bar.update, controller=controller, reconfiguration_s=cost)
         result = engine.run()
     with folder as staging:
-        result.write(staging, slo=plan.slo)
+        write_result(result, staging, slo=plan.slo)
         if not args.no_plots:
             _plots(result, plan.deployment, staging, plan.slo,
                    title=f"{plan.model} {plan.preset} {plan.deployment.label()}")

@@ -49,7 +49,7 @@ from easerve.cli.validate_outputs import write_outputs
 from easerve.resources import load_config
 from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Deployment, SMSharing, StageGroup
-from easerve_core.profile import load_profile_doc
+from runtime.profiles import load_profile_doc
 
 DEFAULT_SWEEP = ("b1-s1-none", "b4-s1-none", "b4-s0.5-dynamic", "b8-s0.5-static", "b4-s0-time-slice")
 _MODES = {m.value for m in SMSharing}
@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
 
 def recorded_live(folders: list[Path], names: list[str]) -> dict[str, list[Any]]:
     """Every recorded live trial of each deployment in earlier validate folders (at least one each)."""
-    from easerve_core.result import read_result
+    from runtime.results import read_result
 
     for folder in folders:
         if not (folder / "runs").is_dir():

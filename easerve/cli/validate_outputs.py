@@ -27,6 +27,7 @@ from calibration.loop.fidelity import (
     side_metrics,
 )
 from easerve_core.config import ExperimentConfig
+from runtime.results import write_result
 
 
 def write_outputs(args: argparse.Namespace, config: ExperimentConfig, slo: Any, results: list[Any], *,
@@ -40,9 +41,9 @@ def write_outputs(args: argparse.Namespace, config: ExperimentConfig, slo: Any, 
         live_m, live_spread = side_metrics([r.records for r in c.live], slo)
         rows += fidelity_rows(c.name, sim_m, live_m, live_spread, len(c.live))
         sides.append((c.name, [c.sim.records], [r.records for r in c.live]))
-        c.sim.write(out / "runs" / c.name / "sim", slo=slo)
+        write_result(c.sim, out / "runs" / c.name / "sim", slo=slo)
         for i, r in enumerate(c.live):
-            r.write(out / "runs" / c.name / f"live-{i}", slo=slo)
+            write_result(r, out / "runs" / c.name / f"live-{i}", slo=slo)
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
     table.to_csv(out / "fidelity.csv", index=False)
     bars = bar_check(table, BARS_BY_DEVICE[device])

@@ -25,8 +25,9 @@ from easerve.cli.common import add_config, add_out, command_parser
 from easerve.cli.outputs import check_file
 from easerve.resources import find_config
 from easerve_core import checks
-from easerve_core.files import read_toml
-from easerve_core.workload import WorkloadSpec, generate, write_trace
+from easerve_core.workload import WorkloadSpec, generate
+from runtime.files import read_toml
+from runtime.traces import load_trace, write_trace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.config}: no [workload] table")
     if "trace" in table:
         table["trace"] = str((args.config.parent / str(table["trace"])).resolve())
-    spec = WorkloadSpec.from_dict(table)
+    spec = WorkloadSpec.from_dict(table, traces=load_trace)
     if spec.needs_size_tokens:
         assert spec.sizes is not None
         spec = resolve_workload(spec, _model(data, args.config, spec.sizes.key))

@@ -22,11 +22,12 @@ from easerve.experiments.anchor import paper_anchored_efficiency, typical_items
 from easerve.experiments.paper import MODALITIES
 from easerve.resources import config_path
 from easerve_core import SLO, Deployment
-from easerve_core.config import ExperimentConfig, load_experiment
+from easerve_core.config import ExperimentConfig
 from easerve_core.plan import RunPlan, replan
 from easerve_core.reference import slo_for
 from easerve_core.slo import SLO_TIERS
 from easerve_core.workload import GammaArrivals, RateSchedule, RequestMix, WorkloadSpec, generate
+from runtime.configs import load_experiment
 from sim import SimOptions
 from sim.result import SimResult
 

@@ -34,10 +34,10 @@ import numpy as np
 from easerve.experiments.paper import MODALITIES
 from easerve_core import Request, checks
 from easerve_core.controller import SIGNALS
-from easerve_core.files import read_toml
 from easerve_core.settings import refuse_unknown
 from easerve_core.workload import GammaArrivals, RequestMix, WorkloadSpec, generate
 from easerve_core.workload.mixes import MIXES
+from runtime.files import read_toml
 
 _LLAVA = MIXES["llava-image"]
 #: the phases' mixes beyond the named presets (docs/workloads.md has the token counts)

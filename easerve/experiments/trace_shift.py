@@ -1,7 +1,7 @@
 """A shift replayed from a public trace's rate (Azure, BurstGPT): its arrivals, scaled to the cluster.
 
 docs/controller.md, "The trace-rate shift". The trace
-(:func:`easerve_core.workload.formats.load_trace`, ``azure`` or
+(:func:`runtime.traces.load_trace`, ``azure`` or
 ``burstgpt``) gives the arrival times only; every request's content comes
 from one mix (the shift is a change of rate, not of mix), as
 :func:`easerve.experiments.shifts.stream` draws it. Its time is scaled
@@ -27,8 +27,8 @@ import numpy as np
 
 from easerve.experiments.shifts import Phase, Shift
 from easerve_core import checks
-from easerve_core.workload.formats import load_trace
 from easerve_core.workload.replay import TokenTrace
+from runtime.traces import load_trace
 
 #: the public traces' formats a trace-rate shift reads (docs/workloads.md, "Trace files")
 FORMATS = ("azure", "burstgpt", "mooncake")

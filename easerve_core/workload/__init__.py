@@ -1,7 +1,8 @@
 """Workloads: arrival processes and shapes, request-size mixes, traces and specs.
 
 Everything random draws from an injected ``numpy.random.Generator``; the
-same seed gives the same requests. See docs/workloads.md.
+same seed gives the same requests. Files are read and written by
+``runtime.traces``. See docs/workloads.md.
 """
 
 from easerve_core.workload.arrivals import (
@@ -11,9 +12,8 @@ from easerve_core.workload.arrivals import (
     RateSchedule,
     RateSegment,
 )
-from easerve_core.workload.formats import TRACE_FORMATS, load_trace
 from easerve_core.workload.mixes import MIXES, RequestMix, mix
-from easerve_core.workload.replay import RecordedTrace, TokenTrace, Trace
+from easerve_core.workload.replay import DEFAULT_TRACE_FORMAT, RecordedTrace, TokenTrace, Trace, TraceReader
 from easerve_core.workload.shapes import (
     SHAPES,
     DriftArrivals,
@@ -23,13 +23,13 @@ from easerve_core.workload.shapes import (
 )
 from easerve_core.workload.sizes import AudioClip, ImageSize, RawSizes, VideoClip
 from easerve_core.workload.spec import ARRIVALS, WorkloadSpec, generate
-from easerve_core.workload.trace import read_trace, write_trace
+from easerve_core.workload.trace import format_trace, parse_trace
 
 __all__ = [
     "ARRIVALS",
+    "DEFAULT_TRACE_FORMAT",
     "MIXES",
     "SHAPES",
-    "TRACE_FORMATS",
     "ArrivalProcess",
     "AudioClip",
     "DriftArrivals",
@@ -46,11 +46,11 @@ __all__ = [
     "StepArrivals",
     "TokenTrace",
     "Trace",
+    "TraceReader",
     "VideoClip",
     "WorkloadSpec",
+    "format_trace",
     "generate",
-    "load_trace",
     "mix",
-    "read_trace",
-    "write_trace",
+    "parse_trace",
 ]

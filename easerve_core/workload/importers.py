@@ -1,6 +1,8 @@
 """Importers for public LLM traces: Azure, BurstGPT and Mooncake files as token traces.
 
-Each reads one file into a :class:`~easerve_core.workload.replay.TokenTrace`
+Each parses one file's text (read by ``runtime.traces``: ``read_azure``,
+``read_burstgpt``, ``read_mooncake``) into a
+:class:`~easerve_core.workload.replay.TokenTrace`
 (arrival, LM input tokens, output tokens per request); the multimodal items
 come later from a mix (the rule is in ``replay``). Columns and sources are in
 docs/workloads.md:
@@ -27,7 +29,6 @@ or a missing column. Pure: no clock, no randomness.
 from __future__ import annotations
 
 import csv
-import io
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -38,7 +39,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from easerve_core import checks, limits
-from easerve_core.files import jsonl_objects, read_text
+from easerve_core.text import jsonl_objects, lines
 from easerve_core.workload.replay import TokenTrace
 
 Row = tuple[str, Mapping[str, Any]]  # (file:line, fields)
@@ -48,12 +49,8 @@ AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
 
 
-def _text(path: Path) -> str:
-    return read_text(path, what="trace")
-
-
-def _csv_rows(path: Path, fmt: str, columns: Sequence[str]) -> Iterator[Row]:
-    reader = csv.DictReader(io.StringIO(_text(path)))
+def _csv_rows(path: Path, text: str, fmt: str, columns: Sequence[str]) -> Iterator[Row]:
+    reader = csv.DictReader(lines(text))
     if not reader.fieldnames:
         raise ValueError(f"{path}: empty file; a {fmt} trace needs the columns {', '.join(columns)}")
     reader.fieldnames = [name.strip() for name in reader.fieldnames]
@@ -65,8 +62,8 @@ def _csv_rows(path: Path, fmt: str, columns: Sequence[str]) -> Iterator[Row]:
         yield f"{path}:{reader.line_num}", row
 
 
-def _jsonl_rows(path: Path) -> Iterator[Row]:
-    for line_no, obj in jsonl_objects(path, _text(path)):
+def _jsonl_rows(path: Path, text: str) -> Iterator[Row]:
+    for line_no, obj in jsonl_objects(path, text):
         yield f"{path}:{line_no}", obj
 
 
@@ -143,28 +140,28 @@ def _collect(path: Path, rows: Iterator[Row], time_of: Callable[[Mapping[str, An
     return times, inputs, outputs
 
 
-def read_azure(path: str | os.PathLike[str]) -> TokenTrace:
+def parse_azure(text: str, path: str | os.PathLike[str]) -> TokenTrace:
     """An Azure LLM inference trace CSV (``TIMESTAMP, ContextTokens, GeneratedTokens``)."""
     path = Path(path)
     instants, inputs, outputs = _collect(
-        path, _csv_rows(path, "azure", AZURE_COLUMNS),
+        path, _csv_rows(path, text, "azure", AZURE_COLUMNS),
         lambda row, where: _instant(row, "TIMESTAMP", where), "ContextTokens", "GeneratedTokens")
     start = min(instants)
     return _token_trace([(t - start).total_seconds() for t in instants], inputs, outputs, path=path)
 
 
-def read_burstgpt(path: str | os.PathLike[str]) -> TokenTrace:
+def parse_burstgpt(text: str, path: str | os.PathLike[str]) -> TokenTrace:
     """A BurstGPT CSV (``Timestamp`` in s, ``Request tokens``, ``Response tokens``)."""
     path = Path(path)
     return _token_trace(*_collect(
-        path, _csv_rows(path, "burstgpt", BURSTGPT_COLUMNS),
+        path, _csv_rows(path, text, "burstgpt", BURSTGPT_COLUMNS),
         lambda row, where: _number(row, "Timestamp", where), "Request tokens", "Response tokens"), path=path)
 
 
-def read_mooncake(path: str | os.PathLike[str]) -> TokenTrace:
+def parse_mooncake(text: str, path: str | os.PathLike[str]) -> TokenTrace:
     """A Mooncake JSONL trace (``timestamp`` in ms, ``input_length``, ``output_length``)."""
     path = Path(path)
     return _token_trace(*_collect(
-        path, _jsonl_rows(path),
+        path, _jsonl_rows(path, text),
         lambda row, where: _number(row, "timestamp", where) / 1000.0, "input_length", "output_length"),
         path=path)

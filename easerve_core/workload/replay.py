@@ -16,6 +16,10 @@ rescale). Two kinds (docs/workloads.md, "Trace files"):
   output is the trace's output, at least 1. The trace's input is thus the
   LM's whole prefill whenever it exceeds the items; the mix's text ranges
   are not used.
+
+The files are read by the runtime (``runtime.traces``: its table of formats,
+``TRACE_FORMATS``, and ``load_trace``); a ``[workload]`` table is validated
+with a :class:`TraceReader` handed in, so the core never opens one.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from easerve_core import checks
 from easerve_core.request import Request
 from easerve_core.workload.mixes import RequestMix
 
+DEFAULT_TRACE_FORMAT = "easerve"
+
 
 class Trace(Protocol):
     @property
@@ -41,6 +47,13 @@ class Trace(Protocol):
     def scaled(self, factor: float) -> Trace: ...
 
     def draw(self, mix: RequestMix, rng: np.random.Generator) -> list[Request]: ...
+
+
+class TraceReader(Protocol):
+    """Reads the trace file a ``[workload]`` table names, as ``trace_format`` (``field`` names
+    that knob in the error); ``runtime.traces.load_trace`` is the one the commands pass."""
+
+    def __call__(self, path: str, trace_format: str, *, field: str) -> Trace: ...
 
 
 def _mean_rate_hz(arrivals: Sequence[float]) -> float:

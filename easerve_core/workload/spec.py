@@ -13,7 +13,8 @@ the table (docs/workloads.md):
 ``cv``             coefficient of variation of gaps (``gamma``, ``schedule``)
 ``burstiness``     alternatively vLLM's Gamma shape, ``1 / cv**2``
 ``schedule``       ``[[duration_s, rate_hz], ...]`` for ``schedule``
-``trace``          a trace file for ``trace`` (``arrival`` may then be left out)
+``trace``          a trace file for ``trace`` (``arrival`` may then be left out),
+                   read by the reader passed to :meth:`WorkloadSpec.from_dict`
 ``trace_format``   ``easerve`` (default: our CSV/JSONL by suffix) | ``azure`` |
                    ``burstgpt`` | ``mooncake``; a public trace's requests draw
                    their multimodal items from the mix (``replay``)
@@ -50,9 +51,8 @@ from easerve_core.workload.arrivals import (
     PoissonArrivals,
     RateSchedule,
 )
-from easerve_core.workload.formats import DEFAULT_TRACE_FORMAT, load_trace
 from easerve_core.workload.mixes import RequestMix, mix
-from easerve_core.workload.replay import Trace
+from easerve_core.workload.replay import DEFAULT_TRACE_FORMAT, Trace, TraceReader
 from easerve_core.workload.shapes import SHAPES, required_fields, shape_fields
 from easerve_core.workload.sizes import KEYS as SIZE_KEYS
 from easerve_core.workload.sizes import WEIGHT_KEYS, RawSizes
@@ -125,7 +125,9 @@ class WorkloadSpec:
         return replace(self, mix=mix, sizes=sizes)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> WorkloadSpec:
+    def from_dict(cls, data: Mapping[str, Any], *, traces: TraceReader | None = None) -> WorkloadSpec:
+        """The ``[workload]`` table ``data``; ``traces`` reads its ``trace`` file (the core opens
+        none: the runtime passes ``runtime.traces.load_trace``)."""
         refuse_unknown(data, _KEYS, "workload", list_known=False)
         kind = checks.one_of("workload.arrival", _arrival_kind(data), ARRIVALS)
         sizes = RawSizes.from_table(data)
@@ -141,7 +143,7 @@ class WorkloadSpec:
         req_mix = replace(base, **overrides) if overrides else base
         if kind == "trace":
             _refuse_foreign_fields(kind, data)
-            trace = _trace(data)
+            trace = _trace(data, traces)
             return cls(mix=req_mix, arrivals=None, num_requests=trace.num_requests,
                        mix_name=mix_name, trace=trace, sizes=sizes)
         num = checks.integer("workload.num_requests", data.get("num_requests", 500), minimum=1)
@@ -211,11 +213,14 @@ def _arrival_kind(data: Mapping[str, Any]) -> Any:
     return kind
 
 
-def _trace(data: Mapping[str, Any]) -> Trace:
+def _trace(data: Mapping[str, Any], traces: TraceReader | None) -> Trace:
     if "trace" not in data:
         raise ValueError("workload.trace must name a file when arrival is 'trace'")
+    if traces is None:
+        raise ValueError("workload.trace: no trace reader given to read it "
+                         "(pass runtime.traces.load_trace as traces)")
     fmt = data.get("trace_format", DEFAULT_TRACE_FORMAT)
-    return load_trace(data["trace"], fmt, field="workload.trace_format")
+    return traces(data["trace"], fmt, field="workload.trace_format")
 
 
 def _seq(name: str, value: Any) -> tuple[Any, ...]:

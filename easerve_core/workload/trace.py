@@ -1,4 +1,4 @@
-"""Trace files: replay recorded arrivals, or save generated ones.
+"""Our trace format: the text of a recorded trace as requests, and requests as that text.
 
 A trace is CSV or JSONL (by file suffix), one request per row, with the
 columns ``arrival_s, modality, prompt_tokens, output_tokens,
@@ -11,12 +11,16 @@ generated workload could not hold: a token count or item count over
 fields than the header, an unknown column or JSONL key. Rows out of arrival
 order are sorted by arrival time, with a :class:`~easerve_core.checks.Notice`
 (one line on the command's stderr) naming the first row out of order.
+
+Pure: :func:`parse_trace` takes text already read and :func:`format_trace`
+returns text; ``runtime.traces`` reads and writes the files (``read_trace``,
+``write_trace``). The path only picks the format (its suffix) and names the
+file in errors.
 """
 
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -24,14 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from easerve_core import checks
-from easerve_core.files import jsonl_objects, read_text, write_text_atomic
 from easerve_core.request import Request
+from easerve_core.text import TextSink, jsonl_objects, lines
 
 TRACE_FIELDS = ("request_id", "arrival_s", "modality", "prompt_tokens", "output_tokens",
                 "mm_tokens_per_item")
 
 
-def _suffix(path: Path) -> str:
+def trace_suffix(path: str | os.PathLike[str]) -> str:
+    """``.csv`` or ``.jsonl``, the format a trace file's name gives (any other is refused)."""
+    path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".jsonl"):
         raise ValueError(f"trace file must end in .csv or .jsonl, got {path.name!r}")
@@ -87,7 +93,7 @@ def _row_to_request(row: Mapping[str, Any], index: int, where: str) -> Request:
 
 def _csv_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
     """(line, fields) of each CSV row: no unknown column, no row longer than the header."""
-    reader = csv.DictReader(io.StringIO(text))
+    reader = csv.DictReader(lines(text))
     unknown = [name for name in reader.fieldnames or () if name not in TRACE_FIELDS]
     if unknown:
         raise ValueError(f"{path}:1: unknown trace column(s): {', '.join(map(repr, unknown))}; "
@@ -112,11 +118,11 @@ def _jsonl_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
     return rows
 
 
-def read_trace(path: str | os.PathLike[str]) -> list[Request]:
-    """Load a trace file as requests sorted by arrival time (a notice when the file was not)."""
+def parse_trace(text: str, path: str | os.PathLike[str]) -> list[Request]:
+    """The trace ``text`` read from ``path`` as requests sorted by arrival time (a notice when
+    the file was not)."""
     path = Path(path)
-    suffix = _suffix(path)
-    text = read_text(path, what="trace")
+    suffix = trace_suffix(path)
     rows = _csv_rows(path, text) if suffix == ".csv" else _jsonl_rows(path, text)
     if not rows:
         raise ValueError(f"trace file {path} holds no requests")
@@ -133,11 +139,10 @@ def read_trace(path: str | os.PathLike[str]) -> list[Request]:
     return sorted(requests, key=lambda r: (r.arrival_s, r.request_id))
 
 
-def write_trace(requests: Iterable[Request], path: str | os.PathLike[str]) -> Path:
-    """Write requests as a CSV or JSONL trace, atomically."""
-    path = Path(path)
-    suffix = _suffix(path)
-    buf = io.StringIO()
+def format_trace(requests: Iterable[Request], path: str | os.PathLike[str]) -> str:
+    """The text of a CSV or JSONL trace (by ``path``'s suffix) holding ``requests``."""
+    suffix = trace_suffix(path)
+    buf = TextSink()
     if suffix == ".csv":
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(TRACE_FIELDS)
@@ -151,4 +156,4 @@ def write_trace(requests: Iterable[Request], path: str | os.PathLike[str]) -> Pa
                 "modality": r.modality.value, "prompt_tokens": r.prompt_tokens,
                 "output_tokens": r.output_tokens, "mm_tokens_per_item": list(r.mm_tokens_per_item),
             }) + "\n")
-    return write_text_atomic(path, buf.getvalue())
+    return buf.text()

@@ -28,7 +28,7 @@ from calibration.roofline_fit import fit_roofline, fitted_efficiency
 from calibration.specs import gpu_spec, model_spec
 from calibration.work import length_factor, prefill_work
 from easerve.cli import main
-from easerve_core.profile import save_profile_doc
+from runtime.profiles import save_profile_doc
 
 HAVE_DB = importlib.util.find_spec(aiconfigurator.PACKAGE) is not None
 needs_db = pytest.mark.skipif(not HAVE_DB, reason="needs the measured extra (aiconfigurator-core)")

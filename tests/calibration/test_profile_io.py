@@ -9,13 +9,8 @@ import pytest
 
 from calibration import PROFILE_KINDS, AnalyticProfile, analytic_doc, load_profile, profile_from_doc
 from calibration.fit import FittedProfile
-from easerve_core.profile import (
-    ParallelProfile,
-    ProfileDoc,
-    StageProfile,
-    load_profile_doc,
-    save_profile_doc,
-)
+from easerve_core.profile import ParallelProfile, ProfileDoc, StageProfile
+from runtime.profiles import load_profile_doc, save_profile_doc
 
 PROFILE_DIR = Path(__file__).resolve().parents[2] / "calibration" / "profiles"
 PAPER = [(m, g) for m in ("llava-v1.6-34b", "qwen2.5-vl-32b", "ultravox-v0.6-gemma3-27b")

@@ -13,7 +13,7 @@ import pytest
 from calibration.registry import load_profile
 from calibration.scaled import ScaledProfile
 from easerve.cli import main
-from easerve_core.profile import load_profile_doc
+from runtime.profiles import load_profile_doc
 from tests.calibration_bench.schemas import (
     TRUE_DECODE,
     TRUE_FIRST_TOKEN,

@@ -16,8 +16,8 @@ from calibration.loop.fidelity import METRICS, TABLE_COLUMNS
 from calibration.loop.runner import _matching, requests_for, setup
 from easerve.cli import main
 from easerve.cli.validate_cmd import recorded_live
-from easerve_core.config import load_experiment
-from easerve_core.profile import load_profile_doc
+from runtime.configs import load_experiment
+from runtime.profiles import load_profile_doc
 from tests.calibration_loop.helpers import tiny_config
 
 # 24 requests: the refit drops warm-up and pause rows, which a loaded host makes more of, and still

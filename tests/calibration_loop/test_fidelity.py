@@ -58,7 +58,7 @@ def test_cuda_bars_are_tighter_and_follow_the_device():
 
 def test_validate_device_override():
     from easerve.cli.validate_cmd import live_device, with_device
-    from easerve_core.config import load_experiment
+    from runtime.configs import load_experiment
 
     config = load_experiment("configs/small_qwen2audio_cpu.toml")
     assert live_device(config) == "cpu" and with_device(config, None) is config

@@ -7,10 +7,12 @@ import json
 import pytest
 
 from easerve_core.cluster import Cluster
-from easerve_core.config import ExperimentConfig, load_experiment
+from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Deployment, StageGroup
-from easerve_core.profile import PROFILE_VERSION, ProfileDoc, load_profile_doc, save_profile_doc
+from easerve_core.profile import PROFILE_VERSION, ProfileDoc
 from easerve_core.sm_share import SMShareTable
+from runtime.configs import load_experiment
+from runtime.profiles import load_profile_doc, save_profile_doc
 
 
 def test_deployment_counts_gpus_and_checks_the_cluster():

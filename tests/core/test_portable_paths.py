@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from easerve.cli.search_cmd import dump_toml
-from easerve_core.config import load_experiment
+from runtime.configs import load_experiment, portable_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE = ROOT / "calibration" / "profiles" / "cpu" / "qwen2-audio-small--cpu.json"
@@ -23,10 +23,10 @@ def test_to_dict_relative_to_the_output_folder_loads_back_to_the_same_files(tmp_
                                  "cluster": {"gpu": "cpu"}, "profile": {"path": str(PROFILE)},
                                  "workload": {"mix": "ultravox-audio", "trace": "t.csv"}}))
     config = load_experiment(source)
-    assert Path(config.to_dict()["profile"]["path"]).is_absolute()  # unchanged without relative_to
+    assert Path(config.to_dict()["profile"]["path"]).is_absolute()  # absolute, as resolved
     out = tmp_path / "study"
     out.mkdir()
-    data = config.to_dict(relative_to=out)
+    data = portable_dict(config, out)
     assert not Path(data["profile"]["path"]).is_absolute()
     assert data["workload"]["trace"] == "../in/t.csv"
     (out / "best.toml").write_text(dump_toml(data))

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from easerve.cli import main
-from easerve_core.workload import WorkloadSpec, generate, read_trace
+from easerve_core.workload import WorkloadSpec, generate
 from easerve_core.workload.shapes import (
     SHAPES,
     DriftArrivals,
@@ -26,6 +26,7 @@ from easerve_core.workload.shapes import (
     SpikeArrivals,
     StepArrivals,
 )
+from runtime.traces import read_trace
 
 Z_BOUND = 4.5
 

@@ -18,9 +18,16 @@ import pytest
 
 from easerve.cli import main
 from easerve_core.request import Modality
-from easerve_core.workload import MIXES, RequestMix, WorkloadSpec, generate, read_trace, write_trace
-from easerve_core.workload.formats import TRACE_FORMATS, load_trace
-from easerve_core.workload.importers import read_azure, read_burstgpt, read_mooncake
+from easerve_core.workload import MIXES, RequestMix, WorkloadSpec, generate
+from runtime.traces import (
+    TRACE_FORMATS,
+    load_trace,
+    read_azure,
+    read_burstgpt,
+    read_mooncake,
+    read_trace,
+    write_trace,
+)
 
 AZURE = (
     "TIMESTAMP,ContextTokens,GeneratedTokens\n"
@@ -55,7 +62,8 @@ def write(tmp_path, fmt, text=None):
 
 
 def spec_for(path, fmt, mix="llava-image", **extra):
-    return WorkloadSpec.from_dict({"mix": mix, "trace": str(path), "trace_format": fmt, **extra})
+    table = {"mix": mix, "trace": str(path), "trace_format": fmt, **extra}
+    return WorkloadSpec.from_dict(table, traces=load_trace)
 
 
 def test_azure_rows_sorted_and_timed_from_the_earliest(tmp_path):
@@ -126,7 +134,7 @@ def test_import_round_trips_through_our_format(tmp_path, fmt, suffix):
     reqs = generate(spec_for(write(tmp_path, fmt), fmt), np.random.default_rng(1))
     ours = write_trace(reqs, tmp_path / f"ours{suffix}")
     assert read_trace(ours) == reqs
-    replay = WorkloadSpec.from_dict({"trace": str(ours), "trace_format": "easerve"})
+    replay = WorkloadSpec.from_dict({"trace": str(ours), "trace_format": "easerve"}, traces=load_trace)
     assert generate(replay, np.random.default_rng(99)) == reqs
 
 
@@ -235,19 +243,20 @@ def test_missing_file(tmp_path):
 )
 def test_bad_trace_tables(table, field):
     with pytest.raises(ValueError, match=field):
-        WorkloadSpec.from_dict(table)
+        WorkloadSpec.from_dict(table, traces=load_trace)
 
 
 def test_unknown_format_lists_the_known():
     with pytest.raises(ValueError) as info:
-        WorkloadSpec.from_dict({"trace": "t.csv", "trace_format": "sharegpt"})
+        WorkloadSpec.from_dict({"trace": "t.csv", "trace_format": "sharegpt"}, traces=load_trace)
     assert all(name in str(info.value) for name in TRACE_FORMATS)
 
 
 def test_a_trace_file_alone_means_arrival_trace(tmp_path):
     reqs = generate(spec_for(write(tmp_path, "azure"), "azure"), np.random.default_rng(0))
     ours = write_trace(reqs, tmp_path / "ours.csv")
-    assert generate(WorkloadSpec.from_dict({"trace": str(ours)}), np.random.default_rng(0)) == reqs
+    spec = WorkloadSpec.from_dict({"trace": str(ours)}, traces=load_trace)
+    assert generate(spec, np.random.default_rng(0)) == reqs
 
 
 def cli_config(tmp_path, fmt, text=None, seed=3):
@@ -272,7 +281,7 @@ def test_cli_rate_rescales_a_public_trace(tmp_path):
     cfg, _ = cli_config(tmp_path, "burstgpt")
     out = tmp_path / "ours.jsonl"
     assert main(["workload", str(cfg), "--out", str(out), "--rate", "2.0"]) == 0
-    assert WorkloadSpec.from_dict({"trace": str(out)}).mean_rate_hz == pytest.approx(2.0)
+    assert WorkloadSpec.from_dict({"trace": str(out)}, traces=load_trace).mean_rate_hz == pytest.approx(2.0)
 
 
 @pytest.mark.parametrize(("fmt", "text", "field", "what"), [BAD_ROWS[2], BAD_ROWS[8], BAD_ROWS[13]])

@@ -6,16 +6,8 @@ import numpy as np
 import pytest
 
 from easerve_core.request import Modality
-from easerve_core.workload import (
-    MIXES,
-    GammaArrivals,
-    PoissonArrivals,
-    RateSchedule,
-    WorkloadSpec,
-    generate,
-    read_trace,
-    write_trace,
-)
+from easerve_core.workload import MIXES, GammaArrivals, PoissonArrivals, RateSchedule, WorkloadSpec, generate
+from runtime.traces import load_trace, read_trace, write_trace
 
 
 def gaps(times):
@@ -83,7 +75,7 @@ def test_trace_round_trip(tmp_path, suffix):
     reqs = generate(spec, np.random.default_rng(0))
     path = write_trace(reqs, tmp_path / f"t{suffix}")
     assert read_trace(path) == reqs
-    replay = WorkloadSpec.from_dict({"arrival": "trace", "trace": str(path)})
+    replay = WorkloadSpec.from_dict({"arrival": "trace", "trace": str(path)}, traces=load_trace)
     assert generate(replay, np.random.default_rng(99)) == reqs
 
 
@@ -125,7 +117,7 @@ def test_malformed_trace_row_names_line_and_field(tmp_path, row, field):
 )
 def test_bad_workload_tables(table, field):
     with pytest.raises(ValueError, match=field):
-        WorkloadSpec.from_dict(table)
+        WorkloadSpec.from_dict(table, traces=load_trace)
 
 
 def test_item_tokens_override():

@@ -23,7 +23,7 @@ from bench.gpu import samples as bench_samples
 from bench.gpu.plan import MODELS, SCHEMAS
 from calibration import FittedProfile, fit_samples, fitted_doc, load_profile, load_samples
 from easerve.cli import main as easerve_main
-from easerve_core.profile import load_profile_doc, save_profile_doc
+from runtime.profiles import load_profile_doc, save_profile_doc
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "gpu" / "run_device_check.py"

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from easerve.cli import main
-from easerve_core.config import load_experiment
+from runtime.configs import load_experiment
 from tests.backends import needs_ray
 
 CONFIG = """seed = 0

@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 
 from calibration.session import Overrides, compose
-from easerve_core.config import load_experiment
 from easerve_core.plan import replan
 from easerve_core.request import RECORD_COLUMNS
 from easerve_core.result import STAGE_LOG_COLUMNS, UTILIZATION_COLUMNS
 from live import run_trial
 from live.trial import Trial
+from runtime.configs import load_experiment
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 STAMPS = ["arrival_s", "encode_start_s", "encode_end_s", "prefill_start_s", "first_token_s", "finish_s"]

@@ -81,8 +81,8 @@ def test_bad_input_is_one_line_exit_2_nothing_written(
 
 
 def _plan_table(path: Path) -> Path:
-    from easerve_core.config import load_experiment
     from easerve_core.controller import Band, ControllerSettings, PlanTable
+    from runtime.configs import load_experiment
 
     dep = load_experiment(CONFIGS / "llava34b_rtx6000ada.toml").deployment
     table = PlanTable((Band(rate_hz=1.0, deployment=dep),

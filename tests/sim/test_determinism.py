@@ -9,6 +9,7 @@ import numpy as np
 from easerve_core import Cluster, Deployment
 from easerve_core.plan import assemble
 from easerve_core.workload import WorkloadSpec, generate
+from runtime.results import write_result
 from sim import simulate
 from tests.sim.conftest import AffineProfile
 
@@ -47,6 +48,6 @@ def test_deficit_router_ignores_the_seed(tmp_path: Path, epd: Deployment, cluste
 def test_result_write_is_deterministic(tmp_path: Path, epd: Deployment, cluster: Cluster) -> None:
     for name in ("x", "y"):
         plan = assemble(epd, _requests(1), cluster=cluster, profile=PROFILE)
-        simulate(plan, PROFILE).write(tmp_path / name)
+        write_result(simulate(plan, PROFILE), tmp_path / name)
     for file in ("records.parquet", "utilization.parquet", "stage_log.parquet", "queues.parquet"):
         assert (tmp_path / "x" / file).read_bytes() == (tmp_path / "y" / file).read_bytes()

@@ -1,7 +1,9 @@
-"""File helpers: atomic writes, and JSON/TOML reads whose errors name the file.
+"""File helpers: atomic writes, and text/JSON/TOML reads whose errors name the file.
 
 A crash or a time-out never leaves half a written file behind; a missing or
-malformed input file is one ``ValueError`` naming it, never a traceback.
+malformed input file is one ``ValueError`` naming it, never a traceback. The
+runtime reads bytes here; the core parses the text or data it is handed
+(``easerve_core.jsonl`` parses JSON Lines text).
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ import json
 import os
 import tempfile
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,16 +59,3 @@ def read_text(path: str | os.PathLike[str], *, what: str) -> str:
     except (IsADirectoryError, UnicodeDecodeError):
         raise ValueError(f"{path}: not a text {what} file") from None
 
-
-def jsonl_objects(path: str | os.PathLike[str], text: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for every non-blank line of the JSON Lines ``text`` read from ``path``."""
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            raise ValueError(f"{path}:{line_no}: not valid JSON") from None
-        if not isinstance(obj, dict):
-            raise ValueError(f"{path}:{line_no}: each line must be a JSON object")
-        yield line_no, obj
