@@ -85,6 +85,9 @@ class AggregatedWorker(DecodeWorker):
                 self._finish_phase(self._phase_end)
         super().step(now)
 
+    def next_due(self) -> float:
+        return min(self._seg_end, self._phase_end)
+
     def _busy_elsewhere(self, now: float) -> bool:
         if self._phase is None and self.arrivals and self._fits(self.arrivals[0]):
             self._start_phase(now)

@@ -202,6 +202,9 @@ class ChunkedEngine(DecodeWorker):
                 self._finish_step(self._phase_end)
         super().step(now)
 
+    def next_due(self) -> float:
+        return min(self._seg_end, self._phase_end)
+
     def _busy_elsewhere(self, now: float) -> bool:
         if self._step is None and (self.queue or self.partial):
             self._start_step(now)

@@ -170,7 +170,7 @@ class DecodeWorker(Worker):
         self.show_busy(now, 1.0 if self._seg_end != math.inf or self._phase_busy() else 0.0)
 
     def next_due(self) -> float:
-        return min(self._seg_end, self._phase_end)
+        return self._seg_end  # a disaggregated decoder has no other phase (the hot path: no min())
 
     def drained(self) -> bool:
         return not self.waiting and not self._leaves and self.load_tokens == 0
