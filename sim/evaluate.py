@@ -39,7 +39,7 @@ from easerve_core.stability import assess
 from easerve_core.trial_length import DEFAULT_TRIAL_LENGTH, TrialLength
 from easerve_core.workload import generate
 from sim.engine import simulate
-from sim.options import NO_RECORDING, SimOptions
+from sim.options import NO_RECORDING, SimOptions, options_for
 
 #: the fewest requests a rung's stream holds (its stability tests need a few chunks of ten)
 MIN_RUNG_REQUESTS = 50
@@ -146,6 +146,6 @@ def make_evaluator(plan: RunPlan, profile: StageProfile | ParallelProfile, *, ra
     if spec.trace is None:
         more = tuple(tuple(generate(spec, np.random.default_rng(seed + k)))
                      for k in range(1, num_samples))
-    opts = replace(options or SimOptions(), record=NO_RECORDING)
+    opts = replace(options or options_for(plan), record=NO_RECORDING)
     base = replace(replan(plan, profile, requests=requests), workload=spec)
     return SimEvaluator(plan=base, profile=profile, options=opts, more_requests=more, preset=preset)

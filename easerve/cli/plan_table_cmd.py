@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from easerve.cli.search_cmd import plan_search
 from easerve_core import checks
 from easerve_core.controller import Band, ControllerSettings, PlanTable
 from easerve_core.has import Ladder, best_deployment, recheck, trials_frame
+from easerve_core.plan import replan
 from easerve_core.plan_check import cross_check
 from easerve_core.slo import TIER_NAMES
 from easerve_core.trial_length import DEFAULT_MAX_REQUESTS, DEFAULT_MIN_REQUESTS, DEFAULT_TRIAL_S, TrialLength
@@ -145,7 +145,7 @@ def _cross_checked(table: PlanTable, plans: list[Any], sizes: list[int], out: Pa
     judges = {}
     for band, plan, n in zip(table.bands, plans, sizes, strict=True):
         ev = plan.evaluator
-        fresh = replace(ev.plan, seed=ev.plan.seed + CROSS_CHECK_OFFSET)
+        fresh = replan(ev.plan, ev.profile, seed=ev.plan.seed + CROSS_CHECK_OFFSET)  # its config says so too
         judges[band.rate_hz] = make_evaluator(fresh, ev.profile, num_requests=n, num_samples=2,
                                               options=ev.options)
     checked, rows = cross_check(table, lambda d, rate: judges[rate](d))

@@ -202,7 +202,7 @@ def run(setup: Setup, deployment: Deployment, *, rate_hz: float, num_requests: i
     """Simulate ``deployment`` under ``preset`` at ``rate_hz`` (``keep_hint``: see :func:`plan_of`)."""
     plan = plan_of(setup, deployment, rate_hz=rate_hz, num_requests=num_requests, seed=seed,
                    preset=preset, arrivals=arrivals, keep_hint=keep_hint)
-    return setup.session(preset).with_plan(plan).sim(options or SimOptions()).run()
+    return setup.session(preset).with_plan(plan).sim(options).run()
 
 
 #: one absolute SLO for every model, as vLLM bench's ``--goodput ttft:10000 tpot:100`` sets one:
