@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from easerve.cli import main as easerve_main  # noqa: E402
-from easerve.cli.search_cmd import Plan, plan_search  # noqa: E402
+from easerve.cli.search_cmd import SearchSetup, plan_search  # noqa: E402
 from easerve_core.has import top_k, trials_frame, trials_to_reach  # noqa: E402
 from runtime.has import SearchSettings, run_search  # noqa: E402
 
@@ -53,7 +53,7 @@ def speed(rate: float, trials: int) -> float:
     return wall
 
 
-def _study(plan: Plan, sampler: str, seed: int, trials: int, tmp: Path) -> optuna.Study:
+def _study(plan: SearchSetup, sampler: str, seed: int, trials: int, tmp: Path) -> optuna.Study:
     settings = SearchSettings(sampler=sampler, num_trials=trials, seed=seed,
                               storage=str(tmp / f"{sampler}-{seed}.db"), study_name="bench")
     return run_search(plan.space, plan.evaluator, settings)

@@ -166,7 +166,7 @@ def _print_screen(report: ScreenReport) -> None:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Plan:
+class SearchSetup:
     """What a search needs: the config, the screen, the space and the evaluator."""
 
     config: ExperimentConfig
@@ -177,7 +177,7 @@ class Plan:
 
 
 def plan_search(config_path: str | Path, *, rate_hz: float, tier: str, num_requests: int | None = None,
-                length: TrialLength = DEFAULT_TRIAL_LENGTH, num_samples: int = 1) -> Plan:
+                length: TrialLength = DEFAULT_TRIAL_LENGTH, num_samples: int = 1) -> SearchSetup:
     """Load the config, screen its cluster at ``rate_hz`` and build the sim evaluator.
 
     A trial's stream holds ``num_requests`` requests if given, else as many
@@ -196,7 +196,7 @@ def plan_search(config_path: str | Path, *, rate_hz: float, tier: str, num_reque
     space = SearchSpace(allocations=report.survivor_allocations, base=plan.deployment)
     evaluator = make_evaluator(plan, profile, num_requests=num_requests, length=length,
                                options=session.sim_options(), num_samples=num_samples)
-    return Plan(config=config, report=report, space=space, evaluator=evaluator, session=session)
+    return SearchSetup(config=config, report=report, space=space, evaluator=evaluator, session=session)
 
 
 class _Bar:
@@ -270,11 +270,11 @@ def _recheck_pool(args: argparse.Namespace,
     return LocalPool(jobs, start_method="fork") if jobs > 1 else nullcontext(None)
 
 
-def _print_length(plan: Plan) -> None:
+def _print_length(plan: SearchSetup) -> None:
     ev = plan.evaluator
     n = len(ev.plan.requests)
     span = ev.plan.requests[-1].arrival_s - ev.plan.requests[0].arrival_s
     print(f"trials: {n} requests ({span:.0f} s of arrivals) on the full rung", file=sys.stderr)
 
 
-__all__ = ["Plan", "dump_toml", "plan_search", "register", "run"]
+__all__ = ["SearchSetup", "dump_toml", "plan_search", "register", "run"]

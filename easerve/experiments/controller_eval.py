@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from easerve.experiments.eval_size import FULL, QUICK, SHIFT_SHAPE, Plan
+from easerve.experiments.eval_size import FULL, QUICK, SHIFT_SHAPE, EvalSize
 from easerve.experiments.mix_control import mix_capacity_hz, mix_shift_tables
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.plan_tables import throughput_ceiling
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _shapes(plan: Plan, modalities: list[str], error_prefix: str) -> int:
+def _shapes(plan: EvalSize, modalities: list[str], error_prefix: str) -> int:
     unknown = sorted(set(modalities) - set(MODALITIES))
     if unknown:
         print(f"{error_prefix}: error: --shapes: unknown model(s) {', '.join(unknown)}; "
@@ -172,7 +172,7 @@ def _shapes(plan: Plan, modalities: list[str], error_prefix: str) -> int:
     return 0
 
 
-def _mix_shifts(plan: Plan, args: argparse.Namespace) -> int:
+def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
     """The shifts where the best deployment moves; bad input: one line, exit 2, nothing run."""
     try:
         ControllerSettings(forecaster=args.forecaster)

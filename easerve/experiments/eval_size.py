@@ -15,7 +15,7 @@ from easerve_core.has.space import GRID_BATCHES
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Plan:
+class EvalSize:
     """How big the evaluation is."""
 
     scale: sweep.Scale
@@ -54,11 +54,11 @@ class Plan:
 #: the quick run's convergence study: one seed, and a grid of every other B (2, 8, 32: half the
 #: grid's points; at the quick settings its best is within 0.03% of the full grid's for all three
 #: models, measured 2026-12-01; docs/scaling.md)
-QUICK = Plan(scale=sweep.QUICK, has_trials=12, has_requests=150, convergence_seeds=(0,),
+QUICK = EvalSize(scale=sweep.QUICK, has_trials=12, has_requests=150, convergence_seeds=(0,),
              grid_batches=(2, 8, 32), clip_scales=(1.0,), residual_variant=False, shape_models=("image",),
              controller_frugal=False,
              free_encoder_own_choices=False, has_regret=False, mix_shifts=False, measured_headline=False)
-FULL = Plan(scale=sweep.FULL, has_trials=30, has_requests=500, convergence_seeds=(0, 1, 2, 3, 4),
+FULL = EvalSize(scale=sweep.FULL, has_trials=30, has_requests=500, convergence_seeds=(0, 1, 2, 3, 4),
             has_samples=2)
 
 
@@ -66,7 +66,7 @@ FULL = Plan(scale=sweep.FULL, has_trials=30, has_requests=500, convergence_seeds
 SHIFT_SHAPE = (0.5, 1.5, 0.5, 1.5)
 
 
-def cuts(plan: Plan, full: Plan = FULL) -> list[str]:
+def cuts(plan: EvalSize, full: EvalSize = FULL) -> list[str]:
     """What ``plan`` runs smaller than ``full``, one line each (the quick report lists them)."""
     a, b = plan.scale, full.scale
     pairs = [

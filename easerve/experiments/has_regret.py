@@ -42,7 +42,7 @@ import numpy as np
 import optuna
 
 from calibration.session import Session
-from easerve.cli.search_cmd import Plan, plan_search
+from easerve.cli.search_cmd import SearchSetup, plan_search
 from easerve.resources import config_path
 from easerve_core.deployment import Deployment
 from easerve_core.has import Ladder, Rechecked, Verdict, best_deployment, recheck, trials_frame
@@ -147,7 +147,7 @@ def _bound(cap: Any) -> float:
     return float(min(cap.encode_rps, cap.prefill_rps, cap.decode_rps, cap.network_rps))
 
 
-def _search(plan: Plan, *, trials: int, seed: int, ladder: Ladder) -> tuple[list[Rechecked], float]:
+def _search(plan: SearchSetup, *, trials: int, seed: int, ladder: Ladder) -> tuple[list[Rechecked], float]:
     settings = SearchSettings(num_trials=trials, seed=seed, storage=MEMORY, study_name="s", ladder=ladder)
     start = time.perf_counter()
     study = run_search(plan.space, plan.evaluator, settings)
@@ -155,7 +155,7 @@ def _search(plan: Plan, *, trials: int, seed: int, ladder: Ladder) -> tuple[list
     return picked, time.perf_counter() - start
 
 
-def _old_search(config: Path, rate_hz: float, plan: Plan) -> tuple[Deployment, float]:
+def _old_search(config: Path, rate_hz: float, plan: SearchSetup) -> tuple[Deployment, float]:
     old = plan_search(config, rate_hz=rate_hz, tier="moderate", num_requests=OLD_REQUESTS)
     settings = SearchSettings(num_trials=HAS_TRIALS, seed=0, storage=MEMORY, study_name="old")
     start = time.perf_counter()
@@ -163,7 +163,7 @@ def _old_search(config: Path, rate_hz: float, plan: Plan) -> tuple[Deployment, f
     return best_deployment(frame), time.perf_counter() - start
 
 
-def _judge(plan: Plan, dep: Deployment, ladder: Ladder) -> Verdict:
+def _judge(plan: SearchSetup, dep: Deployment, ladder: Ladder) -> Verdict:
     return Verdict.mean([plan.evaluator.recheck(dep, factor=ladder.recheck_factor, index=k)
                          for k in range(ladder.recheck_seeds)])
 

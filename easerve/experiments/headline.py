@@ -27,7 +27,7 @@ from easerve_core.workload import mixes
 from runtime.parallel import IN_PROCESS, Backend, run_tasks
 
 if TYPE_CHECKING:
-    from easerve.experiments.eval_size import Plan
+    from easerve.experiments.eval_size import EvalSize
 
 
 #: the headline's readings of the baselines: equally tuned per rate, or the example config's
@@ -44,7 +44,7 @@ class Chooser:
     first asked for, which is the order a sweep asks in.
     """
 
-    def __init__(self, setups: dict[str, Setup], plan: Plan, backend: Backend = IN_PROCESS) -> None:
+    def __init__(self, setups: dict[str, Setup], plan: EvalSize, backend: Backend = IN_PROCESS) -> None:
         self.setups, self.plan, self.backend = setups, plan, backend
         self.cache: dict[tuple[str, str, float], Choice] = {}
 
@@ -152,7 +152,7 @@ def peaks_by_slo(sweep: pd.DataFrame) -> pd.DataFrame:
 CLIP_SYSTEMS = ("dynamo", "vllm", "easerve")
 
 
-def clip_length_whatif(video: Setup, headline_peak: pd.DataFrame, plan: Plan,
+def clip_length_whatif(video: Setup, headline_peak: pd.DataFrame, plan: EvalSize,
                        backend: Backend = IN_PROCESS) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Peak goodput per system for other video clips than the headline's, and the sweep.
 

@@ -25,7 +25,7 @@ from easerve.experiments.sweep import Scale, goodput_sweep, peak_goodput
 from runtime.parallel import IN_PROCESS, Backend
 
 if TYPE_CHECKING:
-    from easerve.experiments.eval_size import Plan
+    from easerve.experiments.eval_size import EvalSize
 
 #: the measured headline's sweep: the RTX 6000 Ada headline's rules on a shorter grid reaching
 #: 8 req/s (a faster server's peaks sit higher: up to six 1.5x extensions, to 91 req/s), points
@@ -46,13 +46,13 @@ COLUMNS = ("gpu", "profile_kind", "modality", "system", "peak_goodput_rps", "at_
            "moderate_ttft_slo_s", "moderate_tpot_slo_s", "deployment")
 
 
-def measured_plan(plan: Plan) -> Plan:
+def measured_plan(plan: EvalSize) -> EvalSize:
     """``plan`` with the measured headline's smaller sweep and HAS budget."""
     return replace(plan, scale=SCALE, has_trials=HAS_TRIALS, has_requests=HAS_REQUESTS,
                    has_samples=HAS_SAMPLES)
 
 
-def measured_headline(plan: Plan, *, systems: Sequence[str] = MEASURED_SYSTEMS,
+def measured_headline(plan: EvalSize, *, systems: Sequence[str] = MEASURED_SYSTEMS,
                       kinds: Sequence[str] = KINDS, modalities: Sequence[str] = tuple(MODALITIES),
                       backend: Backend = IN_PROCESS,
                       log: Callable[[str], None] = lambda _msg: None) -> pd.DataFrame:

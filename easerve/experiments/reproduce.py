@@ -35,7 +35,7 @@ import pandas as pd
 
 from easerve.experiments import figures, mix_control, report, shape_control, shift_control, studies
 from easerve.experiments.choose import BASELINES, convergence
-from easerve.experiments.eval_size import FULL, QUICK, SHIFT_SHAPE, Plan, cuts
+from easerve.experiments.eval_size import FULL, QUICK, SHIFT_SHAPE, EvalSize, cuts
 from easerve.experiments.has_regret import REGRET_COLUMNS, regret_study
 from easerve.experiments.headline import PEAK_KEYS, Chooser, clip_length_whatif, headline_sweep, peaks_by_slo
 from easerve.experiments.measured_setup import have_database
@@ -102,7 +102,7 @@ def reproduce(out: Path, *, quick: bool = False, quiet: bool = False,
     return report.write_report(out, tables, meta)
 
 
-def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
+def _studies(out: Path, setups: dict[str, Setup], plan: EvalSize, backend: Backend,
              log: _Log) -> dict[str, pd.DataFrame]:
     """Every study's tables (and figures into ``out``), each study's tasks on ``backend``."""
     chooser = Chooser(setups, plan, backend)
@@ -142,7 +142,7 @@ def _studies(out: Path, setups: dict[str, Setup], plan: Plan, backend: Backend,
     return tables
 
 
-def _goodput_studies(out: Path, setups: dict[str, Setup], chooser: Chooser, plan: Plan,
+def _goodput_studies(out: Path, setups: dict[str, Setup], chooser: Chooser, plan: EvalSize,
                      backend: Backend, log: _Log) -> dict[str, pd.DataFrame]:
     """The headline sweep, its peaks under each SLO, without the residual, with a free
     in-step encoder, and the video clip-length what-if."""
@@ -177,7 +177,7 @@ def _goodput_studies(out: Path, setups: dict[str, Setup], chooser: Chooser, plan
     return tables
 
 
-def _image_studies(out: Path, image: Setup, chooser: Chooser, plan: Plan, backend: Backend,
+def _image_studies(out: Path, image: Setup, chooser: Chooser, plan: EvalSize, backend: Backend,
                    log: _Log) -> dict[str, pd.DataFrame]:
     """LLaVA-34B at the nominal rate: fixed batch, burstiness, rate shifts, encoder utilisation."""
     tables: dict[str, pd.DataFrame] = {}
@@ -210,7 +210,7 @@ def _image_studies(out: Path, image: Setup, chooser: Chooser, plan: Plan, backen
     return tables
 
 
-def _controller_shift(image: Setup, plan: Plan, backend: Backend, out: Path) -> dict[str, pd.DataFrame]:
+def _controller_shift(image: Setup, plan: EvalSize, backend: Backend, out: Path) -> dict[str, pd.DataFrame]:
     """The rate-shift study run by static, oracle and controller (docs/controller.md;
     :func:`~easerve.experiments.shift_control.rate_shift_study` under the run's HAS budget; the
     cross-check's scores: ``controller_plan_table``)."""
@@ -228,7 +228,7 @@ def _controller_shift(image: Setup, plan: Plan, backend: Backend, out: Path) -> 
     return tables
 
 
-def _controller_shapes(setups: dict[str, Setup], plan: Plan, backend: Backend,
+def _controller_shapes(setups: dict[str, Setup], plan: EvalSize, backend: Backend,
                        out: Path) -> dict[str, pd.DataFrame]:
     """The controller against static and oracle on step, spike, diurnal and drift traffic
     (docs/controller.md, "Evaluation: four traffic shapes"), each model's plan table searched as
@@ -242,7 +242,7 @@ def _controller_shapes(setups: dict[str, Setup], plan: Plan, backend: Backend,
             "controller_shapes_plan_tables": shapes["plan_tables"]}
 
 
-def _convergence(setups: dict[str, Setup], chooser: Chooser, plan: Plan, backend: Backend,
+def _convergence(setups: dict[str, Setup], chooser: Chooser, plan: EvalSize, backend: Backend,
                  out: Path) -> dict[str, pd.DataFrame]:
     conv_frames, grid_best = [], {}
     for modality, setup in setups.items():

@@ -19,14 +19,14 @@ import pytest
 from easerve.experiments.choose import convergence
 from easerve.experiments.headline import Chooser
 from easerve.experiments.points import Point, summarise
-from easerve.experiments.reproduce import Plan
+from easerve.experiments.reproduce import EvalSize
 from easerve.experiments.setup import Setup, load_setup
 from easerve.experiments.sweep import Scale, goodput_sweep
 from runtime.parallel import IN_PROCESS, Backend
 from tests.backends import PARALLEL_PARAMS, open_for
 
 SCALE = Scale(num_requests=40, rates_hz=(0.5, 2.0), num_seeds=2, timeline_s=60.0, refine_levels=1)
-PLAN = Plan(scale=SCALE, has_trials=3, has_requests=30, convergence_seeds=(0, 1))
+PLAN = EvalSize(scale=SCALE, has_trials=3, has_requests=30, convergence_seeds=(0, 1))
 
 
 @pytest.fixture(scope="module")

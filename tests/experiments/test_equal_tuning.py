@@ -19,7 +19,7 @@ from easerve.experiments.choose import (
     choose_baseline,
 )
 from easerve.experiments.headline import Chooser, headline_sweep
-from easerve.experiments.reproduce import Plan
+from easerve.experiments.reproduce import EvalSize
 from easerve.experiments.setup import Setup, load_setup
 from easerve.experiments.sweep import QUICK, SYSTEMS, Scale, peak_goodput
 from easerve_core import Architecture, Deployment
@@ -114,7 +114,7 @@ def test_the_same_seed_makes_the_same_choice(audio: Setup) -> None:
 
 def test_the_headline_sweep_runs_both_readings(audio: Setup) -> None:
     scale = Scale(num_requests=30, rates_hz=(1.0,), num_seeds=1, timeline_s=60.0)
-    plan = Plan(scale=scale, has_trials=3, has_requests=30, convergence_seeds=(0,))
+    plan = EvalSize(scale=scale, has_trials=3, has_requests=30, convergence_seeds=(0,))
     chooser = Chooser({"audio": audio}, plan)
     sweep = headline_sweep({"audio": audio}, chooser, scale)
     readings = sweep.groupby("tuning")["system"].apply(set).to_dict()
@@ -156,7 +156,7 @@ class _Counting:
 
 
 def test_rates_planned_at_the_same_rate_share_one_study(audio: Setup) -> None:
-    plan = Plan(scale=QUICK, has_trials=3, has_requests=30, convergence_seeds=(0,))
+    plan = EvalSize(scale=QUICK, has_trials=3, has_requests=30, convergence_seeds=(0,))
     backend = _Counting()
     chooser = Chooser({"audio": audio}, plan, backend)  # type: ignore[arg-type]
     keys = [("audio", "dynamo", r) for r in (4.0, 5.0, 30.0)] + [("audio", "vllm", 4.0)]
