@@ -82,7 +82,7 @@ MEASURED_FROM = ("l40s", "vllm")
 def _measured_profile(config: ExperimentConfig) -> MeasuredProfile:
     model = model_spec(config.model)
     tables = model_tables(load_tables(*MEASURED_FROM), model)
-    return MeasuredProfile(model=model, gpu=gpu_spec(str(config.cluster["gpu"])), tables=tables)
+    return MeasuredProfile(model=model, gpu=gpu_spec(config.gpu), tables=tables)
 
 
 def run(num_requests: int, rate_hz: float | None, output_tokens: int,

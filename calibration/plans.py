@@ -60,7 +60,7 @@ def config_profile(config: ExperimentConfig, *, efficiency: Efficiency | None = 
     With none to be found, ``required`` raises the analytic model's error
     (naming the unknown model or GPU); otherwise it gives (None, None).
     """
-    gpu = str(config.cluster["gpu"])
+    gpu = config.gpu
     if config.profile_path is not None:
         doc = load_profile_doc(config.profile_path)
         if doc.model != config.model or not same_gpu(doc.gpu, gpu):
@@ -80,7 +80,7 @@ def config_profile(config: ExperimentConfig, *, efficiency: Efficiency | None = 
 
 def base_cluster(config: ExperimentConfig, host: HostModel | None, *, measured: bool) -> Cluster | None:
     """The cluster the config's ``[cluster]`` keys override (see the module docstring)."""
-    gpu = str(config.cluster["gpu"])
+    gpu = config.gpu
     if host is not None:
         return Cluster(gpu=gpu, num_gpus=HOST_NUM_GPUS, **host.cluster_overrides())
     if gpu in gpu_names():

@@ -113,6 +113,8 @@ class ExperimentConfig:
 
     model: str
     model_size: str
+    #: the ``[cluster]`` keys as given: they override the hardware's defaults, which only the
+    #: caller knows (the GPU spec's links), so the cluster is built late (:meth:`build_cluster`)
     cluster: Mapping[str, Any]
     deployment: Deployment
     deployment_preset: str | None
@@ -126,6 +128,11 @@ class ExperimentConfig:
     source: Path | None = None
     #: whether the file had a [deployment] table (else the deployment is the defaults)
     deployment_given: bool = True
+
+    @property
+    def gpu(self) -> str:
+        """``[cluster] gpu`` (required, so always there)."""
+        return str(self.cluster["gpu"])
 
     @property
     def slo_tier(self) -> str:

@@ -108,7 +108,7 @@ def base_profile(config: ExperimentConfig, doc: ProfileDoc | None = None) -> tup
     if own is None:
         if not isinstance(profile, AnalyticProfile):
             raise ValueError(f"the config's profile of {config.model} has no document to refit")
-        own = ProfileDoc(kind="analytic", model=config.model, gpu=str(config.cluster["gpu"]),
+        own = ProfileDoc(kind="analytic", model=config.model, gpu=config.gpu,
                          source="analytic roofline (calibration.analytic)",
                          created=dt.date.today().isoformat(), params=profile.to_params())
     return profile, own

@@ -95,7 +95,7 @@ def load_setup(modality: str, *, efficiency: Efficiency | None = None,
     eff = paper_anchored_efficiency(modality=modality) if anchored else efficiency or Efficiency()
     if not residual:
         eff = replace(eff, encode_call_residual_s=0.0)
-    gpu = str(cfg.cluster["gpu"])
+    gpu = cfg.gpu
     profile = analytic_profile(cfg.model, gpu, efficiency=eff)
     in_step = profile
     if free_in_step_encoder:
