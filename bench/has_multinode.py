@@ -24,17 +24,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.has_speed import CONFIGS  # noqa: E402  (the three paper models' configs)
 from calibration.networks import network_spec  # noqa: E402
 from easerve.cli.search_cmd import dump_toml, plan_search  # noqa: E402
 from easerve_core.has import top_k, trials_frame  # noqa: E402
 from runtime.files import read_toml  # noqa: E402
 from runtime.has import SearchSettings, run_search  # noqa: E402
-
-CONFIGS = {
-    "llava34b (image)": ROOT / "configs" / "llava34b_rtx6000ada.toml",
-    "qwen25vl32b (video)": ROOT / "configs" / "qwen25vl32b_rtx6000ada.toml",
-    "ultravox27b (audio)": ROOT / "configs" / "ultravox27b_rtx6000ada.toml",
-}
 
 
 def multinode_config(path: Path, tmp: Path, *, nodes: int, network: str) -> tuple[Path, float]:

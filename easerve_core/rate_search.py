@@ -103,11 +103,25 @@ def _pending(probe: Probe | None, rate_hz: float) -> Probe:
     return probe
 
 
+class _Probing:
+    """What every strategy keeps: the probe it waits on and how many runs it has heard."""
+
+    _pending: Probe | None
+    _steps: int
+
+    def _heard(self, rate_hz: float) -> float:
+        """The pending probe's verdict came in: its rate (``rate_hz`` must be it); the next may start."""
+        rate = _pending(self._pending, rate_hz).rate_hz
+        self._pending = None
+        self._steps += 1
+        return rate
+
+
 def _not_over() -> ValueError:
     return ValueError("result: the search is not over; run the pending probe first")
 
 
-class RateBisection:
+class RateBisection(_Probing):
     """Bracket, then bisect, the highest sustained arrival rate (see the module docstring)."""
 
     def __init__(self, start_hz: float, *, max_rate_hz: float, min_rate_hz: float | None = None,
@@ -159,9 +173,7 @@ class RateBisection:
 
     def observe(self, rate_hz: float, sustained: bool) -> None:
         """The run at the pending probe's rate did (not) sustain the SLO."""
-        _pending(self._pending, rate_hz)
-        self._pending = None
-        self._steps += 1
+        self._heard(rate_hz)
         if sustained:
             self._lo = rate_hz if self._lo is None else max(self._lo, rate_hz)
         else:
@@ -188,7 +200,7 @@ class RateBisection:
                         num_steps=self._steps)
 
 
-class GeometricBisection:
+class GeometricBisection(_Probing):
     """Halve ``[lo_hz, hi_hz]`` in log space ``num_steps`` times (see the module docstring).
 
     The bracket is taken as given: ``lo_hz`` is assumed to hold and ``hi_hz``
@@ -217,9 +229,7 @@ class GeometricBisection:
         return self._pending
 
     def observe(self, rate_hz: float, sustained: bool) -> None:
-        rate = _pending(self._pending, rate_hz).rate_hz
-        self._pending = None
-        self._steps += 1
+        rate = self._heard(rate_hz)
         if sustained:
             self._lo, self._held = rate, True
         else:
@@ -240,7 +250,7 @@ class Direction(StrEnum):
     UP = "up"      # lowest rate first; stop at the first that fails (the answer: the last that held)
 
 
-class RateLadder:
+class RateLadder(_Probing):
     """Walk a fixed list of rates in order until the verdict flips (see the module docstring).
 
     ``rates_hz`` must run the ladder's way: strictly falling for ``DOWN``,
@@ -270,9 +280,7 @@ class RateLadder:
         return self._pending
 
     def observe(self, rate_hz: float, sustained: bool) -> None:
-        rate = _pending(self._pending, rate_hz).rate_hz
-        self._pending = None
-        self._steps += 1
+        rate = self._heard(rate_hz)
         if sustained:
             self._held = rate
         else:
