@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from calibration import aiconfigurator
-from calibration.specs import SPEC_PATH_ENV, GPUSpec, gpu_spec, read_spec_file, spec_dirs, spec_files
+from calibration.specs import SPEC_PATH_ENV, GPUSpec, gpu_spec, read_spec_file
 from easerve.cli.common import add_out, command_parser
-from easerve.cli.model_cmd import write_json
+from easerve.cli.model_cmd import print_specs, write_json
 from easerve.cli.outputs import check_file
 
 MARKS = "V = read in the cited source; D = derived from V facts; G = guess, re-check"
@@ -129,13 +129,11 @@ def vendor_gpu(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _describe(path: str) -> str:
+    gpu = gpu_spec(path)
+    return f"{gpu.full_name:42} {gpu.num_sms:4} SMs {gpu.mem_bandwidth_bytes_per_s / 1e12:5.2f} TB/s"
+
+
 def run_list(args: argparse.Namespace) -> int:
-    print(f"GPU specs (searched: {', '.join(str(d) for d in spec_dirs('gpus'))})")
-    for name, path in sorted(spec_files("gpus").items()):
-        try:
-            gpu = gpu_spec(str(path))
-            what = f"{gpu.full_name:42} {gpu.num_sms:4} SMs {gpu.mem_bandwidth_bytes_per_s / 1e12:5.2f} TB/s"
-        except ValueError as exc:
-            what = f"unreadable: {exc}"
-        print(f"  {name:16} {what}  {path}")
+    print_specs("gpus", "GPU specs", _describe, width=16)
     return 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,16 +81,26 @@ def run_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_list(args: argparse.Namespace) -> int:
-    found = spec_files("models")
-    print(f"model specs (searched: {', '.join(str(d) for d in spec_dirs('models'))})")
+def print_specs(kind: str, title: str, describe: Callable[[str], str], *, width: int) -> dict[str, Path]:
+    """List the ``kind`` specs found (``describe`` of each path, or why it is unreadable); the found."""
+    found = spec_files(kind)
+    print(f"{title} (searched: {', '.join(str(d) for d in spec_dirs(kind))})")
     for name, path in sorted(found.items()):
         try:
-            spec = model_spec(str(path))
-            what = f"{spec.modality:5}  LM {spec.lm.params / 1e9:7.2f} B"
+            what = describe(str(path))
         except ValueError as exc:
             what = f"unreadable: {exc}"
-        print(f"  {name:32} {what}  {path}")
+        print(f"  {name:{width}} {what}  {path}")
+    return found
+
+
+def _describe(path: str) -> str:
+    spec = model_spec(path)
+    return f"{spec.modality:5}  LM {spec.lm.params / 1e9:7.2f} B"
+
+
+def run_list(args: argparse.Namespace) -> int:
+    found = print_specs("models", "model specs", _describe, width=32)
     shadowed = [p for d in spec_dirs("models") if d.is_dir() for p in sorted(d.glob("*.json"))
                 if found.get(p.stem) not in (None, p)]
     for path in shadowed:
