@@ -144,7 +144,8 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
              progress: Callable[[int], None] | None = None,
              controller: ControllerLike | None = None,
              reconfiguration_s: float | ReconfigCost | None = None,
-             make_before_break: bool = True) -> SimResult:
+             make_before_break: bool = True, drain_deadline_s: float | None = None,
+             concurrent_steps: bool = False) -> SimResult:
     """Simulate ``plan`` (see the module docstring).
 
     Args:
@@ -166,6 +167,12 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
             GPUs before the ones they replace drain; staged one worker at a time without a free
             GPU); False: the build's layout, every leaving worker drained at once (the move
             before 2026-12: docs/controller.md).
+        drain_deadline_s: with ``controller``, how long a draining Decode worker keeps what it
+            holds before it hands it to the Decode workers that serve, which recompute its KV
+            (:mod:`sim.roster`; 0: at once); None (the default): it finishes every sequence.
+        concurrent_steps: with ``controller``, a staged move's step starts beside the running
+            ones when their GPUs are disjoint and no stage goes dark unplanned (:mod:`sim.roster`);
+            False (the default): one step after the other.
     """
     options = options or options_for(plan)
     deployment, cluster, seed = plan.deployment, plan.cluster, plan.seed
@@ -207,7 +214,8 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
         assert kit is not None and reconfiguration_s is not None and isinstance(front, list)
         cost = reconfiguration_s if callable(reconfiguration_s) else _constant(float(reconfiguration_s))
         roster = Roster(kit, deployment=deployment, encoders=front, profile=profile, seed=seed,
-                        reconfig_s=cost, make_before_break=make_before_break)
+                        reconfig_s=cost, make_before_break=make_before_break,
+                        drain_deadline_s=drain_deadline_s, concurrent_steps=concurrent_steps)
         steering = SimSteering(env, controller, roster, slo=plan.slo, num_requests=len(requests),
                             num_admitted=len(admitted))
         dispatcher = _SteeredDispatcher(env, requests, admitted, front, options.dispatch,
