@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from easerve_core import Architecture, Deployment, ParallelProfile, Request, StageProfile
+from easerve_core import Architecture, Deployment, ParallelProfile, Request, SMShareTable, StageProfile
 from easerve_core.plan import RunPlan
 from easerve_core.profile import profile_for_tp
 from sim.build import WorkerKit, build_aggregated, build_disaggregated
@@ -34,6 +34,7 @@ from sim.pipeline import Pipeline, handoff_rng
 from sim.recorder import Recorder
 from sim.result import SimResult, collect
 from sim.roster import ReconfigCost, Roster, SteeredPipeline
+from sim.sm_tables import follow
 
 
 def _rejection(req: Request, caps: Capacities, deployment: Deployment) -> str:
@@ -140,12 +141,11 @@ def _load(worker: Any) -> tuple[int, int]:
 
 
 def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options: SimOptions | None = None,
-             trace: list[tuple[Any, ...]] | None = None,
-             progress: Callable[[int], None] | None = None,
-             controller: ControllerLike | None = None,
-             reconfiguration_s: float | ReconfigCost | None = None,
+             trace: list[tuple[Any, ...]] | None = None, progress: Callable[[int], None] | None = None,
+             controller: ControllerLike | None = None, reconfiguration_s: float | ReconfigCost | None = None,
              make_before_break: bool = True, drain_deadline_s: float | None = None,
-             concurrent_steps: bool = False) -> SimResult:
+             concurrent_steps: bool = False,
+             sm_tables: Sequence[tuple[float, SMShareTable]] = ()) -> SimResult:
     """Simulate ``plan`` (see the module docstring).
 
     Args:
@@ -167,12 +167,11 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
             GPUs before the ones they replace drain; staged one worker at a time without a free
             GPU); False: the build's layout, every leaving worker drained at once (the move
             before 2026-12: docs/controller.md).
-        drain_deadline_s: with ``controller``, how long a draining Decode worker keeps what it
-            holds before it hands it to the Decode workers that serve, which recompute its KV
-            (:mod:`sim.roster`; 0: at once); None (the default): it finishes every sequence.
-        concurrent_steps: with ``controller``, a staged move's step starts beside the running
-            ones when their GPUs are disjoint and no stage goes dark unplanned (:mod:`sim.roster`);
-            False (the default): one step after the other.
+        drain_deadline_s, concurrent_steps: with ``controller``, how a move runs (:mod:`sim.roster`):
+            a draining Decode worker's sequences move, recomputed, that long after its drain began
+            (None: never); a staged move's steps run side by side where they may (False: in turn).
+        sm_tables: ``(at_s, table)``: every encode worker's SM-share table from ``at_s`` on
+            (:mod:`sim.sm_tables`); empty (the default): the plan's throughout.
     """
     options = options or options_for(plan)
     deployment, cluster, seed = plan.deployment, plan.cluster, plan.seed
@@ -221,6 +220,8 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
         dispatcher = _SteeredDispatcher(env, requests, admitted, front, options.dispatch,
                                         host.dispatch_latency_s)
         dispatcher.attach(steering)
+    if sm_tables:
+        follow(env, sm_tables, kit, front, None if steering is None else steering.roster)
     env.run_all()
     unfinished = len(admitted) - pipe.num_finished
     if unfinished:
