@@ -35,7 +35,10 @@ end of its step in progress (:meth:`sim.decode.DecodeWorker.evict`): each
 goes to the least-loaded serving Decode worker (or waits, in order, for the
 stage's next new one), which recomputes its KV (a prefill of its input and
 the tokens made so far, on that worker's TP, at the head of its next
-segment: vLLM's preemption by recompute) and decodes the rest. A move's steps
+segment: vLLM's preemption by recompute) and decodes the rest; only when the
+target keeps a Decode worker at least its TP (a smaller one holds less KV and
+decodes slower: a TP-4 worker's batch recomputed on a TP-2 one stalls it
+longer than the drain it saves, docs/controller.md), else it drains as before. A move's steps
 run one after the other; with ``concurrent_steps`` a later step starts beside
 the running ones when it touches none of their GPUs and leaves no stage the
 target serves without a serving worker that the plan does not list in its
@@ -288,12 +291,18 @@ class Roster:
                 worker.fifo.append(batch)
                 worker.notify()
         deadline = self.drain_deadline_s
-        if isinstance(worker, DecodeWorker) and deadline is not None:
+        if isinstance(worker, DecodeWorker) and deadline is not None and self._hands_on(worker):
             if deadline == 0:
                 worker.evict(now, self._evicted)
             else:
                 at = now + deadline
                 self.kit.env.call_later(deadline, lambda _call: self._deadline(worker, at))
+
+    def _hands_on(self, worker: DecodeWorker) -> bool:
+        """Whether a draining Decode worker's sequences may move: only to decoders at least its size
+        (TP) in the target; a smaller one holds less KV and decodes slower, so it finishes them."""
+        sizes = [slot.tp for slot in self.target if slot.stage == "decode"]
+        return bool(sizes) and max(sizes) >= len(worker.gpus)
 
     def _deadline(self, worker: DecodeWorker, at: float) -> None:
         if worker in self.draining:

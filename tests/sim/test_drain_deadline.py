@@ -89,6 +89,18 @@ def test_a_sequence_moved_while_no_decoder_serves_waits_for_the_new_one():
     assert (rec["decode_worker"] == 1).all()
 
 
+def test_a_decoder_does_not_hand_its_batch_to_a_smaller_one():
+    # E1 P1 D1x2 -> E1 P1 D1 (TP 2 -> TP 1): the deadline changes nothing, the TP-2 worker drains
+    reqs = [_req(0, 0.0012, out=4001), _req(1, 11.0, out=5)]
+    bands = (_dep(1, 1, 1, decode_tp=2), _dep(1, 1, 1))
+    plain = _run(4, bands, ((10.0, 1),), reqs)
+    trace: list = []
+    deadline = _run(4, bands, ((10.0, 1),), reqs, drain_deadline_s=0.0, trace=trace)
+    assert not [t for t in trace if t[1] == "decode_evict"]
+    assert deadline.meta["controller"]["reroles"] == plain.meta["controller"]["reroles"]
+    assert deadline.records.equals(plain.records)
+
+
 @pytest.mark.parametrize("deadline_s", [0.0, 0.5])
 def test_a_full_cluster_loses_nothing_and_serves_nothing_twice_with_a_deadline(deadline_s):
     # tests/sim/test_make_before_break.py's four-GPU run of staged moves every 20 s, sequences moved
