@@ -21,10 +21,12 @@ the better one), then five systems on one stream:
 * ``reactive``: the controller's rules (:class:`~easerve_core.controller.Controller`, defaults);
 * ``predictive``: the same with Holt's forecaster ``lead_s`` ahead (:mod:`easerve_core.forecast`).
 
-Re-roles are make-before-break (:mod:`easerve_core.moves`) and cost
-:class:`calibration.reconfig.ReconfigurationCost`. Each request is judged by
-the moderate SLO of its own phase's mix. "High" phases are those of the top
-band, "low" the others.
+Re-roles are make-before-break (:mod:`easerve_core.moves`), cost
+:class:`calibration.reconfig.ReconfigurationCost` and run as :data:`MOVES`
+says (a leaving decoder's sequences recomputed elsewhere at once, disjoint
+steps side by side); every system's encoders run each phase's SM-share table
+(:data:`PHASE_TABLES`). Each request is judged by the moderate SLO of its own
+phase's mix. "High" phases are those of the top band, "low" the others.
 """
 
 from __future__ import annotations
@@ -51,11 +53,13 @@ from runtime.parallel import IN_PROCESS, Backend, run_tasks
 from sim.roster import worker_slots
 
 SYSTEMS = ("static-low", "static-high", "oracle", "reactive", "predictive")
-#: how the controlled systems' moves run in the shifts (docs/controller.md, issue 33's last section)
-MOVES = MoveMechanisms()
-#: whether every system's encoders run each phase's SM-share table from the phase's start (sim.sm_tables;
-#: False: the first phase's for the whole run, as before issue 33's last section)
-PHASE_TABLES = False
+#: how the controlled systems' moves run in the shifts: a leaving decoder's sequences move at once
+#: (to one at least its size) and a staged move's disjoint steps run side by side (docs/controller.md,
+#: "Moves that pay"; MoveMechanisms() is the move before)
+MOVES = MoveMechanisms(drain_deadline_s=0.0, concurrent_steps=True)
+#: every system's encoders run each phase's SM-share table from the phase's start (sim.sm_tables);
+#: False: the first phase's for the whole run, which flattered static-low on image -> video
+PHASE_TABLES = True
 
 
 def phase_setups(shift: Shift) -> dict[str, Setup]:
