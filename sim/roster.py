@@ -127,7 +127,7 @@ class Roster:
     def __init__(self, kit: WorkerKit, *, deployment: Deployment, encoders: list[EncodeWorker],
                  profile: StageProfile | ParallelProfile, seed: int, reconfig_s: ReconfigCost,
                  make_before_break: bool = True, drain_deadline_s: float | None = None,
-                 concurrent_steps: bool = False) -> None:
+                 concurrent_steps: bool = False, serve_first: bool = False) -> None:
         pipe = kit.pipe
         assert isinstance(pipe, SteeredPipeline)
         if drain_deadline_s is not None and not drain_deadline_s >= 0:
@@ -137,6 +137,7 @@ class Roster:
         self.make_before_break = make_before_break
         self.drain_deadline_s = drain_deadline_s
         self.concurrent_steps = concurrent_steps
+        self.serve_first = serve_first  # easerve_core.moves.plan_moves's
         self.resumed: deque[Job] = deque()  # evicted sequences while no Decode worker serves
         self.deployment = deployment
         self.target: tuple[Slot, ...] = tuple(worker_slots(deployment, kit.cluster))
@@ -190,7 +191,7 @@ class Roster:
         if self.make_before_break:
             busy = [g for w in self.draining for g in w.gpus]
             plan = plan_moves([*serving, *joining], slots, num_gpus=cluster.num_gpus,
-                              gpus_per_node=cluster.gpus_per_node, busy=busy)
+                              gpus_per_node=cluster.gpus_per_node, busy=busy, serve_first=self.serve_first)
         else:
             plan = _break_first([*serving, *joining], slots)
         kept = set(plan.keep)

@@ -26,9 +26,11 @@ arrivals (:mod:`easerve.experiments.trace_shift`); ``--forecaster`` names the
 predictive system's forecaster (default ``holt``); the mix shifts' plan
 tables are cross-checked (each phase keeps the best of the table's
 deployments judged on its own workload) unless ``--no-cross-check``,
-``--drain-deadline S`` (``none``: until done) and ``--[no-]concurrent-steps``
-set how the controlled systems' moves run (:class:`~easerve.experiments.shift_control.MoveMechanisms`;
-default :data:`~easerve.experiments.mix_control.MOVES`), and ``--out DIR``
+``--drain-deadline S`` (``none``: until done), ``--[no-]concurrent-steps`` and
+``--[no-]serve-first`` set how the controlled systems' moves run
+(:class:`~easerve.experiments.shift_control.MoveMechanisms`; default
+:data:`~easerve.experiments.mix_control.MOVES`), ``--[no-]phase-tables``
+whether every system runs each phase's SM-share table, and ``--out DIR``
 writes their tables as CSV. The numbers in
 docs/controller.md come from this command. ``python -m
 easerve.experiments.controller_eval`` is the same command under its old name
@@ -106,6 +108,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrent-steps", action=argparse.BooleanOptionalAction, default=None,
                         help="mix shifts: a staged move's steps start side by side where their GPUs are "
                              "disjoint and no stage goes dark unplanned (default: mix_control.MOVES)")
+    parser.add_argument("--serve-first", action=argparse.BooleanOptionalAction, default=None,
+                        help="mix shifts: a stage losing its every worker in a move comes up first "
+                             "(easerve_core.moves; default: mix_control.MOVES)")
     parser.add_argument("--phase-tables", action=argparse.BooleanOptionalAction, default=None,
                         help="mix shifts: every system's encoders run each phase's SM-share table from "
                              "the phase's start (sim.sm_tables; default: mix_control.PHASE_TABLES)")
@@ -192,7 +197,7 @@ def _mix_shifts(plan: Plan, args: argparse.Namespace) -> int:
     """The shifts where the best deployment moves; bad input: one line, exit 2, nothing run."""
     try:
         ControllerSettings(forecaster=args.forecaster)
-        moves = move_mechanisms(args.drain_deadline, args.concurrent_steps)
+        moves = move_mechanisms(args.drain_deadline, args.concurrent_steps, args.serve_first)
         phase_tables = PHASE_TABLES if args.phase_tables is None else args.phase_tables
         shifts = [load_shift(args.shift)] if args.shift is not None else []
         if args.trace is not None:
@@ -239,8 +244,10 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-def move_mechanisms(deadline: str | None, concurrent: bool | None) -> MoveMechanisms:
-    """``--drain-deadline`` (seconds >= 0 or ``none``) and ``--[no-]concurrent-steps`` over
+def move_mechanisms(deadline: str | None, concurrent: bool | None,
+                    serve_first: bool | None = None) -> MoveMechanisms:
+    """``--drain-deadline`` (seconds >= 0 or ``none``), ``--[no-]concurrent-steps`` and
+    ``--[no-]serve-first`` over
     :data:`~easerve.experiments.mix_control.MOVES`; a bad deadline is a ``ValueError`` naming it."""
     moves = MOVES
     if deadline is not None:
@@ -255,4 +262,6 @@ def move_mechanisms(deadline: str | None, concurrent: bool | None) -> MoveMechan
         moves = replace(moves, drain_deadline_s=value)
     if concurrent is not None:
         moves = replace(moves, concurrent_steps=concurrent)
+    if serve_first is not None:
+        moves = replace(moves, serve_first=serve_first)
     return moves

@@ -205,12 +205,14 @@ def _system(setup: Setup, table: PlanTable, name: str, requests: Sequence[Reques
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MoveMechanisms:
     """How a controlled system's moves run (:mod:`sim.roster`, docs/controller.md): a draining
-    Decode worker hands its sequences on after ``drain_deadline_s`` (None: never), and a staged
-    move's steps start side by side where they may (``concurrent_steps``). The defaults are the
-    moves of 2026-12 before either."""
+    Decode worker hands its sequences on after ``drain_deadline_s`` (None: never), a staged
+    move's steps start side by side where they may (``concurrent_steps``), and a stage losing its
+    every worker comes up first (``serve_first``, :mod:`easerve_core.moves`). The defaults are
+    the moves of 2026-12 before any of them."""
 
     drain_deadline_s: float | None = None
     concurrent_steps: bool = False
+    serve_first: bool = False
 
     def __post_init__(self) -> None:
         if self.drain_deadline_s is not None and not self.drain_deadline_s >= 0:
@@ -229,7 +231,8 @@ def simulate_system(setup: Setup, start: Deployment, requests: Sequence[Request]
         return session.sim(sm_tables=sm_tables).run()
     cost = ReconfigurationCost(setup.plan.model, setup.plan.cluster.gpu)
     return session.sim(controller=controller, reconfiguration_s=cost, drain_deadline_s=moves.drain_deadline_s,
-                       concurrent_steps=moves.concurrent_steps, sm_tables=sm_tables).run()
+                       concurrent_steps=moves.concurrent_steps, serve_first=moves.serve_first,
+                       sm_tables=sm_tables).run()
 
 
 def system_rows(name: str, result: Any, setup: Setup, start: Deployment, traffic: Traffic,
