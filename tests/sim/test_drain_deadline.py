@@ -1,7 +1,8 @@
 """Faster moves, exactly: a draining Decode worker's deadline, and a staged move's steps side by side.
 
 ``drain_deadline_s``: the draining worker's sequences move and are recomputed; ``concurrent_steps``:
-a step starts beside the running ones when their GPUs are disjoint and no stage goes dark unplanned.
+a step starts beside the running ones when their GPUs are disjoint and no stage goes dark unplanned;
+``serve_first``: a stage losing its every worker comes up first.
 
 The stages are tests/sim/test_controller_in_sim.py's constant ones (encode 0.1 s a batch, prefill
 20 ms whatever it holds, a decode step 5 ms, no bytes, no link latency), so a moved sequence's
@@ -166,3 +167,23 @@ def test_a_full_cluster_with_concurrent_steps_loses_nothing(deadline_s):
         for row in rows.itertuples():
             before = olds[olds["drain_start_s"] <= row.drain_start_s]
             assert (before["drain_end_s"] <= row.ready_s - RECONFIG_S + 1e-9).all()
+
+
+def test_serve_first_keeps_decode_served_where_the_default_leaves_it_dark():
+    # five GPUs, none free: E[0] E[1] P[2] D[3,4] (TP 2) -> E1 P2 D2 (TP 1). By default the TP-1
+    # decoders wait for the TP-2 one's GPUs (Decode dark while it drains its 20 s sequences); with
+    # serve_first one comes up on GPU 1 first and the TP-2 decoder drains beside it
+    from tests.sim.test_make_before_break import _min_serving, _serving
+    start, target = _dep(2, 1, 1, decode_tp=2), _dep(1, 2, 2)
+    reqs = [_req(i, 0.5 * i, out=4001 if i < 4 else 20) for i in range(80)]
+    plain = _run(5, (start, target), ((10.0, 1),), reqs)
+    first = _run(5, (start, target), ((10.0, 1),), reqs, serve_first=True)
+    end = float(first.records["finish_s"].max())
+    assert _min_serving(_serving(plain.meta["controller"], start, 5), "decode", end) == 0
+    spans = _serving(first.meta["controller"], start, 5)
+    for stage in ("encode", "prefill", "decode"):
+        assert _min_serving(spans, stage, end) >= 1, stage
+    ups = [(r["gpus"], r["to"]) for r in first.meta["controller"]["reroles"]]
+    assert ups[0] == ([1], "decode")
+    rec = first.records
+    assert len(rec) == len(reqs) and rec["request_id"].is_unique and (rec["status"] == "ok").all()
