@@ -19,6 +19,13 @@ deployment's slots, :func:`plan_moves` returns a :class:`MovePlan`:
 * the leaving workers nothing needs the GPUs of drain last, when everything
   new is warm.
 
+With ``serve_first`` (off by default) a stage whose every serving worker
+leaves comes up first: its missing worker takes the first GPUs that fit it,
+the GPUs it could take are kept from other missing workers until it is up,
+and the next drain is one that frees them; so a TP-4 decoder that becomes a
+TP-2 one elsewhere keeps serving until the new one is warm, instead of
+draining while Decode has no worker (docs/controller.md, "Moves that pay").
+
 A stage is left without a serving worker only where the plan says so: a
 step lists it in ``unserved`` (its last worker drains before a new one is
 up, because no other order frees the GPUs its new workers need), and a stage
@@ -93,14 +100,15 @@ class MovePlan:
 
 
 def plan_moves(current: Sequence[Slot], target: Sequence[Slot], *, num_gpus: int, gpus_per_node: int,
-               busy: Iterable[int] = ()) -> MovePlan:
+               busy: Iterable[int] = (), serve_first: bool = False) -> MovePlan:
     """The moves from ``current`` (serving, or on their way) to ``target`` (the target
     deployment's slots in the build's layout: their kinds, and the fallback's places); ``busy``:
-    GPUs held by workers already draining (free once they retire). See the module docstring."""
+    GPUs held by workers already draining (free once they retire); ``serve_first``: a stage
+    losing its every worker comes up first. See the module docstring."""
     pending = frozenset(busy)
     held = {g for s in current for g in s.gpus} | pending
     free = set(range(num_gpus)) - held
-    plan = _greedy(current, target, free, pending, num_gpus, gpus_per_node)
+    plan = _greedy(current, target, free, pending, num_gpus, gpus_per_node, serve_first)
     if plan is None:
         plan = _at_layout(current, target, free, pending)
     return plan
@@ -135,16 +143,35 @@ def _place(kind: Slot, free: set[int], num_gpus: int, per_node: int) -> Slot | N
     return Slot(kind.stage, tuple(range(start, start + tp)), kind.local_prefill)
 
 
-def _bring_up(missing: list[Slot], free: set[int], num_gpus: int, per_node: int) -> list[Slot]:
-    """Place every missing worker that fits (in order), taking its GPUs out of ``free``."""
+def _bring_up(missing: list[Slot], free: set[int], num_gpus: int, per_node: int,
+              first: Sequence[Slot] = (), held: frozenset[int] = frozenset()) -> list[Slot]:
+    """Place every missing worker that fits (in order; ``first``'s kinds before the others, which
+    keep off the GPUs ``first`` could take), taking its GPUs out of ``free``."""
     placed = []
-    for kind in list(missing):
-        slot = _place(kind, free, num_gpus, per_node)
+    for kind in sorted(missing, key=lambda k: k not in first):
+        reserved = set() if kind in first else _windows(first, missing, held, num_gpus, per_node)
+        slot = _place(kind, free - reserved, num_gpus, per_node)
         if slot is not None:
             missing.remove(kind)
             free.difference_update(slot.gpus)
             placed.append(slot)
     return placed
+
+
+def _windows(first: Sequence[Slot], missing: list[Slot], held: frozenset[int], num_gpus: int,
+             per_node: int) -> set[int]:
+    """The GPUs a missing worker of ``first`` could take: ``tp`` aligned consecutive GPUs of one
+    node, none ``held`` by a worker that stays or is already placed."""
+    out: set[int] = set()
+    for kind in first:
+        if kind not in missing:
+            continue
+        tp = kind.tp
+        for g in range(0, num_gpus - tp + 1, tp):
+            window = set(range(g, g + tp))
+            if g // per_node == (g + tp - 1) // per_node and not window & held:
+                out |= window
+    return out
 
 
 def _unserved(serving: Counter[str], wanted: set[str]) -> tuple[str, ...]:
@@ -161,13 +188,25 @@ def _drain_rank(slot: Slot, serving: Counter[str], wanted: set[str], missing: li
 
 
 def _greedy(current: Sequence[Slot], target: Sequence[Slot], free: set[int], pending: frozenset[int],
-            num_gpus: int, per_node: int) -> MovePlan | None:
+            num_gpus: int, per_node: int, serve_first: bool = False) -> MovePlan | None:
     keep, leaving, missing = _match(current, target)
     wanted = {s.stage for s in target}
     serving = Counter(s.stage for s in current)
     free = set(free)
     steps = []
-    up = _bring_up(missing, free, num_gpus, per_node)
+    # serve_first: the missing workers of a stage whose every current worker leaves
+    losing = {s.stage for s in leaving} - {s.stage for s in keep}
+    first = [k for k in missing if k.stage in losing] if serve_first else []
+    placed = {g for s in keep for g in s.gpus} | pending
+
+    def bring_up() -> list[Slot]:
+        if not first:
+            return _bring_up(missing, free, num_gpus, per_node)
+        up = _bring_up(missing, free, num_gpus, per_node, first, frozenset(placed))
+        placed.update(g for s in up for g in s.gpus)
+        return up
+
+    up = bring_up()
     if up:
         steps.append(Step(up=tuple(up)))
         serving.update(s.stage for s in up)
@@ -176,19 +215,23 @@ def _greedy(current: Sequence[Slot], target: Sequence[Slot], free: set[int], pen
             if not pending - free:
                 return None  # the kept workers fragment the GPUs: no place for a missing one
             free |= pending  # wait for the workers already draining
-            up = _bring_up(missing, free, num_gpus, per_node)
+            up = bring_up()
             if not up:
                 return None
             steps.append(Step(up=tuple(up), unserved=_unserved(serving, wanted)))
             serving.update(s.stage for s in up)
             continue
-        pick = min(leaving, key=lambda slot: _drain_rank(slot, serving, wanted, missing, free, num_gpus,
-                                                         per_node))
+        reserved = _windows(first, missing, frozenset(placed), num_gpus, per_node) if first else set()
+        pick = min(leaving, key=lambda slot: (
+            _drain_rank(slot, serving, wanted, missing, free, num_gpus, per_node)[0],
+            not set(slot.gpus) & reserved,  # serve_first: free the GPUs the losing stage's worker needs
+            *_drain_rank(slot, serving, wanted, missing, free, num_gpus, per_node)[1:]))
         leaving.remove(pick)
         free |= set(pick.gpus)
+        placed.difference_update(pick.gpus)
         serving[pick.stage] -= 1
         unserved = _unserved(serving, wanted)
-        up = _bring_up(missing, free, num_gpus, per_node)
+        up = bring_up()
         steps.append(Step(drain=(pick,), up=tuple(up), unserved=unserved))
         serving.update(s.stage for s in up)
     if leaving:

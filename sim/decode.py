@@ -35,6 +35,15 @@ would run past that step ends there (one extra segment per worker and run).
 With a :class:`~sim.warmup.Warmup` (opt-in) the worker's first steps carry the
 fresh process's warm-up: while it lasts a segment is one step long and its
 step's warm-up is work at its head (a few extra segments per worker and run).
+
+A leaving worker can be told to :meth:`~DecodeWorker.evict` what it holds
+(the roster's ``drain_deadline_s``, docs/controller.md): at the end of the
+step in progress it hands every running sequence (with the tokens it made so
+far, :attr:`Job.decoded`) and every waiting one to a callback, and so on
+for anything that reaches it later. A job with ``resume_s`` joins another
+worker with that much recompute at the head of the next segment (vLLM's
+preemption by recompute: the prompt and the tokens made so far prefilled
+again) and decodes only the tokens it still owes.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable
 
 from sim.clock import SimEnvironment
 from sim.host import HostCPU, Progress
@@ -91,6 +101,7 @@ class DecodeWorker(Worker):
         self._progress = Progress()
         self._host_slot = -1 if host is None else host.join(self._on_host)
         self._queue_slot = recorder.queue_slot(self.stage, index)
+        self._evict_to: Callable[[DecodeWorker, list[Job], float], None] | None = None
         super().__init__(env, index, gpus, recorder)
 
     def _on_host(self, now: float, factor: float) -> None:
@@ -141,9 +152,10 @@ class DecodeWorker(Worker):
 
     def _join(self, job: Job, now: float) -> None:
         self.reserved_tokens += job.kv_tokens
-        self.ctx += job.input_tokens + 1
-        heapq.heappush(self._leaves, (self.steps + job.req.output_tokens - 1, self._joins, job))
-        self._pending_s += self.join_s
+        decoded = job.decoded  # 0 unless the job was evicted from another worker (evict)
+        self.ctx += job.input_tokens + 1 + decoded
+        heapq.heappush(self._leaves, (self.steps + job.req.output_tokens - 1 - decoded, self._joins, job))
+        self._pending_s += self.join_s + job.resume_s
         self._joins += 1
         self.rec.log(now, "decode_join", self.index, (job,))
 
@@ -161,6 +173,8 @@ class DecodeWorker(Worker):
     def step(self, now: float) -> None:
         if self._seg_end <= now:
             self._finish_segment(self._seg_end)
+        if self._evict_to is not None and self._seg_end == math.inf:
+            self._hand_off(now)
         if self._seg_end == math.inf and not self._busy_elsewhere(now):
             self._admit(now)
             if self._leaves:
@@ -174,6 +188,33 @@ class DecodeWorker(Worker):
 
     def drained(self) -> bool:
         return not self.waiting and not self._leaves and self.load_tokens == 0
+
+    # -- eviction (a leaving worker hands on what it holds) ---------------------------------
+    def evict(self, now: float, to: Callable[[DecodeWorker, list[Job], float], None]) -> None:
+        """From the end of the step in progress on, hand every sequence this worker holds or is
+        given to ``to(worker, jobs, now)``: the running ones in join order, each with
+        :attr:`Job.decoded` its tokens made so far, then the waiting ones."""
+        self._evict_to = to
+        self._cut(now)
+
+    def _hand_off(self, now: float) -> None:
+        running = sorted(self._leaves, key=lambda leave: leave[1])
+        jobs = []
+        for leave_step, _, job in running:
+            job.decoded = job.req.output_tokens - 1 - (leave_step - self.steps)
+            jobs.append(job)
+        jobs += self.waiting
+        if not jobs:
+            return
+        self._leaves, self.ctx, self.reserved_tokens = [], 0, 0
+        self.waiting.clear()
+        self._pending_s = 0.0
+        for job in jobs:
+            self.load_tokens -= job.kv_tokens
+        self.rec.log(now, "decode_evict", self.index, tuple(jobs))
+        self.rec.queue(self._queue_slot, now, 0)
+        assert self._evict_to is not None
+        self._evict_to(self, jobs, now)
 
     def _plan(self, now: float) -> None:
         n = len(self._leaves)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from easerve_core import Architecture, Deployment, ParallelProfile, Request, StageProfile
+from easerve_core import Architecture, Deployment, ParallelProfile, Request, SMShareTable, StageProfile
 from easerve_core.plan import RunPlan
 from easerve_core.profile import profile_for_tp
 from sim.build import WorkerKit, build_aggregated, build_disaggregated
@@ -34,6 +34,7 @@ from sim.pipeline import Pipeline, handoff_rng
 from sim.recorder import Recorder
 from sim.result import SimResult, collect
 from sim.roster import ReconfigCost, Roster, SteeredPipeline
+from sim.sm_tables import follow
 
 
 def _rejection(req: Request, caps: Capacities, deployment: Deployment) -> str:
@@ -140,11 +141,11 @@ def _load(worker: Any) -> tuple[int, int]:
 
 
 def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options: SimOptions | None = None,
-             trace: list[tuple[Any, ...]] | None = None,
-             progress: Callable[[int], None] | None = None,
-             controller: ControllerLike | None = None,
-             reconfiguration_s: float | ReconfigCost | None = None,
-             make_before_break: bool = True) -> SimResult:
+             trace: list[tuple[Any, ...]] | None = None, progress: Callable[[int], None] | None = None,
+             controller: ControllerLike | None = None, reconfiguration_s: float | ReconfigCost | None = None,
+             make_before_break: bool = True, drain_deadline_s: float | None = None,
+             concurrent_steps: bool = False, serve_first: bool = False,
+             sm_tables: Sequence[tuple[float, SMShareTable]] = ()) -> SimResult:
     """Simulate ``plan`` (see the module docstring).
 
     Args:
@@ -166,6 +167,11 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
             GPUs before the ones they replace drain; staged one worker at a time without a free
             GPU); False: the build's layout, every leaving worker drained at once (the move
             before 2026-12: docs/controller.md).
+        drain_deadline_s, concurrent_steps, serve_first: with ``controller``, how a move runs
+            (:mod:`sim.roster`): a draining Decode worker's sequences move, recomputed, that long after
+            its drain began (None: never); a staged move's steps run side by side where they may
+            (False: in turn); a stage losing every worker comes up first (:mod:`easerve_core.moves`).
+        sm_tables: ``(at_s, table)``: every encoder's SM-share table from ``at_s`` (:mod:`sim.sm_tables`).
     """
     options = options or options_for(plan)
     deployment, cluster, seed = plan.deployment, plan.cluster, plan.seed
@@ -207,12 +213,16 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
         assert kit is not None and reconfiguration_s is not None and isinstance(front, list)
         cost = reconfiguration_s if callable(reconfiguration_s) else _constant(float(reconfiguration_s))
         roster = Roster(kit, deployment=deployment, encoders=front, profile=profile, seed=seed,
-                        reconfig_s=cost, make_before_break=make_before_break)
+                        reconfig_s=cost, make_before_break=make_before_break,
+                        drain_deadline_s=drain_deadline_s, concurrent_steps=concurrent_steps,
+                        serve_first=serve_first)
         steering = SimSteering(env, controller, roster, slo=plan.slo, num_requests=len(requests),
                             num_admitted=len(admitted))
         dispatcher = _SteeredDispatcher(env, requests, admitted, front, options.dispatch,
                                         host.dispatch_latency_s)
         dispatcher.attach(steering)
+    if sm_tables:
+        follow(env, sm_tables, kit, front, None if steering is None else steering.roster)
     env.run_all()
     unfinished = len(admitted) - pipe.num_finished
     if unfinished:

@@ -38,10 +38,10 @@ _UNSCHEDULED: list[int] = []
 class Job:
     """One request moving through the model (see the module docstring)."""
 
-    __slots__ = ("admitted", "decode_worker", "encode_batch_size", "encode_end_s", "encode_start_s",
-                 "encode_worker", "finish_s", "first_token_s", "index", "input_tokens", "items",
-                 "kv_tokens", "mm_tokens", "prefill_start_s", "prefill_worker", "req", "route",
-                 "sched")
+    __slots__ = ("admitted", "decode_worker", "decoded", "encode_batch_size", "encode_end_s",
+                 "encode_start_s", "encode_worker", "finish_s", "first_token_s", "index", "input_tokens",
+                 "items", "kv_tokens", "mm_tokens", "prefill_start_s", "prefill_worker", "req",
+                 "resume_s", "route", "sched")
 
     def __init__(self, req: Request, index: int) -> None:
         self.req = req
@@ -62,6 +62,10 @@ class Job:
         #: compute, items encoded, output tokens made], and its admission number there
         self.sched: list[int] = _UNSCHEDULED  # an engine gives it its own list first
         self.admitted = -1
+        #: a request moved off a draining decoder (sim.roster, ``drain_deadline_s``): the tokens
+        #: decode made before, and the recompute its next decoder runs before it decodes on
+        self.decoded = 0
+        self.resume_s = 0.0
 
 
 class RecordTable:

@@ -28,7 +28,21 @@ prefills locally what its router sends remote (the route records say
 (every worker of it drains, the new ones are not up) is parked, in order, and
 handed on when the stage's first new worker joins: arrivals by the front end,
 remote prefills and KV caches by the :class:`SteeredPipeline`. So no request is lost or
-served twice; KV is never moved (a request finishes where it is).
+served twice; KV is never moved. By default a request finishes where it is; with
+``drain_deadline_s`` (None: off) a draining Decode worker that still holds
+sequences that long after its drain began (0: at once) **evicts** them at the
+end of its step in progress (:meth:`sim.decode.DecodeWorker.evict`): each
+goes to the least-loaded serving Decode worker (or waits, in order, for the
+stage's next new one), which recomputes its KV (a prefill of its input and
+the tokens made so far, on that worker's TP, at the head of its next
+segment: vLLM's preemption by recompute) and decodes the rest; only when the
+target keeps a Decode worker at least its TP (a smaller one holds less KV and
+decodes slower: a TP-4 worker's batch recomputed on a TP-2 one stalls it
+longer than the drain it saves, docs/controller.md), else it drains as before. A move's steps
+run one after the other; with ``concurrent_steps`` a later step starts beside
+the running ones when it touches none of their GPUs and leaves no stage the
+target serves without a serving worker that the plan does not list in its
+``unserved`` (``Roster._may_start``).
 
 The module stays past 300 lines because the :class:`Roster` is one state machine (serve,
 drain, retire, join, cancel) whose transitions share its slot tables and its step queue;
@@ -46,8 +60,10 @@ from typing import Any
 from easerve_core import Cluster, Deployment, ParallelProfile, SMSharing, StageProfile
 from easerve_core.moves import MovePlan, Slot, Step, plan_moves
 from easerve_core.policies import make_batcher, make_router, retune
+from easerve_core.profile import profile_for_tp
 from easerve_core.worker_choice import least_loaded
 from sim.build import WorkerKit
+from sim.decode import DecodeWorker
 from sim.encode import EncodeWorker
 from sim.feasibility import kv_capacities
 from sim.job import Job
@@ -110,17 +126,24 @@ class Roster:
 
     def __init__(self, kit: WorkerKit, *, deployment: Deployment, encoders: list[EncodeWorker],
                  profile: StageProfile | ParallelProfile, seed: int, reconfig_s: ReconfigCost,
-                 make_before_break: bool = True) -> None:
+                 make_before_break: bool = True, drain_deadline_s: float | None = None,
+                 concurrent_steps: bool = False, serve_first: bool = False) -> None:
         pipe = kit.pipe
         assert isinstance(pipe, SteeredPipeline)
+        if drain_deadline_s is not None and not drain_deadline_s >= 0:
+            raise ValueError(f"drain_deadline_s must be >= 0 or None, got {drain_deadline_s!r}")
         self.kit, self.pipe, self.profile, self.seed = kit, pipe, profile, seed
         self.reconfig_s = reconfig_s
         self.make_before_break = make_before_break
+        self.drain_deadline_s = drain_deadline_s
+        self.concurrent_steps = concurrent_steps
+        self.serve_first = serve_first  # easerve_core.moves.plan_moves's
+        self.resumed: deque[Job] = deque()  # evicted sequences while no Decode worker serves
         self.deployment = deployment
         self.target: tuple[Slot, ...] = tuple(worker_slots(deployment, kit.cluster))
         self.steps: deque[Step] = deque()  # the current move's steps not started yet
-        self._step_up: list[_Joining] = []  # the running step's workers on their way up
-        self._step_drains: list[Worker] = []  # and its workers draining
+        #: the running steps: each one's workers on their way up and its workers draining
+        self._running: list[tuple[list[_Joining], list[Worker]]] = []
         self._stepping = False
         self.generation = 0
         self.stages: dict[str, list[Any]] = {"encode": encoders, "prefill": pipe.prefill_workers,
@@ -142,7 +165,7 @@ class Roster:
     def waiting(self) -> int:
         """Requests queued anywhere (the controller's queue observation)."""
         pipe = self.pipe
-        total = len(self.parked) + len(pipe.parked_prefill) + len(pipe.parked_decode)
+        total = len(self.parked) + len(pipe.parked_prefill) + len(pipe.parked_decode) + len(self.resumed)
         for e in self.stages["encode"]:  # loops, not sums of generators: this runs at every check
             total += e.num_waiting + len(e.local_queue)
         for p in pipe.prefill_workers:
@@ -168,7 +191,7 @@ class Roster:
         if self.make_before_break:
             busy = [g for w in self.draining for g in w.gpus]
             plan = plan_moves([*serving, *joining], slots, num_gpus=cluster.num_gpus,
-                              gpus_per_node=cluster.gpus_per_node, busy=busy)
+                              gpus_per_node=cluster.gpus_per_node, busy=busy, serve_first=self.serve_first)
         else:
             plan = _break_first([*serving, *joining], slots)
         kept = set(plan.keep)
@@ -178,7 +201,7 @@ class Roster:
         self.joining = [j for j in self.joining if not j.cancelled]
         self.target = plan.target
         self.steps = deque(plan.steps)
-        self._step_up, self._step_drains = [], []
+        self._running = []
         self._retune(now)
         self._next_step(now)
         return plan.gpus_moved
@@ -189,7 +212,7 @@ class Roster:
             return  # a retirement inside a step's start: the loop below goes on
         self._stepping = True
         try:
-            while self.steps and not self._step_up and not self._step_drains:
+            while self.steps and self._may_start(self.steps[0]):
                 step: Step = self.steps.popleft()
                 serving = {slot_of(w): w for workers in self.stages.values() for w in workers}
                 drains = [serving[slot] for slot in step.drain if slot in serving]
@@ -207,17 +230,40 @@ class Roster:
                 for j in ups:
                     if not j.waits and math.isnan(j.ready_s):
                         self._reconfigure(j, now)
-                self._step_drains = [w for w in drains if w in self.draining]
-                self._step_up = ups
+                self._running.append((ups, [w for w in drains if w in self.draining]))
+                self._prune()
         finally:
             self._stepping = False
 
     def _step_done(self, now: float) -> None:
         """After a retirement or a warm-up: the next step once this one's are all done."""
-        self._step_up = [j for j in self._step_up if j in self.joining]
-        self._step_drains = [w for w in self._step_drains if w in self.draining]
-        if not self._step_up and not self._step_drains:
+        self._prune()
+        if not self._running or self.concurrent_steps:
             self._next_step(now)
+
+    def _prune(self) -> None:
+        """Forget the running steps whose workers are all up and whose drains all retired."""
+        running = [([j for j in ups if j in self.joining], [w for w in drains if w in self.draining])
+                   for ups, drains in self._running]
+        self._running = [(ups, drains) for ups, drains in running if ups or drains]
+
+    def _may_start(self, step: Step) -> bool:
+        """Whether ``step`` starts now: when no step runs; with ``concurrent_steps`` also beside the
+        running ones when it touches none of their GPUs and its drains leave every stage the target
+        serves with a serving worker, unless the plan lists the stage in ``step.unserved``."""
+        if not self._running:
+            return True
+        if not self.concurrent_steps:
+            return False
+        busy = {g for ups, drains in self._running for x in (*(j.slot for j in ups), *drains) for g in x.gpus}
+        if any(set(slot.gpus) & busy for slot in (*step.drain, *step.up)):
+            return False
+        wanted = {slot.stage for slot in self.target}
+        for stage in {slot.stage for slot in step.drain}:
+            left = [w for w in self.stages[stage] if slot_of(w) not in step.drain]
+            if not left and stage in wanted and stage not in step.unserved:
+                return False
+        return True
 
     def _retune(self, now: float) -> None:
         """The fast knobs, at once, on every encode worker that stays (one that leaves keeps its
@@ -245,6 +291,40 @@ class Roster:
             if batch is not None:
                 worker.fifo.append(batch)
                 worker.notify()
+        deadline = self.drain_deadline_s
+        if isinstance(worker, DecodeWorker) and deadline is not None and self._hands_on(worker):
+            if deadline == 0:
+                worker.evict(now, self._evicted)
+            else:
+                at = now + deadline
+                self.kit.env.call_later(deadline, lambda _call: self._deadline(worker, at))
+
+    def _hands_on(self, worker: DecodeWorker) -> bool:
+        """Whether a draining Decode worker's sequences may move: only to decoders at least its size
+        (TP) in the target; a smaller one holds less KV and decodes slower, so it finishes them."""
+        sizes = [slot.tp for slot in self.target if slot.stage == "decode"]
+        return bool(sizes) and max(sizes) >= len(worker.gpus)
+
+    def _deadline(self, worker: DecodeWorker, at: float) -> None:
+        if worker in self.draining:
+            worker.evict(at, self._evicted)
+
+    def _evicted(self, _worker: DecodeWorker, jobs: list[Job], now: float) -> None:
+        """Each evicted sequence to a serving Decode worker, to recompute and decode on (module
+        docstring), or to wait for the stage's next new one."""
+        for job in jobs:
+            if self.pipe.decode_workers:
+                self._resume(job, now)
+            else:
+                self.resumed.append(job)
+
+    def _resume(self, job: Job, now: float) -> None:
+        worker = least_loaded(self.pipe.decode_workers)
+        worker.load_tokens += job.kv_tokens
+        job.decode_worker = worker.index
+        lm = profile_for_tp(self.profile, len(worker.gpus))
+        job.resume_s = float(lm.prefill_s([job.input_tokens + 1 + job.decoded], 1.0))
+        worker.deliver(job, now)
 
     def _idle(self, worker: Worker, now: float) -> None:
         if worker in self.draining and worker.drained():
@@ -306,6 +386,8 @@ class Roster:
         if isinstance(worker, EncodeWorker):
             while self.parked:
                 worker.offer(self.parked.popleft(), now)
+        while self.resumed and slot.stage == "decode":  # older than the KV parked for decode
+            self._resume(self.resumed.popleft(), now)
         self.pipe.unpark(now)
         self._step_done(now)
 

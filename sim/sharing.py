@@ -121,6 +121,12 @@ class SharedGPU:
         self._idle_split = self._split(None)
         self._busy_split = self._idle_split
 
+    def retable(self, table: SMShareTable) -> None:
+        """Run on ``table`` from the next encode batch on (the batch running keeps its split)."""
+        self.table = table
+        self._per_size = {}
+        self._idle_split = self._split(None)
+
     def _split(self, batch_size: int | None) -> SMSplit:
         # the host model is a real device: a full-share batch is no fence (easerve_core.sm_split)
         return sm_split(self.mode, batch_size, table=self.table, static_share=self.static_share,

@@ -25,8 +25,13 @@ make-before-break oracle, the reactive and the predictive controller);
 arrivals (:mod:`easerve.experiments.trace_shift`); ``--forecaster`` names the
 predictive system's forecaster (default ``holt``); the mix shifts' plan
 tables are cross-checked (each phase keeps the best of the table's
-deployments judged on its own workload) unless ``--no-cross-check``, and
-``--out DIR`` writes their tables as CSV. The numbers in
+deployments judged on its own workload) unless ``--no-cross-check``,
+``--drain-deadline S`` (``none``: until done), ``--[no-]concurrent-steps`` and
+``--[no-]serve-first`` set how the controlled systems' moves run
+(:class:`~easerve.experiments.shift_control.MoveMechanisms`; default
+:data:`~easerve.experiments.mix_control.MOVES`), ``--[no-]phase-tables``
+whether every system runs each phase's SM-share table, and ``--out DIR``
+writes their tables as CSV. The numbers in
 docs/controller.md come from this command. ``python -m
 easerve.experiments.controller_eval`` is the same command under its old name
 (:func:`main`: the same flags, the same code).
@@ -35,19 +40,21 @@ easerve.experiments.controller_eval`` is the same command under its old name
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
 from easerve.experiments.eval_size import FULL, QUICK, SHIFT_SHAPE, EvalSize
-from easerve.experiments.mix_control import mix_capacity_hz, mix_shift_tables
+from easerve.experiments.mix_control import MOVES, PHASE_TABLES, mix_capacity_hz, mix_shift_tables
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.plan_tables import throughput_ceiling
 from easerve.experiments.replan_study import replan_shift
 from easerve.experiments.setup import load_setup
 from easerve.experiments.shape_control import controller_shapes
-from easerve.experiments.shift_control import rate_shift_study
+from easerve.experiments.shift_control import MoveMechanisms, rate_shift_study
 from easerve.experiments.shifts import KNOWN_SHIFTS, SHIFTS, load_shift
 from easerve.experiments.trace_shift import trace_arrivals, trace_shift
 from easerve_core.controller import ControllerSettings
@@ -93,6 +100,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR", type=Path,
                         help="mix shifts: also write their tables as CSV into DIR "
                              "(controller_mix_shifts*.csv, as the full reproduce does)")
+    parser.add_argument("--drain-deadline", metavar="S", default=None,
+                        help="mix shifts: seconds a draining Decode worker keeps its sequences before "
+                             "it hands them to the Decode workers that serve, which recompute their KV "
+                             "(sim.roster; 0: at once; none: it finishes them; default: the "
+                             "evaluation's, mix_control.MOVES)")
+    parser.add_argument("--concurrent-steps", action=argparse.BooleanOptionalAction, default=None,
+                        help="mix shifts: a staged move's steps start side by side where their GPUs are "
+                             "disjoint and no stage goes dark unplanned (default: mix_control.MOVES)")
+    parser.add_argument("--serve-first", action=argparse.BooleanOptionalAction, default=None,
+                        help="mix shifts: a stage losing its every worker in a move comes up first "
+                             "(easerve_core.moves; default: mix_control.MOVES)")
+    parser.add_argument("--phase-tables", action=argparse.BooleanOptionalAction, default=None,
+                        help="mix shifts: every system's encoders run each phase's SM-share table from "
+                             "the phase's start (sim.sm_tables; default: mix_control.PHASE_TABLES)")
     parser.add_argument("--forecaster", default="holt",
                         help="the predictive system's forecaster (none, ewma, holt; default holt)")
 
@@ -176,6 +197,8 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
     """The shifts where the best deployment moves; bad input: one line, exit 2, nothing run."""
     try:
         ControllerSettings(forecaster=args.forecaster)
+        moves = move_mechanisms(args.drain_deadline, args.concurrent_steps, args.serve_first)
+        phase_tables = PHASE_TABLES if args.phase_tables is None else args.phase_tables
         shifts = [load_shift(args.shift)] if args.shift is not None else []
         if args.trace is not None:
             arrivals = trace_arrivals(args.trace, args.trace_format)
@@ -190,7 +213,8 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
         print(f"{args.error_prefix}: error: {exc}", file=sys.stderr)
         return 2
     frames, studies = mix_shift_tables(shifts, trials=plan.has_trials, num_samples=plan.has_samples,
-                                       forecaster=args.forecaster, cross_check=not args.no_cross_check)
+                                       forecaster=args.forecaster, cross_check=not args.no_cross_check,
+                                       moves=moves, phase_tables=phase_tables)
     for shift, out in zip(shifts, studies, strict=True):
         print(f"{shift.name} ({shift.model}, signal {shift.signal}): phase rates {out['rates']} req/s, "
               f"bands {[b.rate_hz for b in out['table'].bands]}, lead {out['lead_s']:.1f} s; {shift.why}")
@@ -218,3 +242,26 @@ def _decisions(frame: pd.DataFrame) -> str:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def move_mechanisms(deadline: str | None, concurrent: bool | None,
+                    serve_first: bool | None = None) -> MoveMechanisms:
+    """``--drain-deadline`` (seconds >= 0 or ``none``), ``--[no-]concurrent-steps`` and
+    ``--[no-]serve-first`` over
+    :data:`~easerve.experiments.mix_control.MOVES`; a bad deadline is a ``ValueError`` naming it."""
+    moves = MOVES
+    if deadline is not None:
+        value: float | None = None
+        if deadline.strip().lower() != "none":
+            try:
+                value = float(deadline)
+            except ValueError:
+                value = math.nan
+            if not value >= 0:
+                raise ValueError(f"--drain-deadline must be seconds >= 0 or none, got {deadline!r}")
+        moves = replace(moves, drain_deadline_s=value)
+    if concurrent is not None:
+        moves = replace(moves, concurrent_steps=concurrent)
+    if serve_first is not None:
+        moves = replace(moves, serve_first=serve_first)
+    return moves

@@ -1,4 +1,4 @@
-"""How big the evaluation is: :class:`Plan`, its ``QUICK`` and ``FULL`` sizes, and :func:`cuts`.
+"""How big the evaluation is: :class:`EvalSize`, its ``QUICK`` and ``FULL`` sizes, and :func:`cuts`.
 
 ``easerve reproduce`` (:mod:`easerve.experiments.reproduce`) runs at one of
 these sizes; the headline, the measured headline and ``easerve

@@ -1,6 +1,6 @@
 """Run only the headline on measured hardware: ``python -m easerve.experiments.headline_measured --out DIR``.
 
-The full ``easerve reproduce`` runs it among every other study (``Plan.measured_headline``);
+The full ``easerve reproduce`` runs it among every other study (``EvalSize.measured_headline``);
 this entry point runs it alone, at the full run's settings
 (:func:`~easerve.experiments.measured_study.measured_plan` of
 :data:`~easerve.experiments.reproduce.FULL`), and writes ``DIR/headline_measured.csv``

@@ -21,10 +21,12 @@ the better one), then five systems on one stream:
 * ``reactive``: the controller's rules (:class:`~easerve_core.controller.Controller`, defaults);
 * ``predictive``: the same with Holt's forecaster ``lead_s`` ahead (:mod:`easerve_core.forecast`).
 
-Re-roles are make-before-break (:mod:`easerve_core.moves`) and cost
-:class:`calibration.reconfig.ReconfigurationCost`. Each request is judged by
-the moderate SLO of its own phase's mix. "High" phases are those of the top
-band, "low" the others.
+Re-roles are make-before-break (:mod:`easerve_core.moves`), cost
+:class:`calibration.reconfig.ReconfigurationCost` and run as :data:`MOVES`
+says (a leaving decoder's sequences recomputed elsewhere at once, disjoint
+steps side by side); every system's encoders run each phase's SM-share table
+(:data:`PHASE_TABLES`). Each request is judged by the moderate SLO of its own
+phase's mix. "High" phases are those of the top band, "low" the others.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from easerve.experiments.choose import choose
 from easerve.experiments.plan_tables import CROSS_CHECK_SEEDS, segment_goodput
 from easerve.experiments.setup import Setup, load_setup, with_mix
 from easerve.experiments.shape_control import screened_capacity_hz
-from easerve.experiments.shift_control import held_gpu_s, simulate_system
+from easerve.experiments.shift_control import MoveMechanisms, held_gpu_s, simulate_system
 from easerve.experiments.shifts import Shift, phase_mix, phase_of, stream
 from easerve_core.controller import Band, Controller, ControllerSettings, PlanTable
 from easerve_core.oracle import ScriptedController
@@ -51,6 +53,13 @@ from runtime.parallel import IN_PROCESS, Backend, run_tasks
 from sim.roster import worker_slots
 
 SYSTEMS = ("static-low", "static-high", "oracle", "reactive", "predictive")
+#: how the controlled systems' moves run in the shifts: a leaving decoder's sequences move at once
+#: (to one at least its size) and a staged move's disjoint steps run side by side (docs/controller.md,
+#: "Moves that pay"; MoveMechanisms() is the move before)
+MOVES = MoveMechanisms(drain_deadline_s=0.0, concurrent_steps=True)
+#: every system's encoders run each phase's SM-share table from the phase's start (sim.sm_tables);
+#: False: the first phase's for the whole run, which flattered static-low on image -> video
+PHASE_TABLES = True
 
 
 def phase_setups(shift: Shift) -> dict[str, Setup]:
@@ -113,8 +122,8 @@ def checked_table(shift: Shift, setups: dict[str, Setup], table: PlanTable, kind
 
 
 def shift_study(shift: Shift, *, trials: int, num_samples: int = 1, search_s: float = 120.0, seed: int = 0,
-                forecaster: str = "holt", cross_check: bool = True,
-                backend: Backend = IN_PROCESS) -> dict[str, Any]:
+                forecaster: str = "holt", cross_check: bool = True, moves: MoveMechanisms = MOVES,
+                phase_tables: bool = PHASE_TABLES, backend: Backend = IN_PROCESS) -> dict[str, Any]:
     """HAS per phase, the plan table (cross-checked unless ``cross_check`` is False) and the five
     systems (module docstring): ``plans`` (one row per phase kind: HAS's pick and the table's),
     ``scores`` (the cross-check's), ``systems``, ``phases`` (system x phase) and ``decisions``
@@ -151,7 +160,8 @@ def shift_study(shift: Shift, *, trials: int, num_samples: int = 1, search_s: fl
                           for m, r in kinds])
     lead = lead_s(setups[shift.phases[0].mix], table)
     runs = [partial(_system, shift, setups, has_table if name.startswith("static") else table, band_of,
-                    requests, name, lead=lead, seed=seed, forecaster=forecaster)
+                    requests, name, lead=lead, seed=seed, forecaster=forecaster, moves=moves,
+                    phase_tables=phase_tables)
             for name in SYSTEMS]
     outs = run_tasks(backend, runs)
     frames = {key: pd.DataFrame([row for out in outs for row in out[key]])
@@ -162,7 +172,8 @@ def shift_study(shift: Shift, *, trials: int, num_samples: int = 1, search_s: fl
 
 def _system(shift: Shift, setups: dict[str, Setup], table: PlanTable, band_of: list[int],
             requests: tuple[Any, ...], name: str, *, lead: float, seed: int,
-            forecaster: str = "holt") -> dict[str, list[dict[str, Any]]]:
+            forecaster: str = "holt", moves: MoveMechanisms = MOVES,
+            phase_tables: bool = PHASE_TABLES) -> dict[str, list[dict[str, Any]]]:
     """One system's run and its rows (a task)."""
     start = {"static-low": 0, "static-high": len(table.bands) - 1}.get(name, band_of[0])
     controller: Any = None
@@ -176,7 +187,9 @@ def _system(shift: Shift, setups: dict[str, Setup], table: PlanTable, band_of: l
         controller = Controller(table, settings, start_band=start)
     setup = setups[shift.phases[0].mix]
     deployment = table.bands[start].deployment
-    result = simulate_system(setup, deployment, requests, controller, seed=seed)
+    tables = tuple((p.start_s, setups[p.mix].plan.sm_table) for p in shift.phases) if phase_tables else ()
+    result = simulate_system(setup, deployment, requests, controller, seed=seed, moves=moves,
+                             sm_tables=tables)
     return _rows(shift, setups, table, band_of, name, result, setup, deployment)
 
 
@@ -221,7 +234,8 @@ MIX_TABLES = ("controller_mix_shifts", "controller_mix_shifts_phases", "controll
 
 
 def mix_shift_tables(shifts: list[Shift], *, trials: int, num_samples: int = 1, forecaster: str = "holt",
-                     cross_check: bool = True, backend: Backend = IN_PROCESS,
+                     cross_check: bool = True, moves: MoveMechanisms = MOVES,
+                     phase_tables: bool = PHASE_TABLES, backend: Backend = IN_PROCESS,
                      log: Any = None) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any]]]:
     """:func:`shift_study` on each of ``shifts``, its frames concatenated as :data:`MIX_TABLES`;
     also each study's dict (rates, tables, lead)."""
@@ -230,7 +244,8 @@ def mix_shift_tables(shifts: list[Shift], *, trials: int, num_samples: int = 1, 
         if log is not None:
             log(f"mix shift {shift.name}")
         studies.append(shift_study(shift, trials=trials, num_samples=num_samples, forecaster=forecaster,
-                                   cross_check=cross_check, backend=backend))
+                                   cross_check=cross_check, moves=moves, phase_tables=phase_tables,
+                                   backend=backend))
     keys = ("systems", "phases", "decisions", "plans", "scores")
     frames = {name: pd.concat([s[key] for s in studies if not s[key].empty] or [pd.DataFrame()],
                               ignore_index=True)

@@ -34,8 +34,10 @@ def _mix_shifts_section(t: Mapping[str, pd.DataFrame]) -> list[str]:
         "phase keeps the best of the table's deployments judged on its own workload, a tie going "
         "first to a deployment tied with the best in every phase (no move). Static-low/high run "
         "HAS's own picks; the oracle (make-before-break, moving the re-role time ahead), the "
-        "reactive and the predictive (Holt) controller run the checked table. High phases: the top "
-        "band's.",
+        "reactive and the predictive (Holt) controller run the checked table; a leaving decoder hands "
+        "its sequences at once to one at least its size, which recomputes them, and a staged move's "
+        "disjoint steps run side by side; every system's encoders run each phase's SM-share table "
+        "(docs/controller.md, \"Moves that pay\"). High phases: the top band's.",
     ]
     plans = t.get("controller_mix_shifts_plans")
     if plans is not None and not plans.empty:

@@ -44,7 +44,7 @@ from calibration.reconfig import ReconfigurationCost
 from calibration.session import Session
 from easerve.experiments import plan_tables
 from easerve.experiments.setup import Arrivals, Setup, requests_for
-from easerve_core import Deployment, Request
+from easerve_core import Deployment, Request, SMShareTable
 from easerve_core.controller import Controller, ControllerSettings, PlanTable
 from easerve_core.oracle import ScriptedController
 from easerve_core.slo import goodput_rps, meets_slo, tpot_s, ttft_s
@@ -202,14 +202,37 @@ def _system(setup: Setup, table: PlanTable, name: str, requests: Sequence[Reques
     return system_rows(name, result, setup, deployment, traffic, phases, bin_s=bin_s)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoveMechanisms:
+    """How a controlled system's moves run (:mod:`sim.roster`, docs/controller.md): a draining
+    Decode worker hands its sequences on after ``drain_deadline_s`` (None: never), a staged
+    move's steps start side by side where they may (``concurrent_steps``), and a stage losing its
+    every worker comes up first (``serve_first``, :mod:`easerve_core.moves`). The defaults are
+    the moves of 2026-12 before any of them."""
+
+    drain_deadline_s: float | None = None
+    concurrent_steps: bool = False
+    serve_first: bool = False
+
+    def __post_init__(self) -> None:
+        if self.drain_deadline_s is not None and not self.drain_deadline_s >= 0:
+            raise ValueError(f"drain_deadline_s must be >= 0 or None, got {self.drain_deadline_s!r}")
+
+
 def simulate_system(setup: Setup, start: Deployment, requests: Sequence[Request], controller: Any, *,
-                    seed: int) -> Any:
+                    seed: int, moves: MoveMechanisms = MoveMechanisms(),
+                    sm_tables: Sequence[tuple[float, SMShareTable]] = ()) -> Any:
     """One system's run: ``requests`` on ``start`` under EAServe, steered by ``controller`` (None:
-    static), re-roles priced by :class:`~calibration.reconfig.ReconfigurationCost`."""
+    static), re-roles priced by :class:`~calibration.reconfig.ReconfigurationCost` and run as
+    ``moves`` says; the encoders follow ``sm_tables`` (:mod:`sim.sm_tables`; empty: the plan's)."""
     session = Session(plan=setup.plan, profile=setup.profile).replan(
         deployment=start, preset="easerve", requests=requests, seed=seed)
+    if controller is None:
+        return session.sim(sm_tables=sm_tables).run()
     cost = ReconfigurationCost(setup.plan.model, setup.plan.cluster.gpu)
-    return session.sim(controller=controller, reconfiguration_s=None if controller is None else cost).run()
+    return session.sim(controller=controller, reconfiguration_s=cost, drain_deadline_s=moves.drain_deadline_s,
+                       concurrent_steps=moves.concurrent_steps, serve_first=moves.serve_first,
+                       sm_tables=sm_tables).run()
 
 
 def system_rows(name: str, result: Any, setup: Setup, start: Deployment, traffic: Traffic,

@@ -107,9 +107,9 @@ def deployments(draw, num_gpus=8):
 
 
 @settings(max_examples=150, deadline=None)
-@given(deployments(), deployments())
-def test_any_move_reaches_the_target_with_every_gpu_held_once(now, then):
-    plan = plan_moves(now, then, num_gpus=8, gpus_per_node=8)
+@given(deployments(), deployments(), st.booleans())
+def test_any_move_reaches_the_target_with_every_gpu_held_once(now, then, serve_first):
+    plan = plan_moves(now, then, num_gpus=8, gpus_per_node=8, serve_first=serve_first)
     final = plan.target
     assert Counter(s.kind for s in final) == Counter(s.kind for s in then)
     gpus = [g for s in final for g in s.gpus]
@@ -127,3 +127,39 @@ def test_any_move_reaches_the_target_with_every_gpu_held_once(now, then):
             assert not set(s.gpus) & set(held)
             held.update(dict.fromkeys(s.gpus, s))
     assert drained == set(now) - set(plan.keep)
+
+
+def _lm(*gpus: int) -> Slot:
+    return Slot("encode", gpus, local_prefill=True)
+
+
+def test_serve_first_brings_the_smaller_decoder_up_before_the_larger_one_drains():
+    # resolution's move: E2x2 (LM held) + one TP-4 decoder -> E1x2 P2x2 D1x2. By default the TP-2
+    # decoder waits for the TP-4 one's GPUs (Decode dark while it drains); with serve_first it comes
+    # up on the leaving encoder's GPUs and the TP-4 decoder drains beside it
+    now, target = [_lm(0, 1), _lm(2, 3), D(4, 5, 6, 7)], [_lm(0, 1), P(2, 3), P(4, 5), D(6, 7)]
+    plain = plan_moves(now, target, num_gpus=8, gpus_per_node=8)
+    assert plain.steps[-1] == Step(drain=(D(4, 5, 6, 7),), up=(P(4, 5), D(6, 7)), unserved=("decode",))
+    plan = plan_moves(now, target, num_gpus=8, gpus_per_node=8, serve_first=True)
+    assert plan.keep == (_lm(0, 1),)
+    assert plan.steps == (Step(drain=(_lm(2, 3),), up=(D(2, 3),), unserved=("prefill",)),
+                          Step(drain=(D(4, 5, 6, 7),), up=(P(4, 5), P(6, 7)), unserved=("prefill",)))
+    assert all("decode" not in step.unserved for step in plan.steps)
+
+
+def test_serve_first_keeps_the_other_workers_off_the_gpus_the_losing_stage_needs():
+    # and back: the TP-4 decoder needs GPUs 4-7, so the two Prefill workers drain first and nothing
+    # else takes their GPUs; the TP-2 decoder drains only once the TP-4 one is up
+    now, target = [_lm(0, 1), D(2, 3), P(4, 5), P(6, 7)], [_lm(0, 1), _lm(2, 3), D(4, 5, 6, 7)]
+    plan = plan_moves(now, target, num_gpus=8, gpus_per_node=8, serve_first=True)
+    assert plan.steps == (Step(drain=(P(4, 5),)), Step(drain=(P(6, 7),), up=(D(4, 5, 6, 7),)),
+                          Step(drain=(D(2, 3),), up=(_lm(2, 3),)))
+    assert not plan.fallback and all(not step.unserved for step in plan.steps)
+    plain = plan_moves(now, target, num_gpus=8, gpus_per_node=8)
+    assert plain.steps[-1].unserved == ("decode",)
+
+
+def test_serve_first_changes_nothing_where_no_stage_loses_every_worker():
+    now, target = [E(0), E(1), E(2), P(3), P(4), D(5)], [E(0), P(1), D(2), D(3), D(4), D(5)]
+    assert (plan_moves(now, target, num_gpus=6, gpus_per_node=6, serve_first=True)
+            == plan_moves(now, target, num_gpus=6, gpus_per_node=6))

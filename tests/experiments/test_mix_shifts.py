@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from easerve.cli import main as easerve
-from easerve.experiments.controller_eval import main
-from easerve.experiments.mix_control import phase_rates, phase_setups
+from easerve.experiments.controller_eval import main, move_mechanisms
+from easerve.experiments.mix_control import MOVES, phase_rates, phase_setups
 from easerve.experiments.shape_control import screened_capacity_hz as screened
+from easerve.experiments.shift_control import MoveMechanisms
 from easerve.experiments.shifts import EARLIER_SHIFTS, SHIFTS, load_shift, phase_of, stream
 from easerve.resources import config_path
 from easerve_core.has.screen import screen
@@ -63,6 +65,19 @@ def test_an_unknown_forecaster_is_one_line_and_exit_2(capsys: pytest.CaptureFixt
     assert main(["--mix-shifts", "output-length", "--forecaster", "arima"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "controller.forecaster" in err[0] and "holt" in err[0]
+
+
+@pytest.mark.parametrize("value", ["-1", "soon"])
+def test_a_bad_drain_deadline_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    assert main(["--mix-shifts", "output-length", "--drain-deadline", value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--drain-deadline" in err[0]
+
+
+def test_the_move_flags_override_the_evaluation_s_moves() -> None:
+    assert move_mechanisms(None, None) == MOVES
+    assert move_mechanisms("none", False) == MoveMechanisms()
+    assert move_mechanisms("30", None) == replace(MOVES, drain_deadline_s=30.0)
 
 
 def test_the_built_in_shifts_name_why_the_optimum_moves() -> None:
