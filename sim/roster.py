@@ -1,5 +1,9 @@
 """Re-roling GPUs mid-run: which workers serve each stage, their drains and reconfigurations.
 
+The module stays past 300 lines because the :class:`Roster` is one state machine (serve,
+drain, evict, retire, join, cancel) whose transitions share its slot tables and its step queue;
+splitting it would spread that state across modules.
+
 The online controller's driver (:mod:`sim.control`) hands the :class:`Roster`
 each deployment it decides on. The roster lays it out on the GPUs as the
 build does (:func:`layout`: stage order encode, remote Prefill, Decode; a
@@ -43,10 +47,6 @@ run one after the other; with ``concurrent_steps`` a later step starts beside
 the running ones when it touches none of their GPUs and leaves no stage the
 target serves without a serving worker that the plan does not list in its
 ``unserved`` (``Roster._may_start``).
-
-The module stays past 300 lines because the :class:`Roster` is one state machine (serve,
-drain, retire, join, cancel) whose transitions share its slot tables and its step queue;
-splitting it would spread that state across modules.
 """
 
 from __future__ import annotations

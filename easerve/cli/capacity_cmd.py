@@ -133,8 +133,7 @@ def _run_at(config: ExperimentConfig, base: Session, rate_hz: float, slo: SLO, *
     if config.workload.trace is None:  # a trace keeps its own requests
         n = length.requests_at(rate_hz)
         config = replace(config, workload=replace(config.workload, num_requests=n))
-    at = base.recompose(config=config, rate_hz=rate_hz)
-    result = at.with_plan(replace(at.plan, slo=slo)).sim().run()
+    result = base.recompose(config=config, rate_hz=rate_hz, slo=slo).sim().run()
     s = result.summary(slo)
     unstable = assess(result.records, slo).unstable
     return {"rate_hz": rate_hz, "sustained": sustains(result.records, slo) and not unstable,
