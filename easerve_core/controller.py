@@ -1,4 +1,6 @@
 """The online controller: re-plan EPD serving as traffic shifts (pure and clock-agnostic, like the batcher).
+It stays past 300 lines on purpose: the six rules below, the windows they read and the settings
+that tune them are one unit, read together.
 
 The paper leaves "a complete controller for rapidly shifting demand" open;
 this is ours (docs/controller.md). It is offered observations with ``now``
@@ -30,7 +32,11 @@ Rules, in the order they apply at each check (every ``check_every_s``):
 4. a target other than the current band must hold, unchanged, at every check
    for ``settle_s`` before it is acted on (a step in rate raises the windowed
    estimate gradually; the controller waits for it to settle instead of
-   re-planning at every band it passes);
+   re-planning at every band it passes), unless ``settle_z`` is set and the
+   signal is past the move's threshold (the hysteresis edge of rule 2) by at
+   least ``settle_z`` standard errors of the window's estimate: then the
+   evidence has settled it (a step in the mix moves a window's mean far past
+   the edge within seconds, long before ``settle_s``);
 5. a target band that holds the current band's deployment is followed
    without a decision (nothing changes on the servers, so no dwell applies);
 6. and at least ``dwell_s`` must have passed since the last decision (or
@@ -44,8 +50,6 @@ The plan table itself lives in :mod:`easerve_core.plan_table` (re-exported
 here); its cross-check in :mod:`easerve_core.plan_check`, the
 evaluation's scripted oracle in :mod:`easerve_core.oracle`, the what-if that
 plans bands with the simulator in the loop in :mod:`easerve_core.replan`.
-The module runs a little past 300 lines on purpose: the six rules above, the
-windows they read and the settings that tune them are one unit, read together.
 """
 
 from __future__ import annotations
@@ -100,12 +104,18 @@ class ControllerSettings(Settings):
     forecast_beta: float = field(default=0.3, metadata=rule(checks.fraction))
     #: how far ahead the forecast looks: the re-role time, so a move is warm when the phase comes
     lead_s: float = field(default=0.0, metadata=rule(checks.non_negative))
+    #: rule 4 waives the settle for a rate move whose signal is this many standard errors of the
+    #: window's estimate past the move's threshold (None: never; docs/controller.md, "Settled by
+    #: the evidence")
+    settle_z: float | None = field(default=None, metadata=rule(checks.positive, optional=True))
 
     def to_dict(self) -> dict[str, Any]:
         out = Settings.to_dict(self)
         if self.forecaster == "none":  # a reactive controller's settings stay as they were
             for name in ("forecaster", "forecast_alpha", "forecast_beta", "lead_s"):
                 del out[name]
+        if self.settle_z is None:  # so do those of one that always waits the settle
+            del out["settle_z"]
         return out
 
 
@@ -156,6 +166,8 @@ class Controller:
         #: a weighted signal's running sum of weights, per arrival (``_weight_upto[i]``: up to i)
         self._weight_upto: list[float] = []
         self._weight_before = 0.0
+        self._square_upto: list[float] = []  # the same for the squared weights (rule 4's evidence)
+        self._square_before = 0.0
         if table.signal != "requests":
             self.arrive = self._arrive_weighted  # type: ignore[method-assign]
 
@@ -166,9 +178,10 @@ class Controller:
         self._arrival_s.append(now)
 
     def _arrive_weighted(self, now: float, weight: float = 1.0) -> None:
-        upto = self._weight_upto
+        upto, squares = self._weight_upto, self._square_upto
         self._arrival_s.append(now)
         upto.append((upto[-1] if upto else self._weight_before) + weight)
+        squares.append((squares[-1] if squares else self._square_before) + weight * weight)
 
     def finish(self, now: float, *, met_slo: bool) -> None:
         upto = self._met_upto
@@ -217,7 +230,7 @@ class Controller:
         if self._pending is None or self._pending[0] != target:
             self._pending = (target, now)
         s = self.settings
-        if now - self._pending[1] < s.settle_s:
+        if now - self._pending[1] < s.settle_s and not self._decisive(now, target, rate):
             return None
         if self._deployment(target) == self._deployment(self.band):
             self.band, self._pending = target, None  # rule 5: nothing to change on the servers
@@ -259,6 +272,35 @@ class Controller:
             return covering
         return self.band
 
+    def _decisive(self, now: float, target: int, rate: float) -> bool:
+        """Rule 4's waiver: a rate move whose signal is ``settle_z`` standard errors past its
+        threshold (rule 2's edge: the current band's planned rate, a margin up or down)."""
+        z = self.settings.settle_z
+        if z is None or math.isnan(rate) or target != self._rate_target(rate):
+            return False
+        here, h = self._band_rate(self.band), self.settings.hysteresis_frac
+        edge = here * (1 + h) if target > self.band else here / (1 + h)
+        return abs(rate - edge) >= z * self._standard_error(now)
+
+    def _standard_error(self, now: float) -> float:
+        """The standard error of the window's estimate (:meth:`rate_hz`): of a count over the span
+        (Poisson: the square root of the sum of the squared weights over the span) or, for a
+        ``*_mean`` signal, of the window's mean (its sample deviation over the square root of the
+        count); infinite on fewer than two arrivals."""
+        count = len(self._arrival_s) - self._a0
+        span = min(self.settings.window_s, now - self._start_s)
+        if count < 2 or span <= 0:
+            return math.inf
+        if self.table.signal == "requests":
+            return math.sqrt(count) / span
+        upto, squares, a0 = self._weight_upto, self._square_upto, self._a0
+        total = upto[-1] - (upto[a0 - 1] if a0 else self._weight_before)
+        square = squares[-1] - (squares[a0 - 1] if a0 else self._square_before)
+        if not self.table.signal.endswith("_mean"):
+            return math.sqrt(square) / span
+        variance = max(0.0, (square - total * total / count) / (count - 1))
+        return math.sqrt(variance / count)
+
     def _target(self, now: float, rate: float) -> int:
         target = self._rate_target(rate)
         if target <= self.band and self.band + 1 < self._num_bands() and self._overloaded():
@@ -285,7 +327,8 @@ class Controller:
             del self._arrival_s[:self._a0]
             if self._weight_upto:
                 self._weight_before = self._weight_upto[self._a0 - 1]
-                del self._weight_upto[:self._a0]
+                self._square_before = self._square_upto[self._a0 - 1]
+                del self._weight_upto[:self._a0], self._square_upto[:self._a0]
             self._a0 = 0
         if self._f0 > _COMPACT_AT:
             self._met_before = self._met_upto[self._f0 - 1]

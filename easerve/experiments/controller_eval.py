@@ -30,7 +30,9 @@ deployments judged on its own workload) unless ``--no-cross-check``,
 ``--[no-]serve-first`` set how the controlled systems' moves run
 (:class:`~easerve.experiments.shift_control.MoveMechanisms`; default
 :data:`~easerve.experiments.mix_control.MOVES`), ``--[no-]phase-tables``
-whether every system runs each phase's SM-share table, and ``--out DIR``
+whether every system runs each phase's SM-share table, ``--settle-z Z|none``
+when the controllers may skip the settle (default
+:data:`~easerve.experiments.mix_control.SETTLE_Z`), and ``--out DIR``
 writes their tables as CSV. The numbers in
 docs/controller.md come from this command. ``python -m
 easerve.experiments.controller_eval`` is the same command under its old name
@@ -48,7 +50,7 @@ from pathlib import Path
 import pandas as pd
 
 from easerve.experiments.eval_size import FULL, QUICK, SHIFT_SHAPE, EvalSize
-from easerve.experiments.mix_control import MOVES, PHASE_TABLES, mix_capacity_hz, mix_shift_tables
+from easerve.experiments.mix_control import MOVES, PHASE_TABLES, SETTLE_Z, mix_capacity_hz, mix_shift_tables
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.plan_tables import throughput_ceiling
 from easerve.experiments.replan_study import replan_shift
@@ -114,6 +116,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--phase-tables", action=argparse.BooleanOptionalAction, default=None,
                         help="mix shifts: every system's encoders run each phase's SM-share table from "
                              "the phase's start (sim.sm_tables; default: mix_control.PHASE_TABLES)")
+    parser.add_argument("--settle-z", metavar="Z", default=None,
+                        help="mix shifts: the controllers skip the settle once the window's signal is Z "
+                             "standard errors past the move's threshold (none: always wait it; default: "
+                             "mix_control.SETTLE_Z)")
     parser.add_argument("--forecaster", default="holt",
                         help="the predictive system's forecaster (none, ewma, holt; default holt)")
 
@@ -199,6 +205,7 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
         ControllerSettings(forecaster=args.forecaster)
         moves = move_mechanisms(args.drain_deadline, args.concurrent_steps, args.serve_first)
         phase_tables = PHASE_TABLES if args.phase_tables is None else args.phase_tables
+        settle_z = settle_z_of(args.settle_z)
         shifts = [load_shift(args.shift)] if args.shift is not None else []
         if args.trace is not None:
             arrivals = trace_arrivals(args.trace, args.trace_format)
@@ -214,7 +221,7 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
         return 2
     frames, studies = mix_shift_tables(shifts, trials=plan.has_trials, num_samples=plan.has_samples,
                                        forecaster=args.forecaster, cross_check=not args.no_cross_check,
-                                       moves=moves, phase_tables=phase_tables)
+                                       moves=moves, phase_tables=phase_tables, settle_z=settle_z)
     for shift, out in zip(shifts, studies, strict=True):
         print(f"{shift.name} ({shift.model}, signal {shift.signal}): phase rates {out['rates']} req/s, "
               f"bands {[b.rate_hz for b in out['table'].bands]}, lead {out['lead_s']:.1f} s; {shift.why}")
@@ -240,10 +247,6 @@ def _decisions(frame: pd.DataFrame) -> str:
     return "no decisions" if frame.empty else frame.round(2).to_string(index=False)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def move_mechanisms(deadline: str | None, concurrent: bool | None,
                     serve_first: bool | None = None) -> MoveMechanisms:
     """``--drain-deadline`` (seconds >= 0 or ``none``), ``--[no-]concurrent-steps`` and
@@ -265,3 +268,23 @@ def move_mechanisms(deadline: str | None, concurrent: bool | None,
     if serve_first is not None:
         moves = replace(moves, serve_first=serve_first)
     return moves
+
+
+def settle_z_of(value: str | None) -> float | None:
+    """``--settle-z`` (a number > 0 or ``none``; absent: :data:`~easerve.experiments.mix_control.SETTLE_Z`);
+    a bad one is a ``ValueError`` naming it."""
+    if value is None:
+        return SETTLE_Z
+    if value.strip().lower() == "none":
+        return None
+    try:
+        z = float(value)
+    except ValueError:
+        z = math.nan
+    if not (z > 0 and math.isfinite(z)):
+        raise ValueError(f"--settle-z must be a number > 0 or none, got {value!r}")
+    return z
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -18,7 +18,8 @@ the better one), then five systems on one stream:
   for static HAS at the mean and at the peak);
 * ``oracle``: on the cross-checked table, moves to each phase's band ``lead_s`` before the phase
   (:class:`~easerve_core.oracle.ScriptedController`), the re-role time;
-* ``reactive``: the controller's rules (:class:`~easerve_core.controller.Controller`, defaults);
+* ``reactive``: the controller's rules (:class:`~easerve_core.controller.Controller`, defaults but
+  for rule 4's waiver, :data:`SETTLE_Z`);
 * ``predictive``: the same with Holt's forecaster ``lead_s`` ahead (:mod:`easerve_core.forecast`).
 
 Re-roles are make-before-break (:mod:`easerve_core.moves`), cost
@@ -60,6 +61,11 @@ MOVES = MoveMechanisms(drain_deadline_s=0.0, concurrent_steps=True)
 #: every system's encoders run each phase's SM-share table from the phase's start (sim.sm_tables);
 #: False: the first phase's for the whole run, which flattered static-low on image -> video
 PHASE_TABLES = True
+#: the controllers act on a move without the 60 s settle once the window's signal is this many
+#: standard errors past the move's threshold (ControllerSettings.settle_z; None: always the settle).
+#: Three errors: the usual bar for "not noise" (a one-sided 0.13% chance per check on a normal
+#: estimate), not fitted to these shifts (docs/controller.md, "Settled by the evidence")
+SETTLE_Z: float | None = 3.0
 
 
 def phase_setups(shift: Shift) -> dict[str, Setup]:
@@ -123,7 +129,8 @@ def checked_table(shift: Shift, setups: dict[str, Setup], table: PlanTable, kind
 
 def shift_study(shift: Shift, *, trials: int, num_samples: int = 1, search_s: float = 120.0, seed: int = 0,
                 forecaster: str = "holt", cross_check: bool = True, moves: MoveMechanisms = MOVES,
-                phase_tables: bool = PHASE_TABLES, backend: Backend = IN_PROCESS) -> dict[str, Any]:
+                phase_tables: bool = PHASE_TABLES, settle_z: float | None = SETTLE_Z,
+                backend: Backend = IN_PROCESS) -> dict[str, Any]:
     """HAS per phase, the plan table (cross-checked unless ``cross_check`` is False) and the five
     systems (module docstring): ``plans`` (one row per phase kind: HAS's pick and the table's),
     ``scores`` (the cross-check's), ``systems``, ``phases`` (system x phase) and ``decisions``
@@ -161,7 +168,7 @@ def shift_study(shift: Shift, *, trials: int, num_samples: int = 1, search_s: fl
     lead = lead_s(setups[shift.phases[0].mix], table)
     runs = [partial(_system, shift, setups, has_table if name.startswith("static") else table, band_of,
                     requests, name, lead=lead, seed=seed, forecaster=forecaster, moves=moves,
-                    phase_tables=phase_tables)
+                    phase_tables=phase_tables, settle_z=settle_z)
             for name in SYSTEMS]
     outs = run_tasks(backend, runs)
     frames = {key: pd.DataFrame([row for out in outs for row in out[key]])
@@ -173,7 +180,8 @@ def shift_study(shift: Shift, *, trials: int, num_samples: int = 1, search_s: fl
 def _system(shift: Shift, setups: dict[str, Setup], table: PlanTable, band_of: list[int],
             requests: tuple[Any, ...], name: str, *, lead: float, seed: int,
             forecaster: str = "holt", moves: MoveMechanisms = MOVES,
-            phase_tables: bool = PHASE_TABLES) -> dict[str, list[dict[str, Any]]]:
+            phase_tables: bool = PHASE_TABLES, settle_z: float | None = SETTLE_Z
+            ) -> dict[str, list[dict[str, Any]]]:
     """One system's run and its rows (a task)."""
     start = {"static-low": 0, "static-high": len(table.bands) - 1}.get(name, band_of[0])
     controller: Any = None
@@ -181,9 +189,9 @@ def _system(shift: Shift, setups: dict[str, Setup], table: PlanTable, band_of: l
         script = tuple((p.start_s, band_of[i]) for i, p in enumerate(shift.phases))
         controller = ScriptedController(table, script, start_band=start, lead_s=lead)
     elif name == "reactive":
-        controller = Controller(table, ControllerSettings(), start_band=start)
+        controller = Controller(table, ControllerSettings(settle_z=settle_z), start_band=start)
     elif name == "predictive":
-        settings = ControllerSettings(forecaster=forecaster, lead_s=lead)
+        settings = ControllerSettings(forecaster=forecaster, lead_s=lead, settle_z=settle_z)
         controller = Controller(table, settings, start_band=start)
     setup = setups[shift.phases[0].mix]
     deployment = table.bands[start].deployment
@@ -235,8 +243,9 @@ MIX_TABLES = ("controller_mix_shifts", "controller_mix_shifts_phases", "controll
 
 def mix_shift_tables(shifts: list[Shift], *, trials: int, num_samples: int = 1, forecaster: str = "holt",
                      cross_check: bool = True, moves: MoveMechanisms = MOVES,
-                     phase_tables: bool = PHASE_TABLES, backend: Backend = IN_PROCESS,
-                     log: Any = None) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any]]]:
+                     phase_tables: bool = PHASE_TABLES, settle_z: float | None = SETTLE_Z,
+                     backend: Backend = IN_PROCESS, log: Any = None
+                     ) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any]]]:
     """:func:`shift_study` on each of ``shifts``, its frames concatenated as :data:`MIX_TABLES`;
     also each study's dict (rates, tables, lead)."""
     studies = []
@@ -245,7 +254,7 @@ def mix_shift_tables(shifts: list[Shift], *, trials: int, num_samples: int = 1, 
             log(f"mix shift {shift.name}")
         studies.append(shift_study(shift, trials=trials, num_samples=num_samples, forecaster=forecaster,
                                    cross_check=cross_check, moves=moves, phase_tables=phase_tables,
-                                   backend=backend))
+                                   settle_z=settle_z, backend=backend))
     keys = ("systems", "phases", "decisions", "plans", "scores")
     frames = {name: pd.concat([s[key] for s in studies if not s[key].empty] or [pd.DataFrame()],
                               ignore_index=True)

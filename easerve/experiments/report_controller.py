@@ -37,7 +37,9 @@ def _mix_shifts_section(t: Mapping[str, pd.DataFrame]) -> list[str]:
         "reactive and the predictive (Holt) controller run the checked table; a leaving decoder hands "
         "its sequences at once to one at least its size, which recomputes them, and a staged move's "
         "disjoint steps run side by side; every system's encoders run each phase's SM-share table "
-        "(docs/controller.md, \"Moves that pay\"). High phases: the top band's.",
+        "(docs/controller.md, \"Moves that pay\"); the controllers skip the settle once the window's "
+        "signal is three standard errors past the move's threshold (\"Settled by the evidence\"). "
+        "High phases: the top band's.",
     ]
     plans = t.get("controller_mix_shifts_plans")
     if plans is not None and not plans.empty:

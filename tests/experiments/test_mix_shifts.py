@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from easerve.cli import main as easerve
-from easerve.experiments.controller_eval import main, move_mechanisms
-from easerve.experiments.mix_control import MOVES, phase_rates, phase_setups
+from easerve.experiments.controller_eval import main, move_mechanisms, settle_z_of
+from easerve.experiments.mix_control import MOVES, SETTLE_Z, phase_rates, phase_setups
 from easerve.experiments.shape_control import screened_capacity_hz as screened
 from easerve.experiments.shift_control import MoveMechanisms
 from easerve.experiments.shifts import EARLIER_SHIFTS, SHIFTS, load_shift, phase_of, stream
@@ -72,6 +72,18 @@ def test_a_bad_drain_deadline_is_one_line_and_exit_2(capsys: pytest.CaptureFixtu
     assert main(["--mix-shifts", "output-length", "--drain-deadline", value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--drain-deadline" in err[0]
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "often", "inf"])
+def test_a_bad_settle_z_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    assert main(["--mix-shifts", "output-length", "--settle-z", value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--settle-z" in err[0]
+
+
+def test_the_settle_z_flag_overrides_the_evaluation_s() -> None:
+    assert settle_z_of(None) == SETTLE_Z == 3.0
+    assert settle_z_of("none") is None and settle_z_of("2.5") == 2.5
 
 
 def test_the_move_flags_override_the_evaluation_s_moves() -> None:
