@@ -3,12 +3,14 @@
 Every spec and config dataclass in ``calibration`` calls :func:`validate` from
 ``__post_init__``: integer fields must be integers, float fields finite numbers,
 and every numeric field non-negative unless listed in ``positive`` (then > 0).
+A dataclass whose ``kind`` picks the fields it needs calls :func:`validate_kind`.
 Errors are ``ValueError`` naming the class, the field and the value.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
@@ -36,6 +38,18 @@ def validate(obj: Any, *, positive: frozenset[str] = frozenset()) -> None:
             bound = "> 0" if f.name in positive else ">= 0"
             raise ValueError(f"{where} must be {bound}, got {value!r}")
         object.__setattr__(obj, f.name, value)
+
+
+def validate_kind(obj: Any, needs: Mapping[str, tuple[str, ...]]) -> None:
+    """:func:`validate` the dataclass ``obj`` whose ``kind`` (a key of ``needs``) needs the fields
+    ``needs[kind]`` > 0; an unknown kind is refused first, listing the known."""
+    owner = type(obj).__name__
+    if obj.kind not in needs:
+        raise unknown_name(f"{owner}.kind", obj.kind, list(needs))
+    validate(obj)
+    for name in needs[obj.kind]:
+        if getattr(obj, name) <= 0:
+            raise ValueError(f"{owner}.{name} must be > 0 for kind {obj.kind!r}")
 
 
 def fraction(owner: str, name: str, value: float, *, allow_zero: bool = False) -> None:

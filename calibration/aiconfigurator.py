@@ -43,6 +43,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import yaml
 
+from calibration.frames import most_common, ms_curve
 from calibration.optables import (
     AllreduceTable,
     AttentionTables,
@@ -61,7 +62,6 @@ ENGINES = ("vllm", "sglang", "trtllm")
 #: the database's system names -> easerve's GPU specs (calibration/specs/gpus)
 GPU_OF_SYSTEM = {"h200_sxm": "h200", "h100_sxm": "h100-sxm", "b200_sxm": "b200", "l40s": "l40s",
                  "a100_sxm": "a100-sxm4-80gb", "rtx_pro_6000_server": "rtxpro6000"}
-_MS = 1e-3
 _BF16_BYTES = 2
 
 
@@ -161,16 +161,14 @@ def _read(path: Path) -> pd.DataFrame:
 
 
 def _main_kernel(frame: pd.DataFrame) -> pd.DataFrame:
-    if "kernel_source" not in frame or frame.empty:
-        return frame
-    return frame[frame["kernel_source"] == frame["kernel_source"].value_counts().idxmax()]
+    return most_common(frame, "kernel_source")
 
 
 def _curve(frame: pd.DataFrame, size: str, exponent_above: float = 1.0,
            scale: Callable[[pd.Series], pd.Series] | None = None) -> Curve:
     by = frame.groupby(size)["latency"].median().sort_index()
     sizes = by.index.to_series() if scale is None else scale(by.index.to_series())
-    return Curve(tuple(float(v) for v in sizes), tuple(float(v) * _MS for v in by.to_numpy()), exponent_above)
+    return ms_curve(sizes, by.to_numpy(), exponent_above)
 
 
 def _gemm(root: Path) -> GemmTable:

@@ -25,22 +25,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from calibration import memory, ops, stage_memo, work
+from calibration import memory, ops, work
 from calibration.efficiency import Efficiency, efficiency_dict
 from calibration.op_prices import RooflineOps
 from calibration.specs import GPUSpec, ModelSpec
-from calibration.stage_memo import (
-    SpecMemory,
-    check_decode_args,
-    check_tp,
-    make_room,
-    remembered,
-    validate_items,
-)
+from calibration.stage_memo import DecodeMemo, SpecMemory, check_tp, make_room, remembered, validate_items
 
 __all__ = ["AnalyticProfile", "Efficiency", "TPStageProfile"]
 
-class TPStageProfile:
+class TPStageProfile(DecodeMemo):
     """The :class:`~easerve_core.profile.StageProfile` of one worker of ``tp`` GPUs."""
 
     def __init__(self, parent: AnalyticProfile, tp: int) -> None:
@@ -62,8 +55,7 @@ class TPStageProfile:
         # what the roofline computes.
         self._encode_memo: dict[tuple[tuple[int, ...], float], float] = {}
         self._prefill_memo: dict[tuple[tuple[int, ...], float], float] = {}
-        self._decode_memo: dict[int, dict[int, float]] = {}  # batch size -> context -> seconds
-        self._decode_memo_size = 0
+        self._forget_decode_steps()  # batch size -> context -> seconds (DecodeMemo)
         # per batch size: weight bytes, the context-free kernels' times before and after
         # attention, and the all-reduce time of a decode step
         self._decode_fixed: dict[int, tuple[float, tuple[float, ...], tuple[float, ...], float]] = {}
@@ -166,24 +158,6 @@ class TPStageProfile:
         extra = self._elementwise_s(lambda: ops.prefill_ops(lm, lens, tp=self.tp), share)
         return self._stage_s(stage, share, overhead_s=self.parent.efficiency.step_overhead_s,
                              elementwise_s=extra)
-
-    def decode_step_s(self, batch_size: int, context_tokens: int) -> float:
-        # plain ints pass the first test alone (a simulated decode worker asks millions of times)
-        if type(batch_size) is not int or type(context_tokens) is not int or batch_size < 1 \
-                or context_tokens < 0:
-            check_decode_args(batch_size, context_tokens)
-        by_context = self._decode_memo.get(batch_size)
-        if by_context is None:
-            by_context = self._decode_memo[batch_size] = {}
-        seconds = by_context.get(context_tokens)
-        if seconds is None:
-            if self._decode_memo_size >= stage_memo.MEMO_MAX:
-                self._decode_memo.clear()
-                self._decode_memo[batch_size] = by_context = {}
-                self._decode_memo_size = 0
-            seconds = by_context[context_tokens] = self._decode_step_s(batch_size, context_tokens)
-            self._decode_memo_size += 1
-        return seconds
 
     def _decode_step_s(self, batch_size: int, context_tokens: int) -> float:
         """The roofline of ``work.decode_work``, its context-free kernels timed once per batch size.

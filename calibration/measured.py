@@ -21,19 +21,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from calibration import memory, stage_memo
+from calibration import memory
 from calibration.efficiency import Efficiency, efficiency_dict
 from calibration.op_prices import MeasuredOps, RooflineOps
 from calibration.ops import Op, decode_attention_ops, decode_ops, encoder_ops, prefill_ops
 from calibration.optables import OpTables
 from calibration.specs import GPUSpec, ModelSpec
-from calibration.stage_memo import SpecMemory, check_decode_args, check_tp, remembered, validate_items
+from calibration.stage_memo import DecodeMemo, SpecMemory, check_tp, remembered, validate_items
 
 #: TP sizes whose LM shapes a built profile keeps
 PROFILE_TPS = (1, 2, 4, 8)
 
 
-class MeasuredStageProfile:
+class MeasuredStageProfile(DecodeMemo):
     """The :class:`~easerve_core.profile.StageProfile` of one worker of ``tp`` GPUs."""
 
     def __init__(self, parent: MeasuredProfile, tp: int) -> None:
@@ -45,7 +45,7 @@ class MeasuredStageProfile:
         # a decode step is its batch size's context-free ops (remembered per batch size) plus
         # attention, whose shape only knows the mean context per sequence (remembered per shape)
         self._decode_fixed: dict[int, float] = {}
-        self._decode_memo: dict[int, dict[int, float]] = {}  # batch size -> context -> seconds
+        self._forget_decode_steps()  # batch size -> context -> seconds (DecodeMemo)
         self._decode_attention: dict[tuple[int, int], float] = {}
 
     def __repr__(self) -> str:
@@ -86,24 +86,7 @@ class MeasuredStageProfile:
         ops = prefill_ops(self.parent.model.lm, lens, tp=self.tp)
         return self._stage_s(ops, share, self.parent.efficiency.step_overhead_s)
 
-    def decode_step_s(self, batch_size: int, context_tokens: int) -> float:
-        if type(batch_size) is not int or type(context_tokens) is not int or batch_size < 1 \
-                or context_tokens < 0:
-            check_decode_args(batch_size, context_tokens)
-        # a simulated decode worker asks millions of times: the analytic profile's two-level memo
-        by_context = self._decode_memo.get(batch_size)
-        if by_context is None:
-            if len(self._decode_memo) >= stage_memo.MEMO_MAX:
-                self._decode_memo.clear()
-            by_context = self._decode_memo[batch_size] = {}
-        seconds = by_context.get(context_tokens)
-        if seconds is None:
-            if len(by_context) >= stage_memo.MEMO_MAX:
-                by_context.clear()
-            seconds = by_context[context_tokens] = self._decode_s(batch_size, context_tokens)
-        return seconds
-
-    def _decode_s(self, batch_size: int, context_tokens: int) -> float:
+    def _decode_step_s(self, batch_size: int, context_tokens: int) -> float:
         fixed = self._decode_fixed.get(batch_size)
         if fixed is None:
             fixed = self._decode_fixed[batch_size] = self._decode_fixed_s(batch_size)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from calibration._fields import unknown_name, validate
+from calibration._fields import validate_kind
 
 #: kind -> the fields it needs (> 0)
 NEEDS: dict[str, tuple[str, ...]] = {
@@ -57,12 +57,7 @@ class ProcessorSpec:
     max_audio_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.kind not in NEEDS:
-            raise unknown_name("ProcessorSpec.kind", self.kind, list(NEEDS))
-        validate(self)
-        for name in NEEDS[self.kind]:
-            if getattr(self, name) <= 0:
-                raise ValueError(f"ProcessorSpec.{name} must be > 0 for kind {self.kind!r}")
+        validate_kind(self, NEEDS)
         try:
             pins = tuple((int(h), int(w)) for h, w in self.pinpoints_px)
         except (TypeError, ValueError):

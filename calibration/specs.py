@@ -22,14 +22,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from calibration._fields import fraction, unknown_name, validate
+from calibration._fields import fraction, unknown_name, validate, validate_kind
 from calibration.model_parts import MOE_FIELDS, EncoderSpec, LMSpec
 from calibration.processor_spec import ProcessorSpec
 
 SPEC_DIR = Path(__file__).parent / "specs"
 
 
-_MAPPING_KINDS = ("tiles", "linear")
+#: mapping kind -> the fields it needs (> 0)
+_MAPPING_NEEDS: dict[str, tuple[str, ...]] = {
+    "tiles": ("lm_tokens_per_tile", "max_tiles", "positions_per_tile"),
+    "linear": ("positions_per_lm_token", "segment_positions"),
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,14 +58,7 @@ class ItemMapping:
     num_full_attention_layers: int = 0
 
     def __post_init__(self) -> None:
-        if self.kind not in _MAPPING_KINDS:
-            raise unknown_name("ItemMapping.kind", self.kind, list(_MAPPING_KINDS))
-        validate(self)
-        needed = (("lm_tokens_per_tile", "max_tiles", "positions_per_tile") if self.kind == "tiles"
-                  else ("positions_per_lm_token", "segment_positions"))
-        for name in needed:
-            if getattr(self, name) <= 0:
-                raise ValueError(f"ItemMapping.{name} must be > 0 for kind {self.kind!r}")
+        validate_kind(self, _MAPPING_NEEDS)
 
     def segments(self, lm_tokens: int) -> list[int]:
         """Encoder sequence lengths (positions) for one item of ``lm_tokens``."""

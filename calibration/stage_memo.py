@@ -4,6 +4,7 @@ Both compute a stage's latency from its inputs (item sizes, sequence
 lengths, a decode batch) and remember the answer: the simulator asks the
 same questions again and again. A memo starts over once it holds
 :data:`MEMO_MAX` entries, so memory stays bounded on long runs.
+:class:`DecodeMemo` gives a stage profile its checked, remembered ``decode_step_s``.
 :class:`SpecMemory` gives a profile with ``model``, ``gpu`` and ``budget``
 fields its memory answers (:mod:`calibration.memory`).
 """
@@ -60,6 +61,44 @@ def remembered(memo: dict[Any, float], key: Any, compute: Callable[..., float], 
         make_room(memo)
         seconds = memo[key] = compute(*args)
     return seconds
+
+
+class DecodeMemo:
+    """``decode_step_s`` for a stage profile that computes one step in ``_decode_step_s``.
+
+    A simulated decode worker asks millions of times, so plain ints pass the argument check
+    in its first test alone, and the memo is two-level (batch size -> context -> seconds: no
+    key tuple per step). It starts over once it holds :data:`MEMO_MAX` steps in all; the
+    profile's ``__init__`` starts it with :meth:`_forget_decode_steps`.
+    """
+
+    __slots__ = ()
+    _decode_memo: dict[int, dict[int, float]]
+    _decode_memo_size: int
+
+    def _forget_decode_steps(self) -> None:
+        self._decode_memo = {}
+        self._decode_memo_size = 0
+
+    def _decode_step_s(self, batch_size: int, context_tokens: int) -> float:
+        """One decode step's seconds, computed (the memo's miss)."""
+        raise NotImplementedError
+
+    def decode_step_s(self, batch_size: int, context_tokens: int) -> float:
+        if type(batch_size) is not int or type(context_tokens) is not int or batch_size < 1 \
+                or context_tokens < 0:
+            check_decode_args(batch_size, context_tokens)
+        by_context = self._decode_memo.get(batch_size)
+        if by_context is None:
+            by_context = self._decode_memo[batch_size] = {}
+        seconds = by_context.get(context_tokens)
+        if seconds is None:
+            if self._decode_memo_size >= MEMO_MAX:
+                self._forget_decode_steps()
+                self._decode_memo[batch_size] = by_context = {}
+            seconds = by_context[context_tokens] = self._decode_step_s(batch_size, context_tokens)
+            self._decode_memo_size += 1
+        return seconds
 
 
 class SpecMemory:

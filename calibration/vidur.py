@@ -48,6 +48,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from calibration.frames import most_common, ms_curve
 from calibration.ops import prefill_ops
 from calibration.optables import (
     AllreduceTable,
@@ -70,7 +71,6 @@ MLP_COLUMNS = ("n_head", "n_kv_head", "n_embd", "n_expanded_embd", "use_gated_ml
 ATTENTION_COLUMNS = ("n_embd", "n_q_head", "n_kv_head", "num_tensor_parallel_workers", "batch_size",
                      "prefill_chunk_size", "kv_cache_size", "is_prefill", "time_stats.attn_prefill.median",
                      "time_stats.attn_decode.median")
-_MS = 1e-3
 
 
 def check_path(path: str | os.PathLike[str]) -> Path:
@@ -106,8 +106,7 @@ def _curve(frame: pd.DataFrame, size: str, column: str, exponent_above: float = 
     by = by[(by.index > 0) & (by > 0)]
     if by.empty:
         return None
-    return Curve(tuple(float(v) for v in by.index), tuple(float(v) * _MS for v in by.to_numpy()),
-                 exponent_above)
+    return ms_curve(by.index, by.to_numpy(), exponent_above)
 
 
 def _gemm_shapes(model: ModelSpec, tp: int) -> dict[str, tuple[int, int]]:
@@ -119,12 +118,6 @@ def _gemm_shapes(model: ModelSpec, tp: int) -> dict[str, tuple[int, int]]:
 def _heads(model: ModelSpec, tp: int) -> HeadShape:
     lm = model.lm
     return max(1, lm.num_heads // tp), max(1, lm.num_kv_heads // tp), lm.head_dim
-
-
-def _most_common(frame: pd.DataFrame, column: str) -> pd.DataFrame:
-    if column not in frame.columns or frame.empty:
-        return frame
-    return frame[frame[column] == frame[column].value_counts().idxmax()]
 
 
 def _gemm(path: Path, model: ModelSpec) -> tuple[GemmTable, list[int]]:
@@ -157,7 +150,7 @@ def _attention(path: Path, model: ModelSpec) -> tuple[AttentionTables, Attention
     lm = model.lm
     frame = frame[(frame["n_embd"] == lm.hidden_size) & (frame["n_q_head"] == lm.num_heads)
                   & (frame["n_kv_head"] == lm.num_kv_heads)]
-    frame = _most_common(_most_common(frame, "block_size"), "attention_backend")
+    frame = most_common(most_common(frame, "block_size"), "attention_backend")
     prefill = _bool(frame["is_prefill"])
     context: dict[HeadShape, BatchTable] = {}
     generation: dict[HeadShape, BatchTable] = {}

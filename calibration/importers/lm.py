@@ -155,56 +155,53 @@ def _no_window(why: str) -> dict[str, Any]:
     return {"sliding_window_tokens": derived(0, why), "num_sliding_layers": derived(0, why)}
 
 
+#: how an MoE config names (its expert count, the experts each token is routed to)
+_EXPERT_KEYS = {
+    "gemma4": ("num_experts", "top_k_experts"),
+    "mixtral": ("num_local_experts", "num_experts_per_tok"),
+    "llama4": ("num_local_experts", "num_experts_per_tok"),
+    "qwen": ("num_experts", "num_experts_per_tok"),
+}
+
+
 def _moe(text: Keys, how: str, lm: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     num_layers = value(lm["num_layers"])
     if how == "gemma4" and not text.raw_value("enable_moe_block", False):
         return {}
     notes.append("MoE: expert parallelism is not modelled; TP splits every expert like a dense MLP")
-    if how == "gemma4":
-        return {
-            "num_experts": text.get("num_experts"),
-            "num_experts_per_token": text.get("top_k_experts"),
-            "moe_intermediate_size": text.get("moe_intermediate_size"),
-            "shared_expert_intermediate_size": derived(
-                value(lm["intermediate_size"]), "the dense MLP runs beside the experts"
-            ),
-            "num_moe_layers": derived(num_layers, "enable_moe_block: every layer"),
-        }
-    if how == "mixtral":
-        return {
-            "num_experts": text.get("num_local_experts"),
-            "num_experts_per_token": text.get("num_experts_per_tok"),
-            "moe_intermediate_size": derived(
-                value(lm["intermediate_size"]), "intermediate_size is the expert width"
-            ),
-            "num_moe_layers": derived(num_layers, "every layer"),
-        }
-    if how == "llama4":
-        moe_layers = list(text.raw_value("moe_layers") or [])
+    if how == "llama4":  # intermediate_size is the experts' width; the dense MLP's has its own key
         lm["intermediate_size"] = text.get("intermediate_size_mlp")
-        return {
-            "num_experts": text.get("num_local_experts"),
-            "num_experts_per_token": text.get("num_experts_per_tok"),
-            "moe_intermediate_size": text.get("intermediate_size"),
-            "shared_expert_intermediate_size": text.get("intermediate_size"),
-            "num_moe_layers": derived(
-                len(moe_layers),
-                f"every interleave_moe_layer_step={text.raw_value('interleave_moe_layer_step', 1)} layer",
-            ),
-        }
-    step = int(text.raw_value("decoder_sparse_step", 1))
-    dense_only = set(text.raw_value("mlp_only_layers") or [])
-    count = sum(1 for i in range(num_layers) if i not in dense_only and (i + 1) % step == 0)
-    out = {
-        "num_experts": text.get("num_experts"),
-        "num_experts_per_token": text.get("num_experts_per_tok"),
-        "moe_intermediate_size": text.get("moe_intermediate_size"),
-        "num_moe_layers": derived(
+    count_key, per_token_key = _EXPERT_KEYS[how]
+    out = {"num_experts": text.get(count_key), "num_experts_per_token": text.get(per_token_key)}
+    if how == "gemma4":
+        out["moe_intermediate_size"] = text.get("moe_intermediate_size")
+        out["shared_expert_intermediate_size"] = derived(
+            value(lm["intermediate_size"]), "the dense MLP runs beside the experts"
+        )
+        out["num_moe_layers"] = derived(num_layers, "enable_moe_block: every layer")
+    elif how == "mixtral":
+        out["moe_intermediate_size"] = derived(
+            value(lm["intermediate_size"]), "intermediate_size is the expert width"
+        )
+        out["num_moe_layers"] = derived(num_layers, "every layer")
+    elif how == "llama4":
+        moe_layers = list(text.raw_value("moe_layers") or [])
+        out["moe_intermediate_size"] = text.get("intermediate_size")
+        out["shared_expert_intermediate_size"] = text.get("intermediate_size")
+        out["num_moe_layers"] = derived(
+            len(moe_layers),
+            f"every interleave_moe_layer_step={text.raw_value('interleave_moe_layer_step', 1)} layer",
+        )
+    else:
+        step = int(text.raw_value("decoder_sparse_step", 1))
+        dense_only = set(text.raw_value("mlp_only_layers") or [])
+        count = sum(1 for i in range(num_layers) if i not in dense_only and (i + 1) % step == 0)
+        out["moe_intermediate_size"] = text.get("moe_intermediate_size")
+        out["num_moe_layers"] = derived(
             count,
             f"layers with (i + 1) % decoder_sparse_step ({step}) == 0, "
             f"less mlp_only_layers {sorted(dense_only)}",
-        ),
-    }
-    if text.raw_value("shared_expert_intermediate_size"):
-        out["shared_expert_intermediate_size"] = text.get("shared_expert_intermediate_size")
+        )
+        if text.raw_value("shared_expert_intermediate_size"):
+            out["shared_expert_intermediate_size"] = text.get("shared_expert_intermediate_size")
     return out

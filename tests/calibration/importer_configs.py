@@ -2,7 +2,9 @@
 
 The three paper models are written with the numbers their hand-written specs
 cite (the published config.json values); the other families are tiny configs
-built from ``transformers``' own config classes.
+built from ``transformers``' own config classes. Both are spelled through the
+same small builders (``_lm``, ``_vit``, ``_qwen_vit``, ``_whisper``) of the
+config keys each tower sets.
 """
 
 from __future__ import annotations
@@ -60,24 +62,39 @@ def write(folder: Path, config: Any) -> Path:
     return folder
 
 
+def _lm(*, layers: int, hidden: int, intermediate: int, heads: int, kv_heads: int, vocab: int,
+        **extra: Any) -> dict[str, Any]:
+    """The LM keys every text config here sets, then ``extra``."""
+    return {"num_hidden_layers": layers, "hidden_size": hidden, "intermediate_size": intermediate,
+            "num_attention_heads": heads, "num_key_value_heads": kv_heads, "vocab_size": vocab, **extra}
+
+
+def _vit(*, hidden: int, intermediate: int, layers: int, heads: int, image_size: Any,
+         patch_size: Any) -> dict[str, Any]:
+    """A ViT (CLIP, SigLIP, InternViT, Idefics3) vision config."""
+    return {"hidden_size": hidden, "intermediate_size": intermediate, "num_hidden_layers": layers,
+            "num_attention_heads": heads, "image_size": image_size, "patch_size": patch_size}
+
+
+def _qwen_vit(*, depth: int, hidden: int, intermediate: int, heads: int, out_hidden: int,
+              full_attention: list[int], window: int, **extra: Any) -> dict[str, Any]:
+    """A Qwen2.5-VL vision config (window attention but in ``full_attention`` blocks)."""
+    return {"depth": depth, "hidden_size": hidden, "intermediate_size": intermediate, "num_heads": heads,
+            "out_hidden_size": out_hidden, "fullatt_block_indexes": full_attention, "window_size": window,
+            **extra}
+
+
+def _whisper(*, width: int, layers: int, heads: int, ffn: int, **extra: Any) -> dict[str, Any]:
+    """A Whisper audio encoder config with 128 mel bins."""
+    return {"d_model": width, "encoder_layers": layers, "encoder_attention_heads": heads,
+            "encoder_ffn_dim": ffn, "num_mel_bins": 128, **extra}
+
+
 def llava_v16_34b() -> LlavaNextConfig:
-    text = LlamaConfig(
-        num_hidden_layers=60,
-        hidden_size=7168,
-        intermediate_size=20480,
-        num_attention_heads=56,
-        num_key_value_heads=8,
-        vocab_size=64064,
-        tie_word_embeddings=False,
-    )
-    vision = CLIPVisionConfig(
-        hidden_size=1024,
-        intermediate_size=4096,
-        num_hidden_layers=24,
-        num_attention_heads=16,
-        image_size=336,
-        patch_size=14,
-    )
+    text = LlamaConfig(**_lm(layers=60, hidden=7168, intermediate=20480, heads=56, kv_heads=8, vocab=64064,
+                             tie_word_embeddings=False))
+    vision = CLIPVisionConfig(**_vit(hidden=1024, intermediate=4096, layers=24, heads=16, image_size=336,
+                                     patch_size=14))
     return LlavaNextConfig(
         text_config=text,
         vision_config=vision,
@@ -87,25 +104,10 @@ def llava_v16_34b() -> LlavaNextConfig:
 
 
 def qwen25_vl_32b() -> Qwen2_5_VLConfig:
-    text = {
-        "num_hidden_layers": 64,
-        "hidden_size": 5120,
-        "intermediate_size": 27648,
-        "num_attention_heads": 40,
-        "num_key_value_heads": 8,
-        "vocab_size": 152064,
-        "use_sliding_window": False,
-    }
-    vision = {
-        "depth": 32,
-        "hidden_size": 1280,
-        "intermediate_size": 3420,
-        "num_heads": 16,
-        "out_hidden_size": 5120,
-        "fullatt_block_indexes": [7, 15, 23, 31],
-        "window_size": 112,
-        "patch_size": 14,
-    }
+    text = _lm(layers=64, hidden=5120, intermediate=27648, heads=40, kv_heads=8, vocab=152064,
+               use_sliding_window=False)
+    vision = _qwen_vit(depth=32, hidden=1280, intermediate=3420, heads=16, out_hidden=5120,
+                       full_attention=[7, 15, 23, 31], window=112, patch_size=14)
     return Qwen2_5_VLConfig(
         text_config=text, vision_config=vision, dtype="bfloat16", tie_word_embeddings=False
     )
@@ -113,25 +115,11 @@ def qwen25_vl_32b() -> Qwen2_5_VLConfig:
 
 def ultravox_gemma3_27b() -> dict[str, Any]:
     """Ultravox's config as a dict: transformers has no Ultravox class."""
-    whisper = WhisperConfig(
-        d_model=1280,
-        encoder_layers=32,
-        encoder_attention_heads=20,
-        encoder_ffn_dim=5120,
-        num_mel_bins=128,
-        max_source_positions=1500,
-    ).to_dict()
-    gemma = Gemma3TextConfig(
-        num_hidden_layers=62,
-        hidden_size=5376,
-        intermediate_size=21504,
-        num_attention_heads=32,
-        num_key_value_heads=16,
-        head_dim=128,
-        vocab_size=262208,
-        sliding_window=1024,
-        tie_word_embeddings=True,
-    ).to_dict()
+    whisper = WhisperConfig(**_whisper(width=1280, layers=32, heads=20, ffn=5120,
+                                       max_source_positions=1500)).to_dict()
+    gemma = Gemma3TextConfig(**_lm(layers=62, hidden=5376, intermediate=21504, heads=32, kv_heads=16,
+                                   vocab=262208, head_dim=128, sliding_window=1024,
+                                   tie_word_embeddings=True)).to_dict()
     return {
         "model_type": "ultravox",
         "stack_factor": 8,
@@ -144,26 +132,11 @@ def ultravox_gemma3_27b() -> dict[str, Any]:
 
 
 def _tiny_llama(**kw: Any) -> dict[str, Any]:
-    return {
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "vocab_size": 512,
-        **kw,
-    }
+    return _lm(layers=2, hidden=64, intermediate=128, heads=4, kv_heads=2, vocab=512, **kw)
 
 
 def _tiny_vit(image_size: Any, patch_size: Any) -> dict[str, Any]:
-    return {
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "image_size": image_size,
-        "patch_size": patch_size,
-    }
+    return _vit(hidden=32, intermediate=64, layers=2, heads=4, image_size=image_size, patch_size=patch_size)
 
 
 def tiny_configs() -> dict[str, Any]:
@@ -182,25 +155,12 @@ def tiny_configs() -> dict[str, Any]:
         ),
         "qwen2_5_vl": Qwen2_5_VLConfig(
             text_config=_tiny_llama(),
-            vision_config={
-                "depth": 2,
-                "hidden_size": 32,
-                "intermediate_size": 64,
-                "num_heads": 4,
-                "out_hidden_size": 64,
-                "fullatt_block_indexes": [1],
-                "window_size": 56,
-            },
+            vision_config=_qwen_vit(depth=2, hidden=32, intermediate=64, heads=4, out_hidden=64,
+                                    full_attention=[1], window=56),
         ),
         "qwen2_audio": Qwen2AudioConfig(
             text_config=Qwen2Config(**_tiny_llama()),
-            audio_config={
-                "d_model": 32,
-                "encoder_layers": 2,
-                "encoder_attention_heads": 4,
-                "encoder_ffn_dim": 64,
-                "num_mel_bins": 128,
-            },
+            audio_config=_whisper(width=32, layers=2, heads=4, ffn=64),
         ),
         "internvl": InternVLConfig(
             text_config=Qwen2Config(**_tiny_llama()),
