@@ -24,45 +24,30 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from typing import Any
 
 from easerve_core import StageProfile
 from sim.clock import SimEnvironment
-from sim.decode import DecodeWorker
-from sim.host import HostCPU
 from sim.job import Job
-from sim.pipeline import Pipeline
+from sim.local_engine import LocalEngine
 from sim.recorder import Recorder
-from sim.stalls import Stall
-from sim.stepsum import StepClock
-from sim.warmup import Warmup
 
 
-class AggregatedWorker(DecodeWorker):
+class AggregatedWorker(LocalEngine):
     """One aggregated LM instance (see the module docstring)."""
 
-    stage = "aggregated"
+    encode_profile: StageProfile  # the instance's own encoder: always one
 
     def __init__(self, env: SimEnvironment, index: int, gpus: tuple[int, ...], recorder: Recorder,
-                 *, pipe: Pipeline, clock: StepClock, kv_capacity_tokens: int | None,
-                 max_num_seqs: int, profile: StageProfile, encode_profile: StageProfile,
-                 prefill_max_batch_tokens: int, host: HostCPU | None = None,
-                 join_s: float = 0.0, leave_s: float = 0.0, join_more_s: float = 0.0,
-                 stall: Stall | None = None, warmup: Warmup | None = None,
-                 encode_warmup: Warmup | None = None, prefill_warmup: Warmup | None = None) -> None:
-        self.profile = profile
-        self.encode_profile = encode_profile
+                 *, prefill_max_batch_tokens: int, **engine: Any) -> None:
+        """``engine``: :class:`~sim.local_engine.LocalEngine`'s keyword arguments."""
         self.budget_tokens = prefill_max_batch_tokens
         self.arrivals: deque[Job] = deque()
         self._phase: list[Job] | None = None
         self._phase_start = 0.0
         self._phase_prefill_s = -1.0  # with a host: the prefill work still to start; -1: none
         self._encode_start = 0.0
-        self.encode_warmup = encode_warmup
-        self.prefill_warmup = prefill_warmup
-        super().__init__(env, index, gpus, recorder, pipe=pipe, clock=clock,
-                         kv_capacity_tokens=kv_capacity_tokens, max_num_seqs=max_num_seqs,
-                         host=host, join_s=join_s, leave_s=leave_s, join_more_s=join_more_s,
-                         stall=stall, warmup=warmup)
+        super().__init__(env, index, gpus, recorder, **engine)
 
     @property
     def load(self) -> int:
@@ -84,9 +69,6 @@ class AggregatedWorker(DecodeWorker):
             else:
                 self._finish_phase(self._phase_end)
         super().step(now)
-
-    def next_due(self) -> float:
-        return min(self._seg_end, self._phase_end)
 
     def _busy_elsewhere(self, now: float) -> bool:
         if self._phase is None and self.arrivals and self._fits(self.arrivals[0]):

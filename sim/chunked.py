@@ -57,36 +57,24 @@ import heapq
 import math
 from collections import deque
 from itertools import chain
+from typing import Any
 
-from easerve_core import StageProfile
 from sim.clock import SimEnvironment
-from sim.decode import DecodeWorker
-from sim.host import HostCPU
 from sim.job import Job
-from sim.pipeline import Pipeline
+from sim.local_engine import LocalEngine
 from sim.recorder import Recorder
-from sim.stalls import Stall
 from sim.step_rules import Chunk, mixed_step_s, plan_chunks
-from sim.stepsum import StepClock
-from sim.warmup import Warmup
 
 
-class ChunkedEngine(DecodeWorker):
+class ChunkedEngine(LocalEngine):
     """An engine scheduled step by step as vLLM's is (see the module docstring)."""
 
-    stage = "aggregated"
-
     def __init__(self, env: SimEnvironment, index: int, gpus: tuple[int, ...], recorder: Recorder,
-                 *, pipe: Pipeline, clock: StepClock, kv_capacity_tokens: int | None,
-                 max_num_seqs: int, profile: StageProfile, encode_profile: StageProfile | None,
-                 step_token_budget: int, encoder_budget_tokens: int | None = None,
-                 stage: str = "aggregated", host: HostCPU | None = None, join_s: float = 0.0,
-                 leave_s: float = 0.0, join_more_s: float = 0.0, stall: Stall | None = None,
-                 warmup: Warmup | None = None, encode_warmup: Warmup | None = None,
-                 prefill_warmup: Warmup | None = None) -> None:
+                 *, step_token_budget: int, encoder_budget_tokens: int | None = None,
+                 stage: str = "aggregated", **engine: Any) -> None:
+        """``stage``: ``decode`` for a disaggregated Decode worker (``encode_profile`` None);
+        ``engine``: :class:`~sim.local_engine.LocalEngine`'s keyword arguments."""
         self.stage = stage
-        self.profile = profile
-        self.encode_profile = encode_profile
         self.token_budget = step_token_budget
         self.encoder_budget = step_token_budget if encoder_budget_tokens is None else encoder_budget_tokens
         self.queue: deque[Job] = deque()  # waiting for a (re)prefill: new, or preempted at its head
@@ -102,12 +90,7 @@ class ChunkedEngine(DecodeWorker):
         self._split_s = 0.0  # with a host model: when the running step's encode ended
         self._stamp_prefill: list[Job] = []  # whose prefill starts, and whose encode ends, in
         self._stamp_encode: list[Job] = []  # the running step: stamped when it ends
-        self.encode_warmup = encode_warmup
-        self.prefill_warmup = prefill_warmup
-        super().__init__(env, index, gpus, recorder, pipe=pipe, clock=clock,
-                         kv_capacity_tokens=kv_capacity_tokens, max_num_seqs=max_num_seqs,
-                         host=host, join_s=join_s, leave_s=leave_s, join_more_s=join_more_s,
-                         stall=stall, warmup=warmup)
+        super().__init__(env, index, gpus, recorder, **engine)
 
     # -- intake ------------------------------------------------------------------------
     @property
@@ -201,9 +184,6 @@ class ChunkedEngine(DecodeWorker):
             else:
                 self._finish_step(self._phase_end)
         super().step(now)
-
-    def next_due(self) -> float:
-        return min(self._seg_end, self._phase_end)
 
     def _busy_elsewhere(self, now: float) -> bool:
         if self._step is None and (self.queue or self.partial):

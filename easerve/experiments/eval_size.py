@@ -8,6 +8,7 @@ none imports another's runner for a type.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from easerve.experiments import sweep
@@ -66,32 +67,30 @@ FULL = EvalSize(scale=sweep.FULL, has_trials=30, has_requests=500, convergence_s
 SHIFT_SHAPE = (0.5, 1.5, 0.5, 1.5)
 
 
+#: what :func:`cuts` compares, in its order: each line's label and how it counts one size
+_CUT_LINES: tuple[tuple[str, Callable[[EvalSize], float]], ...] = (
+    ("requests per simulation", lambda size: size.scale.num_requests),
+    ("arrival rates swept", lambda size: len(size.scale.rates_hz)),
+    ("refinement levels around each peak", lambda size: size.scale.refine_levels),
+    ("seeds per point", lambda size: size.scale.num_seeds),
+    ("rate-shift timeline (s)", lambda size: size.scale.timeline_s),
+    ("HAS trials per choice (EAServe's and each tuned baseline's)", lambda size: size.has_trials),
+    ("requests per HAS trial", lambda size: size.has_requests),
+    ("request streams per HAS trial", lambda size: size.has_samples),
+    ("HAS-convergence seeds (TPE and random)", lambda size: len(size.convergence_seeds)),
+    ("B values of the convergence study's grid baseline", lambda size: len(size.grid_batches)),
+    ("clip lengths in the video what-if", lambda size: len(size.clip_scales)),
+    ("headline sweeps without the residual encoder-call cost", lambda size: int(size.residual_variant)),
+    ("HAS searches of the free-in-step-encoder sensitivity (0: the headline's vLLM-like "
+     "choices reused)", lambda size: int(size.free_encoder_own_choices)),
+    ("models in the controller's traffic-shape study", lambda size: len(size.shape_models)),
+    ("GPU-frugal planner in the controller study", lambda size: int(size.controller_frugal)),
+    ("controller on the shifts where the optimum moves", lambda size: int(size.mix_shifts)),
+    ("headline on 8 x H100 and 8 x H200 measured profiles", lambda size: int(size.measured_headline)),
+)
+
+
 def cuts(plan: EvalSize, full: EvalSize = FULL) -> list[str]:
     """What ``plan`` runs smaller than ``full``, one line each (the quick report lists them)."""
-    a, b = plan.scale, full.scale
-    pairs = [
-        ("requests per simulation", a.num_requests, b.num_requests),
-        ("arrival rates swept", len(a.rates_hz), len(b.rates_hz)),
-        ("refinement levels around each peak", a.refine_levels, b.refine_levels),
-        ("seeds per point", a.num_seeds, b.num_seeds),
-        ("rate-shift timeline (s)", a.timeline_s, b.timeline_s),
-        ("HAS trials per choice (EAServe's and each tuned baseline's)", plan.has_trials,
-         full.has_trials),
-        ("requests per HAS trial", plan.has_requests, full.has_requests),
-        ("request streams per HAS trial", plan.has_samples, full.has_samples),
-        ("HAS-convergence seeds (TPE and random)", len(plan.convergence_seeds), len(full.convergence_seeds)),
-        ("B values of the convergence study's grid baseline", len(plan.grid_batches),
-         len(full.grid_batches)),
-        ("clip lengths in the video what-if", len(plan.clip_scales), len(full.clip_scales)),
-        ("headline sweeps without the residual encoder-call cost", int(plan.residual_variant),
-         int(full.residual_variant)),
-        ("HAS searches of the free-in-step-encoder sensitivity (0: the headline's vLLM-like "
-         "choices reused)", int(plan.free_encoder_own_choices), int(full.free_encoder_own_choices)),
-        ("models in the controller's traffic-shape study", len(plan.shape_models), len(full.shape_models)),
-        ("GPU-frugal planner in the controller study", int(plan.controller_frugal),
-         int(full.controller_frugal)),
-        ("controller on the shifts where the optimum moves", int(plan.mix_shifts), int(full.mix_shifts)),
-        ("headline on 8 x H100 and 8 x H200 measured profiles", int(plan.measured_headline),
-         int(full.measured_headline)),
-    ]
-    return [f"{what}: {ours:g} (full run: {theirs:g})" for what, ours, theirs in pairs if ours != theirs]
+    return [f"{what}: {ours:g} (full run: {theirs:g})" for what, count in _CUT_LINES
+            if (ours := count(plan)) != (theirs := count(full))]

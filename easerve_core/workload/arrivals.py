@@ -19,12 +19,13 @@ duration kept.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
 
 from easerve_core import checks, limits
+from easerve_core.settings import Settings, rule
 
 
 class ArrivalProcess(Protocol):
@@ -64,11 +65,8 @@ class _Renewal:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PoissonArrivals(_Renewal):
-    rate_hz: float
-
-    def __post_init__(self) -> None:
-        limits.rate("rate_hz", self.rate_hz)
+class PoissonArrivals(_Renewal, Settings):
+    rate_hz: float = field(metadata=rule(limits.rate))
 
     @property
     def cv(self) -> float:  # type: ignore[override]
@@ -76,13 +74,9 @@ class PoissonArrivals(_Renewal):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GammaArrivals(_Renewal):
-    rate_hz: float
-    cv: float = 1.0
-
-    def __post_init__(self) -> None:
-        limits.rate("rate_hz", self.rate_hz)
-        checks.positive("cv", self.cv)
+class GammaArrivals(_Renewal, Settings):
+    rate_hz: float = field(metadata=rule(limits.rate))
+    cv: float = field(default=1.0, metadata=rule(checks.positive))
 
     @property
     def burstiness(self) -> float:
@@ -91,13 +85,9 @@ class GammaArrivals(_Renewal):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RateSegment:
-    duration_s: float
-    rate_hz: float
-
-    def __post_init__(self) -> None:
-        checks.positive("duration_s", self.duration_s)
-        checks.non_negative("rate_hz", self.rate_hz)
+class RateSegment(Settings):
+    duration_s: float = field(metadata=rule(checks.positive))
+    rate_hz: float = field(metadata=rule(checks.non_negative))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

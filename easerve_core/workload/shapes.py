@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, fields, replace
-from typing import Any
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import Any, ClassVar, Self
 
 import numpy as np
 
 from easerve_core import checks, limits
+from easerve_core.settings import Settings, rule
 
 _BISECTION_STEPS = 64  # halves a bracket of any width below one float ulp
 
@@ -64,19 +65,31 @@ def _piecewise_inverse(edges_s: np.ndarray, rates_hz: np.ndarray, y: np.ndarray)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SineArrivals:
+class _TwoRates(Settings):
+    """A shape with two rates, one of them its long-run rate: the field ``_mean`` names.
+    :meth:`with_rate` sets that one and scales the other, ``_scaled``, by the same factor."""
+
+    _mean: ClassVar[str]
+    _scaled: ClassVar[str]
+
+    @property
+    def mean_rate_hz(self) -> float:
+        rate: float = getattr(self, self._mean)
+        return rate
+
+    def with_rate(self, rate_hz: float) -> Self:
+        f = limits.rate("rate_hz", rate_hz) / self.mean_rate_hz
+        return replace(self, **{self._scaled: getattr(self, self._scaled) * f, self._mean: rate_hz})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SineArrivals(Settings):
     """Diurnal traffic: a sine around ``rate_hz``, never negative (``amplitude_frac <= 1``)."""
 
-    rate_hz: float
-    amplitude_frac: float
-    period_s: float
-    phase_frac: float = 0.0
-
-    def __post_init__(self) -> None:
-        limits.rate("rate_hz", self.rate_hz)
-        checks.fraction("amplitude_frac", self.amplitude_frac)
-        checks.positive("period_s", self.period_s)
-        checks.fraction("phase_frac", self.phase_frac)
+    rate_hz: float = field(metadata=rule(limits.rate))
+    amplitude_frac: float = field(metadata=rule(checks.fraction))
+    period_s: float = field(metadata=rule(checks.positive))
+    phase_frac: float = field(default=0.0, metadata=rule(checks.fraction))
 
     @property
     def mean_rate_hz(self) -> float:
@@ -126,25 +139,13 @@ class _Piecewise:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StepArrivals(_Piecewise):
+class StepArrivals(_Piecewise, _TwoRates):
     """A rate shift: ``rate_before_hz`` (may be 0) until ``at_s``, ``rate_after_hz`` after."""
 
-    rate_before_hz: float
-    rate_after_hz: float
-    at_s: float
-
-    def __post_init__(self) -> None:
-        checks.non_negative("rate_before_hz", self.rate_before_hz)
-        limits.rate("rate_after_hz", self.rate_after_hz)
-        checks.non_negative("at_s", self.at_s)
-
-    @property
-    def mean_rate_hz(self) -> float:
-        return self.rate_after_hz
-
-    def with_rate(self, rate_hz: float) -> StepArrivals:
-        f = limits.rate("rate_hz", rate_hz) / self.mean_rate_hz
-        return replace(self, rate_before_hz=self.rate_before_hz * f, rate_after_hz=rate_hz)
+    _mean, _scaled = "rate_after_hz", "rate_before_hz"
+    rate_before_hz: float = field(metadata=rule(checks.non_negative))
+    rate_after_hz: float = field(metadata=rule(limits.rate))
+    at_s: float = field(metadata=rule(checks.non_negative))
 
     def _pieces(self) -> tuple[np.ndarray, np.ndarray]:
         return np.array([0.0, self.at_s]), np.array([self.rate_before_hz, self.rate_after_hz])
@@ -154,27 +155,14 @@ class StepArrivals(_Piecewise):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SpikeArrivals(_Piecewise):
+class SpikeArrivals(_Piecewise, _TwoRates):
     """A burst: ``spike_rate_hz`` (higher or lower) for ``duration_s`` from ``start_s``."""
 
-    rate_hz: float
-    spike_rate_hz: float
-    start_s: float
-    duration_s: float
-
-    def __post_init__(self) -> None:
-        limits.rate("rate_hz", self.rate_hz)
-        checks.non_negative("spike_rate_hz", self.spike_rate_hz)
-        checks.non_negative("start_s", self.start_s)
-        checks.positive("duration_s", self.duration_s)
-
-    @property
-    def mean_rate_hz(self) -> float:
-        return self.rate_hz
-
-    def with_rate(self, rate_hz: float) -> SpikeArrivals:
-        f = limits.rate("rate_hz", rate_hz) / self.mean_rate_hz
-        return replace(self, rate_hz=rate_hz, spike_rate_hz=self.spike_rate_hz * f)
+    _mean, _scaled = "rate_hz", "spike_rate_hz"
+    rate_hz: float = field(metadata=rule(limits.rate))
+    spike_rate_hz: float = field(metadata=rule(checks.non_negative))
+    start_s: float = field(metadata=rule(checks.non_negative))
+    duration_s: float = field(metadata=rule(checks.positive))
 
     def _pieces(self) -> tuple[np.ndarray, np.ndarray]:
         edges = np.array([0.0, self.start_s, self.start_s + self.duration_s])
@@ -187,25 +175,13 @@ class SpikeArrivals(_Piecewise):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DriftArrivals:
+class DriftArrivals(_TwoRates):
     """A slow drift: linear from ``start_rate_hz`` to ``end_rate_hz`` over ``duration_s``."""
 
-    start_rate_hz: float
-    end_rate_hz: float
-    duration_s: float
-
-    def __post_init__(self) -> None:
-        checks.non_negative("start_rate_hz", self.start_rate_hz)
-        checks.positive("end_rate_hz", self.end_rate_hz)
-        checks.positive("duration_s", self.duration_s)
-
-    @property
-    def mean_rate_hz(self) -> float:
-        return self.end_rate_hz
-
-    def with_rate(self, rate_hz: float) -> DriftArrivals:
-        f = limits.rate("rate_hz", rate_hz) / self.mean_rate_hz
-        return replace(self, start_rate_hz=self.start_rate_hz * f, end_rate_hz=rate_hz)
+    _mean, _scaled = "end_rate_hz", "start_rate_hz"
+    start_rate_hz: float = field(metadata=rule(checks.non_negative))
+    end_rate_hz: float = field(metadata=rule(checks.positive))
+    duration_s: float = field(metadata=rule(checks.positive))
 
     @property
     def _slope(self) -> float:
