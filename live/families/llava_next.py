@@ -154,7 +154,7 @@ class LlavaNext(PlaceholderFamily):
         return per_request(feats, inputs)
 
     def placeholder(self, config: Any) -> int:
-        return config.image_token_index
+        return int(config.image_token_index)
 
     def generate_kwargs(self, model: Any, text_ids: Sequence[int], mm: MMInput) -> dict[str, Any]:
         return {

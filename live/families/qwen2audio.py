@@ -128,7 +128,7 @@ class Qwen2Audio(PlaceholderFamily):
         return per_request(clips, inputs)
 
     def placeholder(self, config: Any) -> int:
-        return config.audio_token_index
+        return int(config.audio_token_index)
 
     def generate_kwargs(self, model: Any, text_ids: Sequence[int], mm: MMInput) -> dict[str, Any]:
         prompt = self.prompt_kwargs(model, text_ids, mm)
