@@ -2,7 +2,10 @@
 
 Each event is a frozen dataclass of its own (:data:`Event` is their union),
 so the ledger dispatches on the type and a misspelt field fails where the
-event is built, not when the front end reads it. :class:`Stamps` holds the
+event is built, not when the front end reads it. The fields events share
+(the sending ``worker``, the ``request_id`` an event is about) sit in private
+base classes; the ledger dispatches on the exact type, so a base is never an
+event of its own. :class:`Stamps` holds the
 record fields a request collects on its way through the stages (``None``:
 not stamped yet); it travels with the request's data and comes back whole in
 :class:`Done`, because events from different processes may arrive in any
@@ -64,100 +67,97 @@ class Stamps:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Ready:
-    """The worker loaded its model and warmed up."""
+class _FromWorker:
+    """What every event carries: the worker that sent it."""
 
     worker: WorkerId
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Crash:
+class _AboutRequest(_FromWorker):
+    """An event about one request."""
+
+    request_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _RequestError(_AboutRequest):
+    """A request that ends in ``error``."""
+
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ready(_FromWorker):
+    """The worker loaded its model and warmed up."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Crash(_FromWorker):
     """A worker-level error; the worker is going down."""
 
-    worker: WorkerId
     error: str
     trace: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class At:
+class At(_AboutRequest):
     """The worker received the request."""
-
-    worker: WorkerId
-    request_id: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Sent:
+class Sent(_AboutRequest):
     """The worker handed the request to ``to``."""
 
-    worker: WorkerId
-    request_id: int
     to: WorkerId
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Stamped:
+class Stamped(_AboutRequest):
     """Record fields to merge."""
 
-    worker: WorkerId
-    request_id: int
     stamps: Stamps
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Done:
+class Done(_AboutRequest):
     """The request finished ok, with every field stamped on its way."""
 
-    worker: WorkerId
-    request_id: int
     finish_s: float
     tokens: tuple[int, ...]
     stamps: Stamps
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Failed:
+class Failed(_RequestError):
     """The request failed."""
 
-    worker: WorkerId
-    request_id: int
-    error: str
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Rejected:
+class Rejected(_RequestError):
     """The request was rejected as malformed."""
 
-    worker: WorkerId
-    request_id: int
-    error: str
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Noted:
+class Noted(_AboutRequest):
     """Something the run should report about one request (a fall-back route)."""
 
-    worker: WorkerId
-    request_id: int
     why: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Retuned:
+class Retuned(_FromWorker):
     """An encode worker applied the controller's fast knobs (easerve_core.policies.retune)."""
 
-    worker: WorkerId
     generation: int
     max_encode_batch: int
     remote_fraction: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StageRow:
+class StageRow(_FromWorker):
     """One stage-log row: a batch of ``stage`` on worker ``index`` of ``group``."""
 
-    worker: WorkerId
     stage: str
     index: int
     group: str

@@ -127,11 +127,6 @@ def layout_ids(
     return ids
 
 
-
-def placeholder_ids(text_ids: Sequence[int], token: int, counts: Sequence[int]) -> torch.Tensor:
-    """``(1, L)`` ids: the text with one block of ``n`` ``token`` placeholders per item (``counts``)."""
-    return torch.tensor([layout_ids(text_ids, [[token] * n for n in counts])])
-
 def merge_embeds(
     model: Any, ids: list[int], placeholder: int, feats: Sequence[torch.Tensor]
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -169,10 +164,33 @@ def per_request(feats: Sequence[torch.Tensor], inputs: Sequence[MMInput]) -> lis
     return out
 
 
-def placeholder_prefill(model: Any, text_ids: Sequence[int], token: int,
-                        feats: Sequence[torch.Tensor]) -> PrefillInputs:
-    """Prefill inputs of a family whose items are runs of one placeholder token (no M-RoPE)."""
-    ids = layout_ids(text_ids, [[token] * f.shape[0] for f in feats])
-    input_ids, embeds = merge_embeds(model, ids, token, feats)
-    return PrefillInputs(input_ids=input_ids, inputs_embeds=embeds, position_ids=None, rope_delta=0)
+class PlaceholderFamily:
+    """What the families whose items are runs of one placeholder token (no M-RoPE) share.
+
+    A subclass says which token that is (:meth:`placeholder`) and checks its
+    inputs (``validate``); its Prefill inputs and the prompt half of its
+    ``generate`` keywords follow from those.
+    """
+
+    mrope = False
+
+    def placeholder(self, config: Any) -> int:
+        """The token id whose runs the items' LM tokens replace."""
+        raise NotImplementedError
+
+    def validate(self, config: Any, mm: MMInput) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def prefill_inputs(self, model: Any, text_ids: Sequence[int], modality: Modality,
+                       meta: Sequence[tuple[int, ...]], feats: Sequence[torch.Tensor]) -> PrefillInputs:
+        token = self.placeholder(model.config)
+        ids = layout_ids(text_ids, [[token] * f.shape[0] for f in feats])
+        input_ids, embeds = merge_embeds(model, ids, token, feats)
+        return PrefillInputs(input_ids=input_ids, inputs_embeds=embeds, position_ids=None, rope_delta=0)
+
+    def prompt_kwargs(self, model: Any, text_ids: Sequence[int], mm: MMInput) -> dict[str, Any]:
+        """``input_ids`` (one block of placeholders per item, as long as ``validate`` says) and its mask."""
+        token = self.placeholder(model.config)
+        ids = torch.tensor([layout_ids(text_ids, [[token] * n for n in self.validate(model.config, mm)])])
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 

@@ -28,16 +28,7 @@ from transformers.models.llava_next.modeling_llava_next import (
 
 from easerve_core.request import Modality
 from live.families import shapes
-from live.families.base import (
-    MMInput,
-    PrefillInputs,
-    check_items,
-    check_size,
-    per_request,
-    placeholder_ids,
-    placeholder_prefill,
-    randn,
-)
+from live.families.base import MMInput, PlaceholderFamily, check_items, check_size, per_request, randn
 
 
 def _small_config(lm: shapes.LMShape, tower: shapes.TowerShape, image_size: int) -> LlavaNextConfig:
@@ -48,19 +39,10 @@ def _small_config(lm: shapes.LMShape, tower: shapes.TowerShape, image_size: int)
     )
     s = image_size
     return LlavaNextConfig(
-        vision_config=vision, text_config=_llama(lm), image_token_index=lm.vocab - 1,
+        vision_config=vision, text_config=LlamaConfig(**shapes.text_config(lm)),
+        image_token_index=lm.vocab - 1,
         image_grid_pinpoints=[[s, 2 * s], [2 * s, s], [2 * s, 2 * s]],
         vision_feature_layer=-1, vision_feature_select_strategy="default",
-    )
-
-
-def _llama(lm: shapes.LMShape) -> LlamaConfig:
-    return LlamaConfig(
-        vocab_size=lm.vocab, hidden_size=lm.hidden, intermediate_size=lm.intermediate,
-        num_hidden_layers=lm.num_layers, num_attention_heads=lm.num_heads,
-        num_key_value_heads=lm.num_kv_heads, max_position_embeddings=lm.max_positions,
-        rope_parameters={"rope_type": "default", "rope_theta": lm.rope_theta},
-        pad_token_id=0, bos_token_id=1, eos_token_id=2,
     )
 
 
@@ -73,7 +55,7 @@ def _full_config() -> LlavaNextConfig:
     lm = shapes.LMShape(hidden=7168, num_layers=60, num_heads=56, num_kv_heads=8,
                         intermediate=20480, vocab=64064, max_positions=4096, rope_theta=5e6)
     return LlavaNextConfig(
-        vision_config=vision, text_config=_llama(lm), image_token_index=64000,
+        vision_config=vision, text_config=LlamaConfig(**shapes.text_config(lm)), image_token_index=64000,
         image_grid_pinpoints=[[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]],
         vision_feature_layer=-2, vision_feature_select_strategy="default",
     )
@@ -116,12 +98,11 @@ class _Geometry:
         self.image_grid_pinpoints = pinpoints
 
 
-class LlavaNext:
+class LlavaNext(PlaceholderFamily):
     """The LLaVA-NeXT family (see the module docstring)."""
 
     name = "llava-next"
     modalities = frozenset({Modality.IMAGE})
-    mrope = False
 
     model_cls: type = LlavaNextForConditionalGeneration
 
@@ -172,15 +153,12 @@ class LlavaNext:
         feats = list(model.get_image_features(pixel_values=pixels, image_sizes=sizes).pooler_output)
         return per_request(feats, inputs)
 
-    def prefill_inputs(self, model: Any, text_ids: Sequence[int], modality: Modality,
-                       meta: Sequence[tuple[int, ...]], feats: Sequence[torch.Tensor]) -> PrefillInputs:
-        return placeholder_prefill(model, text_ids, model.config.image_token_index, feats)
+    def placeholder(self, config: Any) -> int:
+        return int(config.image_token_index)
 
     def generate_kwargs(self, model: Any, text_ids: Sequence[int], mm: MMInput) -> dict[str, Any]:
-        ids = placeholder_ids(text_ids, model.config.image_token_index, self.validate(model.config, mm))
         return {
-            "input_ids": ids,
-            "attention_mask": torch.ones_like(ids),
+            **self.prompt_kwargs(model, text_ids, mm),
             "pixel_values": torch.cat(mm.items),
             "image_sizes": torch.tensor(mm.meta, dtype=torch.long),
         }

@@ -46,15 +46,8 @@ def _config(lm: shapes.LMShape, tower: shapes.TowerShape, *, specials: tuple[int
             window_size=112, out_hidden_size=out_hidden or lm.hidden,
             fullatt_block_indexes=fullatt or [tower.num_layers - 1], tokens_per_second=2,
         ),
-        text_config=dict(
-            vocab_size=lm.vocab, hidden_size=lm.hidden, intermediate_size=lm.intermediate,
-            num_hidden_layers=lm.num_layers, num_attention_heads=lm.num_heads,
-            num_key_value_heads=lm.num_kv_heads, max_position_embeddings=lm.max_positions,
-            # mrope_section must sum to head_dim / 2
-            rope_parameters={"rope_type": "default", "rope_theta": lm.rope_theta,
-                             "mrope_section": [hd // 8, hd * 3 // 16, hd * 3 // 16]},
-            bos_token_id=1, eos_token_id=2, pad_token_id=0,
-        ),
+        # mrope_section must sum to head_dim / 2
+        text_config=shapes.text_config(lm, mrope_section=[hd // 8, hd * 3 // 16, hd * 3 // 16]),
         image_token_id=image, video_token_id=video, vision_start_token_id=start,
         vision_end_token_id=end,
     )

@@ -27,16 +27,7 @@ from transformers.masking_utils import create_bidirectional_mask
 
 from easerve_core.request import Modality
 from live.families import shapes
-from live.families.base import (
-    MMInput,
-    PrefillInputs,
-    check_items,
-    check_size,
-    per_request,
-    placeholder_ids,
-    placeholder_prefill,
-    randn,
-)
+from live.families.base import MMInput, PlaceholderFamily, check_items, check_size, per_request, randn
 
 MIN_CLIP_TOKENS = 2
 
@@ -48,14 +39,8 @@ def _config(lm: shapes.LMShape, tower: shapes.TowerShape, *, max_source_position
         encoder_attention_heads=tower.num_heads, encoder_ffn_dim=tower.intermediate,
         num_mel_bins=128, max_source_positions=max_source_positions,
     )
-    text = Qwen2Config(
-        vocab_size=lm.vocab, hidden_size=lm.hidden, intermediate_size=lm.intermediate,
-        num_hidden_layers=lm.num_layers, num_attention_heads=lm.num_heads,
-        num_key_value_heads=lm.num_kv_heads, max_position_embeddings=lm.max_positions,
-        rope_parameters={"rope_type": "default", "rope_theta": lm.rope_theta},
-        bos_token_id=1, eos_token_id=2, pad_token_id=0,
-    )
-    return Qwen2AudioConfig(audio_config=audio, text_config=text, audio_token_index=audio_token)
+    return Qwen2AudioConfig(audio_config=audio, text_config=Qwen2Config(**shapes.text_config(lm)),
+                            audio_token_index=audio_token)
 
 
 def clip_tokens(frames: int) -> int:
@@ -72,13 +57,12 @@ def _frames_for(tokens: int, max_frames: int) -> int:
     return max_frames
 
 
-class Qwen2Audio:
+class Qwen2Audio(PlaceholderFamily):
     """The Qwen2-Audio family (see the module docstring)."""
 
     model_cls: type = Qwen2AudioForConditionalGeneration
     name = "qwen2-audio"
     modalities = frozenset({Modality.AUDIO})
-    mrope = False
 
     def config(self, size: str) -> Qwen2AudioConfig:
         if check_size(size) == "tiny":
@@ -143,17 +127,15 @@ class Qwen2Audio:
         clips = [projected[i, : int(out_len[i])] for i in range(batch)]
         return per_request(clips, inputs)
 
-    def prefill_inputs(self, model: Any, text_ids: Sequence[int], modality: Modality,
-                       meta: Sequence[tuple[int, ...]], feats: Sequence[torch.Tensor]) -> PrefillInputs:
-        return placeholder_prefill(model, text_ids, model.config.audio_token_index, feats)
+    def placeholder(self, config: Any) -> int:
+        return int(config.audio_token_index)
 
     def generate_kwargs(self, model: Any, text_ids: Sequence[int], mm: MMInput) -> dict[str, Any]:
-        ids = placeholder_ids(text_ids, model.config.audio_token_index, self.validate(model.config, mm))
+        prompt = self.prompt_kwargs(model, text_ids, mm)
         window = self.window_frames(model.config)
         frames = torch.tensor([m[0] for m in mm.meta])
         return {
-            "input_ids": ids,
-            "attention_mask": torch.ones_like(ids),
+            **prompt,
             "input_features": torch.stack(mm.items),
             "feature_attention_mask": (torch.arange(window)[None] < frames[:, None]).long(),
         }

@@ -8,6 +8,7 @@ parameters) gives CPU timings that scale cleanly with batch and length;
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +54,17 @@ class TowerShape:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
         if self.hidden % self.num_heads:
             raise ValueError(f"hidden ({self.hidden}) must divide by num_heads ({self.num_heads})")
+
+
+def text_config(lm: LMShape, **rope: Any) -> dict[str, Any]:
+    """``lm`` as `transformers` text-config keywords: default RoPE (plus ``rope``), pad/bos/eos ids 0/1/2."""
+    return dict(
+        vocab_size=lm.vocab, hidden_size=lm.hidden, intermediate_size=lm.intermediate,
+        num_hidden_layers=lm.num_layers, num_attention_heads=lm.num_heads,
+        num_key_value_heads=lm.num_kv_heads, max_position_embeddings=lm.max_positions,
+        rope_parameters={"rope_type": "default", "rope_theta": lm.rope_theta, **rope},
+        pad_token_id=0, bos_token_id=1, eos_token_id=2,
+    )
 
 
 TINY_VOCAB = 512
