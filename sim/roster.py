@@ -1,5 +1,4 @@
 """Re-roling GPUs mid-run: which workers serve each stage, their drains and reconfigurations.
-
 The module stays past 300 lines because the :class:`Roster` is one state machine (serve,
 drain, evict, retire, join, cancel) whose transitions share its slot tables and its step queue;
 splitting it would spread that state across modules.
