@@ -74,6 +74,9 @@ class EncodeWorker(Worker):
         #: route a remote request here while no remote Prefill worker serves (set by the roster
         #: of a run with a controller, on workers that hold the LM)
         self.local_when_no_remote = False
+        #: embeddings on their way here from another encode worker, to prefill on this worker's LM
+        #: (sim.roster.SteeredPipeline: a remote hand-off while no remote Prefill worker serves)
+        self.inbound = 0
         self.preprocess = preprocess
         self.batcher = batcher
         self.router = router
@@ -169,7 +172,8 @@ class EncodeWorker(Worker):
 
     def drained(self) -> bool:
         return (self.num_waiting == 0 and self._encoding is None and self._prefilling is None
-                and not self.local_queue and not self._held and not self.fifo and not len(self.batcher))
+                and not self.local_queue and not self._held and not self.fifo and not len(self.batcher)
+                and not self.inbound)
 
     def _release_held(self, now: float) -> None:
         """Offer held requests in order, polling after each, until a batch closes."""
@@ -244,6 +248,18 @@ class EncodeWorker(Worker):
             self.pipe.to_remote_prefill(job, now, sender=self)
 
     # -- local Prefill -------------------------------------------------------------------
+    def deliver(self, job: Job, now: float) -> None:
+        """Another encode worker's embeddings arrived, sent here (an LM holder) because no remote
+        Prefill worker serves: prefill them locally; the record says route ``local`` with this
+        worker as ``prefill_worker`` (its ``encode_worker`` is the one that encoded it)."""
+        self.inbound -= 1
+        job.route = Route.LOCAL.value
+        job.prefill_worker = self.index
+        self.local_queue.append(job)
+        if self._prefilling is None:
+            self.notify()
+        self.rec.queue(self._local_slot, now, len(self.local_queue))
+
     def _start_prefill(self, now: float) -> None:
         self.last_start_s = now
         batch = take_batch(self.local_queue, self.budget_tokens)

@@ -99,7 +99,7 @@ class Pipeline:
 
     def to_remote_prefill(self, job: Job, now: float, sender: Sender | None = None) -> None:
         if not self.prefill_workers:
-            self.parked_prefill.append(job)
+            self.park_prefill(job, now, sender)
             return
         near = self.link.near
         worker = least_loaded(self.prefill_workers if near is None else near(sender, self.prefill_workers))
@@ -111,6 +111,10 @@ class Pipeline:
             return
         nbytes = self.encode_profile.embed_bytes(job.mm_tokens) if job.items else 0
         self._send(worker, job, now, nbytes, extra_s, sender)
+
+    def park_prefill(self, job: Job, now: float, sender: Sender | None) -> None:
+        """No remote Prefill worker serves (only in a run with a controller): wait, in order."""
+        self.parked_prefill.append(job)
 
     def after_prefill(self, job: Job, now: float, kv_profile: StageProfile,
                       sender: Sender | None = None) -> None:

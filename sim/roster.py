@@ -26,12 +26,16 @@ worker's GPUs contiguous) and compares it, slot by slot, with what runs
   never served; the GPUs are free at once).
 
 While no remote Prefill worker serves, an encode worker that holds the LM
-prefills locally what its router sends remote (the route records say
-``local``). Any other request handed to a stage that has no serving worker
-(every worker of it drains, the new ones are not up) is parked, in order, and
-handed on when the stage's first new worker joins: arrivals by the front end,
-remote prefills and KV caches by the :class:`SteeredPipeline`. So no request is lost or
-served twice; KV is never moved. By default a request finishes where it is; with
+prefills locally what its router sends remote, and what an encode worker
+without the LM hands to remote Prefill goes over the link to the serving
+encode worker that holds the LM with the least local Prefill ahead (the route
+records say ``local``; before, it waited for the next remote Prefill worker,
+which a target without remote Prefill never brings). Any other request
+handed to a stage that has no serving worker (every worker of it drains,
+the new ones are not up) is parked, in order, and handed on when the stage's
+first new worker joins: arrivals by the front end, remote prefills and KV
+caches by the :class:`SteeredPipeline`. So no request is lost or served
+twice; KV is never moved. By default a request finishes where it is; with
 ``drain_deadline_s`` (None: off) a draining Decode worker that still holds
 sequences that long after its drain began (0: at once) **evicts** them at the
 end of its step in progress (:meth:`sim.decode.DecodeWorker.evict`): each
@@ -90,11 +94,27 @@ def slot_of(worker: Worker) -> Slot:
 class SteeredPipeline(Pipeline):
     """The pipeline of a run with a controller: hand-offs to a stage with no serving worker
     wait in order in the base pipeline's ``parked_*`` queues (a run without a controller never
-    parks), :meth:`unpark` hands them on, and every finish is told ``on_finish``."""
+    parks), :meth:`unpark` hands them on, and every finish is told ``on_finish``. A remote
+    Prefill hand-off while no remote Prefill worker serves goes instead to the serving encode
+    worker that holds the LM with the least local Prefill ahead (``encoders``: the roster's
+    serving encode workers), which prefills it locally; it parks only when none holds the LM."""
+
+    encoders: Sequence[EncodeWorker] = ()
+
+    def park_prefill(self, job: Job, now: float, sender: Any = None) -> None:
+        holders = [e for e in self.encoders if e.local_when_no_remote]
+        if not holders:
+            self.parked_prefill.append(job)
+            return
+        holder = min(holders, key=lambda e: (len(e.local_queue) + e.inbound, e.gpus))
+        holder.inbound += 1
+        nbytes = self.encode_profile.embed_bytes(job.mm_tokens) if job.items else 0
+        self._send(holder, job, now, nbytes, self._handoff_s("prefill"), sender)
 
     def unpark(self, now: float) -> None:
         """Hand on what waits for a stage that has a serving worker again."""
-        while self.parked_prefill and self.prefill_workers:
+        lm_held = any(e.local_when_no_remote for e in self.encoders)
+        while self.parked_prefill and (self.prefill_workers or lm_held):
             self.to_remote_prefill(self.parked_prefill.popleft(), now)
         while self.parked_decode and self.decode_workers:
             job, kv_profile = self.parked_decode.popleft()  # Pipeline.after_prefill's hand-off,
@@ -147,6 +167,7 @@ class Roster:
         self.generation = 0
         self.stages: dict[str, list[Any]] = {"encode": encoders, "prefill": pipe.prefill_workers,
                                              "decode": pipe.decode_workers}
+        pipe.encoders = encoders  # the same list: joins and drains update both
         self._next_index = {stage: len(workers) for stage, workers in self.stages.items()}
         self.draining: list[Worker] = []
         self.joining: list[_Joining] = []

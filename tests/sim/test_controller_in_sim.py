@@ -248,3 +248,26 @@ def test_the_timeline_plots(tmp_path):
                   reconfiguration_s=RECONFIG_S)
     path = controller_plot(result.meta["controller"], tmp_path / "controller.png", end_s=30.0)
     assert path.stat().st_size > 1000
+
+
+def test_embeddings_whose_remote_prefill_left_go_to_an_encoder_that_holds_the_lm():
+    # E2 P1 D1 (encoders without the LM, all remote) -> E2 P0 D1 (encoders with the LM, all local)
+    # at t = 1: the new encoders warm on free GPUs 4-5 until 6.0, then E0, E1 and P0 drain. r0 is
+    # encoding on E0 then (5.95 .. 6.05) and P0, empty, retired at 6.0: its embeddings go to a
+    # new encoder's LM, not to a remote Prefill worker that the target never brings back
+    remote = _dep(2, 1, 1)
+    local = Deployment(encode=StageGroup(num_workers=2), prefill=StageGroup(num_workers=0),
+                       decode=StageGroup(num_workers=1), max_encode_batch=1, remote_fraction=0.0,
+                       sm_sharing=SMSharing.DYNAMIC)
+    reqs = [_req(0, 5.95), _req(1, 8.0)]
+    result = _run(remote, reqs, _scripted((1.0, 1), bands=(remote, local)), reconfiguration_s=RECONFIG_S)
+    meta = result.meta["controller"]
+    assert sorted((r["gpus"][0], r["ready_s"]) for r in meta["reroles"]) == [(4, 6.0), (5, 6.0)]
+    gone = {(r["stage"], r["worker"]): r["drain_end_s"] for r in meta["retired"]}
+    assert gone[("prefill", 0)] == 6.0 and gone[("encode", 0)] == pytest.approx(6.05)
+    rec = result.records.set_index("request_id")
+    assert len(rec) == 2 and (rec["status"] == "ok").all()
+    assert rec.loc[0, "encode_worker"] == 0 and rec.loc[0, "route"] == "local"
+    assert rec.loc[0, "prefill_worker"] in (2, 3)  # a new encoder, prefilling what E0 encoded
+    assert rec.loc[0, "first_token_s"] == pytest.approx(6.05 + 0.02)
+    assert rec.loc[1, "route"] == "local" and rec.loc[1, "prefill_worker"] == rec.loc[1, "encode_worker"]
