@@ -159,6 +159,15 @@ class DecodeWorker(Worker):
         self._joins += 1
         self.rec.log(now, "decode_join", self.index, (job,))
 
+    def mark(self) -> int:
+        """A mark of what the worker holds now (running or waiting): see :meth:`holds_before`."""
+        return self._joins + len(self.waiting)
+
+    def holds_before(self, mark: int) -> bool:
+        """Whether a sequence it held at ``mark`` (:meth:`mark`) is still here: sequences join in
+        FIFO order, numbered, so one still waits or runs with a number below the mark."""
+        return self._joins < mark or any(order < mark for _, order, _ in self._leaves)
+
     def _admit(self, now: float) -> None:
         waiting = self.waiting
         joined = 0

@@ -144,7 +144,7 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
              trace: list[tuple[Any, ...]] | None = None, progress: Callable[[int], None] | None = None,
              controller: ControllerLike | None = None, reconfiguration_s: float | ReconfigCost | None = None,
              make_before_break: bool = True, drain_deadline_s: float | None = None,
-             concurrent_steps: bool = False, serve_first: bool = False,
+             concurrent_steps: bool = False, serve_first: bool = False, linger: bool = False,
              sm_tables: Sequence[tuple[float, SMShareTable]] = ()) -> SimResult:
     """Simulate ``plan`` (see the module docstring).
 
@@ -167,10 +167,12 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
             GPUs before the ones they replace drain; staged one worker at a time without a free
             GPU); False: the build's layout, every leaving worker drained at once (the move
             before 2026-12: docs/controller.md).
-        drain_deadline_s, concurrent_steps, serve_first: with ``controller``, how a move runs
-            (:mod:`sim.roster`): a draining Decode worker's sequences move, recomputed, that long after
-            its drain began (None: never); a staged move's steps run side by side where they may
-            (False: in turn); a stage losing every worker comes up first (:mod:`easerve_core.moves`).
+        drain_deadline_s, concurrent_steps, serve_first, linger: with ``controller``, how a move
+            runs (:mod:`sim.roster`): a draining Decode worker's sequences move, recomputed, that long
+            after its drain began (None: never); a staged move's steps run side by side where they
+            may (False: in turn); a stage losing every worker comes up first
+            (:mod:`easerve_core.moves`); a draining Decode worker whose sequences cannot move takes
+            new ones while no other serves, until those it held have left.
         sm_tables: ``(at_s, table)``: every encoder's SM-share table from ``at_s`` (:mod:`sim.sm_tables`).
     """
     options = options or options_for(plan)
@@ -215,7 +217,7 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
         roster = Roster(kit, deployment=deployment, encoders=front, profile=profile, seed=seed,
                         reconfig_s=cost, make_before_break=make_before_break,
                         drain_deadline_s=drain_deadline_s, concurrent_steps=concurrent_steps,
-                        serve_first=serve_first)
+                        serve_first=serve_first, linger=linger)
         steering = SimSteering(env, controller, roster, slo=plan.slo, num_requests=len(requests),
                             num_admitted=len(admitted))
         dispatcher = _SteeredDispatcher(env, requests, admitted, front, options.dispatch,

@@ -116,6 +116,10 @@ class Pipeline:
         """No remote Prefill worker serves (only in a run with a controller): wait, in order."""
         self.parked_prefill.append(job)
 
+    def park_decode(self, job: Job, now: float, kv_profile: StageProfile, sender: Sender | None) -> None:
+        """No Decode worker serves (only in a run with a controller): wait, in order."""
+        self.parked_decode.append((job, kv_profile))
+
     def after_prefill(self, job: Job, now: float, kv_profile: StageProfile,
                       sender: Sender | None = None) -> None:
         """First token is out at ``now``; move the KV cache on to Decode (or finish)."""
@@ -124,7 +128,7 @@ class Pipeline:
             self.finish(job, now)
             return
         if not self.decode_workers:
-            self.parked_decode.append((job, kv_profile))
+            self.park_decode(job, now, kv_profile, sender)
             return
         near = self.link.near
         worker = least_loaded(self.decode_workers if near is None else near(sender, self.decode_workers))

@@ -100,6 +100,22 @@ class SteeredPipeline(Pipeline):
     serving encode workers), which prefills it locally; it parks only when none holds the LM."""
 
     encoders: Sequence[EncodeWorker] = ()
+    #: (worker, mark): draining Decode workers that still take KV caches while none serves, each
+    #: until the sequences it held at ``mark`` (:meth:`DecodeWorker.mark`) have left (``linger``)
+    lingering: list[tuple[DecodeWorker, int]]
+
+    def park_decode(self, job: Job, now: float, kv_profile: StageProfile, sender: Any = None) -> None:
+        lingering = self.lingering
+        while lingering:
+            worker, mark = lingering[0]
+            if worker.holds_before(mark):
+                worker.load_tokens += job.kv_tokens
+                job.decode_worker = worker.index
+                nbytes = kv_profile.kv_bytes(job.input_tokens)
+                self._send(worker, job, now, nbytes, self._handoff_s("decode"), sender)
+                return
+            lingering.pop(0)
+        self.parked_decode.append((job, kv_profile))
 
     def park_prefill(self, job: Job, now: float, sender: Any = None) -> None:
         holders = [e for e in self.encoders if e.local_when_no_remote]
@@ -146,7 +162,7 @@ class Roster:
     def __init__(self, kit: WorkerKit, *, deployment: Deployment, encoders: list[EncodeWorker],
                  profile: StageProfile | ParallelProfile, seed: int, reconfig_s: ReconfigCost,
                  make_before_break: bool = True, drain_deadline_s: float | None = None,
-                 concurrent_steps: bool = False, serve_first: bool = False) -> None:
+                 concurrent_steps: bool = False, serve_first: bool = False, linger: bool = False) -> None:
         pipe = kit.pipe
         assert isinstance(pipe, SteeredPipeline)
         if drain_deadline_s is not None and not drain_deadline_s >= 0:
@@ -157,6 +173,8 @@ class Roster:
         self.drain_deadline_s = drain_deadline_s
         self.concurrent_steps = concurrent_steps
         self.serve_first = serve_first  # easerve_core.moves.plan_moves's
+        self.linger = linger
+        pipe.lingering = []
         self.resumed: deque[Job] = deque()  # evicted sequences while no Decode worker serves
         self.deployment = deployment
         self.target: tuple[Slot, ...] = tuple(worker_slots(deployment, kit.cluster))
@@ -311,6 +329,9 @@ class Roster:
             if batch is not None:
                 worker.fifo.append(batch)
                 worker.notify()
+        if isinstance(worker, DecodeWorker) and self.linger and not self.stages["decode"] \
+                and not self._hands_on(worker):
+            self.pipe.lingering.append((worker, worker.mark()))
         deadline = self.drain_deadline_s
         if isinstance(worker, DecodeWorker) and deadline is not None and self._hands_on(worker):
             if deadline == 0:

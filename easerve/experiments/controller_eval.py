@@ -26,8 +26,8 @@ arrivals (:mod:`easerve.experiments.trace_shift`); ``--forecaster`` names the
 predictive system's forecaster (default ``holt``); the mix shifts' plan
 tables are cross-checked (each phase keeps the best of the table's
 deployments judged on its own workload) unless ``--no-cross-check``,
-``--drain-deadline S`` (``none``: until done), ``--[no-]concurrent-steps`` and
-``--[no-]serve-first`` set how the controlled systems' moves run
+``--drain-deadline S`` (``none``: until done), ``--[no-]concurrent-steps``,
+``--[no-]serve-first`` and ``--[no-]linger`` set how the controlled systems' moves run
 (:class:`~easerve.experiments.shift_control.MoveMechanisms`; default
 :data:`~easerve.experiments.mix_control.MOVES`), ``--[no-]phase-tables``
 whether every system runs each phase's SM-share table, ``--settle-z Z|none``
@@ -113,6 +113,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--serve-first", action=argparse.BooleanOptionalAction, default=None,
                         help="mix shifts: a stage losing its every worker in a move comes up first "
                              "(easerve_core.moves; default: mix_control.MOVES)")
+    parser.add_argument("--linger", action=argparse.BooleanOptionalAction, default=None,
+                        help="mix shifts: a draining Decode worker whose sequences cannot move (the target's "
+                             "decoders are smaller) takes new ones while no other serves, until those it "
+                             "held have left (sim.roster; default: mix_control.MOVES)")
     parser.add_argument("--phase-tables", action=argparse.BooleanOptionalAction, default=None,
                         help="mix shifts: every system's encoders run each phase's SM-share table from "
                              "the phase's start (sim.sm_tables; default: mix_control.PHASE_TABLES)")
@@ -203,7 +207,7 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
     """The shifts where the best deployment moves; bad input: one line, exit 2, nothing run."""
     try:
         ControllerSettings(forecaster=args.forecaster)
-        moves = move_mechanisms(args.drain_deadline, args.concurrent_steps, args.serve_first)
+        moves = move_mechanisms(args.drain_deadline, args.concurrent_steps, args.serve_first, args.linger)
         phase_tables = PHASE_TABLES if args.phase_tables is None else args.phase_tables
         settle_z = settle_z_of(args.settle_z)
         shifts = [load_shift(args.shift)] if args.shift is not None else []
@@ -248,9 +252,9 @@ def _decisions(frame: pd.DataFrame) -> str:
 
 
 def move_mechanisms(deadline: str | None, concurrent: bool | None,
-                    serve_first: bool | None = None) -> MoveMechanisms:
-    """``--drain-deadline`` (seconds >= 0 or ``none``), ``--[no-]concurrent-steps`` and
-    ``--[no-]serve-first`` over
+                    serve_first: bool | None = None, linger: bool | None = None) -> MoveMechanisms:
+    """``--drain-deadline`` (seconds >= 0 or ``none``), ``--[no-]concurrent-steps``,
+    ``--[no-]serve-first`` and ``--[no-]linger`` over
     :data:`~easerve.experiments.mix_control.MOVES`; a bad deadline is a ``ValueError`` naming it."""
     moves = MOVES
     if deadline is not None:
@@ -267,6 +271,8 @@ def move_mechanisms(deadline: str | None, concurrent: bool | None,
         moves = replace(moves, concurrent_steps=concurrent)
     if serve_first is not None:
         moves = replace(moves, serve_first=serve_first)
+    if linger is not None:
+        moves = replace(moves, linger=linger)
     return moves
 
 

@@ -55,9 +55,10 @@ from sim.roster import worker_slots
 
 SYSTEMS = ("static-low", "static-high", "oracle", "reactive", "predictive")
 #: how the controlled systems' moves run in the shifts: a leaving decoder's sequences move at once
-#: (to one at least its size) and a staged move's disjoint steps run side by side (docs/controller.md,
-#: "Moves that pay"; MoveMechanisms() is the move before)
-MOVES = MoveMechanisms(drain_deadline_s=0.0, concurrent_steps=True)
+#: (to one at least its size), a staged move's disjoint steps run side by side (docs/controller.md,
+#: "Moves that pay"), and a leaving decoder whose sequences cannot move lingers (docs/controller.md,
+#: "A decoder that lingers"; MoveMechanisms() is the move before)
+MOVES = MoveMechanisms(drain_deadline_s=0.0, concurrent_steps=True, linger=True)
 #: every system's encoders run each phase's SM-share table from the phase's start (sim.sm_tables);
 #: False: the first phase's for the whole run, which flattered static-low on image -> video
 PHASE_TABLES = True

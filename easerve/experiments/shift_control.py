@@ -207,12 +207,14 @@ class MoveMechanisms:
     """How a controlled system's moves run (:mod:`sim.roster`, docs/controller.md): a draining
     Decode worker hands its sequences on after ``drain_deadline_s`` (None: never), a staged
     move's steps start side by side where they may (``concurrent_steps``), and a stage losing its
-    every worker comes up first (``serve_first``, :mod:`easerve_core.moves`). The defaults are
-    the moves of 2026-12 before any of them."""
+    every worker comes up first (``serve_first``, :mod:`easerve_core.moves`), and a draining
+    Decode worker whose sequences cannot move takes new ones while no other serves, until those it
+    held have left (``linger``). The defaults are the moves of 2026-12 before any of them."""
 
     drain_deadline_s: float | None = None
     concurrent_steps: bool = False
     serve_first: bool = False
+    linger: bool = False
 
     def __post_init__(self) -> None:
         if self.drain_deadline_s is not None and not self.drain_deadline_s >= 0:
@@ -232,6 +234,7 @@ def simulate_system(setup: Setup, start: Deployment, requests: Sequence[Request]
     cost = ReconfigurationCost(setup.plan.model, setup.plan.cluster.gpu)
     return session.sim(controller=controller, reconfiguration_s=cost, drain_deadline_s=moves.drain_deadline_s,
                        concurrent_steps=moves.concurrent_steps, serve_first=moves.serve_first,
+                       linger=moves.linger,
                        sm_tables=sm_tables).run()
 
 

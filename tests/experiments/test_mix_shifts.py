@@ -88,8 +88,9 @@ def test_the_settle_z_flag_overrides_the_evaluation_s() -> None:
 
 def test_the_move_flags_override_the_evaluation_s_moves() -> None:
     assert move_mechanisms(None, None) == MOVES
-    assert move_mechanisms("none", False) == MoveMechanisms()
+    assert move_mechanisms("none", False, linger=False) == MoveMechanisms()
     assert move_mechanisms("30", None) == replace(MOVES, drain_deadline_s=30.0)
+    assert MOVES.linger and not move_mechanisms(None, None, linger=False).linger
 
 
 def test_the_built_in_shifts_name_why_the_optimum_moves() -> None:

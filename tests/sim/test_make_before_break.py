@@ -149,3 +149,28 @@ def test_a_table_on_output_tokens_steers_the_run_by_each_arrival_s_weight():
     (decision,) = result.meta["controller"]["decisions"]
     assert (decision["band"], decision["at_s"]) == (1, 365.0)  # as the pure controller decides
     assert (result.records["status"] == "ok").all()
+
+
+@pytest.mark.parametrize("linger", [False, True])
+def test_a_leaving_decoder_whose_sequences_cannot_move_keeps_taking_new_ones_while_it_lingers(linger):
+    # four GPUs: C (E1 P1 D1x2 on 2-3) -> B (E1 P2 D1 on 3) at t = 1; B's decoder is smaller, so
+    # r0's 2,000 steps (to ~10.1 s) stay on D0, and B's new Prefill and decoder wait for D0 to
+    # retire. Lingering, D0 takes r1 (at 8 s, 1,000 steps) beside r0; once r0 has left it takes
+    # nothing new, so r2 (at 11 s) waits for the new decoder, which comes up 5 s after D0 retires
+    reqs = [_req(0, 0.0, out=2001), _req(1, 8.0, out=1001), _req(2, 11.0)]
+    result = _run(4, (C, B), ((1.0, 1),), reqs, linger=linger)
+    meta = result.meta["controller"]
+    rec = result.records.set_index("request_id")
+    assert (rec["status"] == "ok").all() and len(rec) == 3
+    (d0,) = [r for r in meta["retired"] if r["stage"] == "decode"]
+    (up,) = [r for r in meta["reroles"] if r["to"] == "decode"]
+    on_d0 = rec[rec["decode_worker"] == 0]
+    assert d0["drain_end_s"] == pytest.approx(on_d0["finish_s"].max())  # retires when it holds nothing
+    assert up["ready_s"] == pytest.approx(d0["drain_end_s"] + RECONFIG_S)
+    assert rec.loc[2, "decode_worker"] == 1 and rec.loc[2, "finish_s"] > up["ready_s"]
+    if linger:
+        assert list(on_d0.index) == [0, 1]
+        assert rec.loc[1, "finish_s"] == pytest.approx(8.0 + UNLOADED_TTFT_S + 1000 * 0.005)  # no wait
+    else:
+        assert list(on_d0.index) == [0]
+        assert rec.loc[1, "decode_worker"] == 1 and rec.loc[1, "finish_s"] > up["ready_s"]
