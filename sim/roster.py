@@ -25,32 +25,32 @@ worker's GPUs contiguous) and compares it, slot by slot, with what runs
 * a slot still joining that the new layout no longer holds is cancelled (it
   never served; the GPUs are free at once).
 
-While no remote Prefill worker serves, an encode worker that holds the LM
-prefills locally what its router sends remote, and what an encode worker
-without the LM hands to remote Prefill goes over the link to the serving
-encode worker that holds the LM with the least local Prefill ahead (the route
-records say ``local``; before, it waited for the next remote Prefill worker,
-which a target without remote Prefill never brings). Any other request
-handed to a stage that has no serving worker (every worker of it drains,
-the new ones are not up) is parked, in order, and handed on when the stage's
-first new worker joins: arrivals by the front end, remote prefills and KV
-caches by the :class:`SteeredPipeline`. So no request is lost or served
-twice; KV is never moved. By default a request finishes where it is; with
-``drain_deadline_s`` (None: off) a draining Decode worker that still holds
-sequences that long after its drain began (0: at once) **evicts** them at the
-end of its step in progress (:meth:`sim.decode.DecodeWorker.evict`): each
-goes to the least-loaded serving Decode worker (or waits, in order, for the
-stage's next new one), which recomputes its KV (a prefill of its input and
-the tokens made so far, on that worker's TP, at the head of its next
-segment: vLLM's preemption by recompute) and decodes the rest; only when the
-target keeps a Decode worker at least its TP (a smaller one holds less KV and
-decodes slower: a TP-4 worker's batch recomputed on a TP-2 one stalls it
-longer than the drain it saves, docs/controller.md), else it drains as before. A move's steps
-run one after the other; with ``concurrent_steps`` a later step starts beside
-the running ones when it touches none of their GPUs and leaves no stage the
-target serves without a serving worker that the plan does not list in its
-``unserved`` (``Roster._may_start``).
-"""
+While no remote Prefill worker serves, an encode worker that holds the LM prefills locally what its
+router sends remote, and what an encode worker without the LM hands to remote Prefill goes over the
+link to the serving encode worker that holds the LM with the least local Prefill ahead (the route
+records say ``local``; before, it waited for the next remote Prefill worker, which a target without
+remote Prefill never brings). Any other request handed to a stage that has no serving worker (every
+worker of it drains, the new ones are not up) is parked, in order, and handed on when the stage's
+first new worker joins: arrivals by the front end, remote prefills and KV caches by the
+:class:`SteeredPipeline`. Parked arrivals are shared by the encoders as they join: each takes the
+oldest of them, its share of those parked over itself and the encode slots still joining (all when
+none is; before, the first took all and, round-robin fed, stayed behind for the phase). So no
+request is lost or served twice; KV is never moved. By default a request finishes where it is; with
+``drain_deadline_s`` (None: off) a draining Decode worker that still holds sequences that long after
+its drain began (0: at once) **evicts** them at the end of its step in progress
+(:meth:`sim.decode.DecodeWorker.evict`): each goes to the least-loaded serving Decode worker (or
+waits, in order, for the stage's next new one), which recomputes its KV (a prefill of its input and
+the tokens made so far, on that worker's TP, at the head of its next segment: vLLM's preemption by
+recompute) and decodes the rest; only when the target keeps a Decode worker at least its TP (a
+smaller one holds less KV and decodes slower: a TP-4 worker's batch recomputed on a TP-2 one stalls
+it longer than the drain it saves, docs/controller.md), else it drains as before. With ``linger``
+such a worker, when it leaves Decode with no serving worker and its sequences cannot move, still
+takes the KV caches handed to Decode until every sequence it held when its drain began has left
+(``SteeredPipeline.lingering``): Decode stays served while the long sequences of the phase before
+finish, and goes dark only for the warm-up of the new decoder. A move's steps run one after the
+other; with ``concurrent_steps`` a later step starts beside the running ones when it touches none of
+their GPUs and leaves no stage the target serves without a serving worker that the plan does not
+list in its ``unserved`` (``Roster._may_start``)."""
 
 from __future__ import annotations
 
@@ -424,8 +424,9 @@ class Roster:
         workers.append(worker)
         workers.sort(key=lambda w: w.gpus)
         self._row(joining, worker=index)
-        if isinstance(worker, EncodeWorker):
-            while self.parked:
+        if isinstance(worker, EncodeWorker) and self.parked:
+            coming = sum(1 for j in self.joining if j.slot.stage == "encode")
+            for _ in range(math.ceil(len(self.parked) / (1 + coming))):
                 worker.offer(self.parked.popleft(), now)
         while self.resumed and slot.stage == "decode":  # older than the KV parked for decode
             self._resume(self.resumed.popleft(), now)

@@ -271,3 +271,27 @@ def test_embeddings_whose_remote_prefill_left_go_to_an_encoder_that_holds_the_lm
     assert rec.loc[0, "prefill_worker"] in (2, 3)  # a new encoder, prefilling what E0 encoded
     assert rec.loc[0, "first_token_s"] == pytest.approx(6.05 + 0.02)
     assert rec.loc[1, "route"] == "local" and rec.loc[1, "prefill_worker"] == rec.loc[1, "encode_worker"]
+
+
+def test_arrivals_parked_while_no_encoder_serves_are_shared_by_the_encoders_as_they_join():
+    # break-first E2 P1 D1 (no LM) -> E2 P0 D1 (LM) at t = 1: both encoders drain at once, E1 (idle)
+    # retires at 1.0 and E0 at 1.05 (r0's batch), so their LM-holding successors join at 6.0 and
+    # 6.05. The ten arrivals in between park; the first to join takes its half (the five oldest),
+    # the second the rest, instead of the first taking all ten and running behind for good
+    remote = _dep(2, 1, 1)
+    local = Deployment(encode=StageGroup(num_workers=2), prefill=StageGroup(num_workers=0),
+                       decode=StageGroup(num_workers=1), max_encode_batch=1, remote_fraction=0.0,
+                       sm_sharing=SMSharing.DYNAMIC)
+    reqs = [_req(0, 0.95), *(_req(i, 1.3 + 0.2 * i) for i in range(1, 11))]
+    result = _break_first(remote, reqs, _scripted((1.0, 1), bands=(remote, local)),
+                          reconfiguration_s=RECONFIG_S)
+    rows = result.meta["controller"]["reroles"]
+    ups = sorted((r["ready_s"], r["worker"]) for r in rows if r["to"] != "decode")
+    assert [round(t, 2) for t, _ in ups] == [6.0, 6.05]
+    (first, _), (second, _) = ups
+    rec = result.records.set_index("request_id")
+    assert (rec["status"] == "ok").all() and len(rec) == 11
+    assert list(rec.loc[1:5, "encode_worker"]) == [ups[0][1]] * 5
+    assert list(rec.loc[6:10, "encode_worker"]) == [ups[1][1]] * 5
+    assert (rec.loc[1:5, "encode_start_s"] >= first).all()
+    assert (rec.loc[6:10, "encode_start_s"] >= second).all()
