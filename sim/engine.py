@@ -168,11 +168,8 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
             GPU); False: the build's layout, every leaving worker drained at once (the move
             before 2026-12: docs/controller.md).
         drain_deadline_s, concurrent_steps, serve_first, linger: with ``controller``, how a move
-            runs (:mod:`sim.roster`): a draining Decode worker's sequences move, recomputed, that long
-            after its drain began (None: never); a staged move's steps run side by side where they
-            may (False: in turn); a stage losing every worker comes up first
-            (:mod:`easerve_core.moves`); a draining Decode worker whose sequences cannot move takes
-            new ones while no other serves, until those it held have left.
+            runs: the knobs of those names of :mod:`sim.roster` (its docstring tells each;
+            ``serve_first`` is :func:`easerve_core.moves.plan_moves`'s); off by default.
         sm_tables: ``(at_s, table)``: every encoder's SM-share table from ``at_s`` (:mod:`sim.sm_tables`).
     """
     options = options or options_for(plan)
