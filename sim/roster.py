@@ -49,8 +49,8 @@ takes the KV caches handed to Decode until every sequence it held when its drain
 (``SteeredPipeline.lingering``): Decode stays served while the long sequences of the phase before
 finish, and goes dark only for the warm-up of the new decoder. A move's steps run one after the
 other; with ``concurrent_steps`` a later step starts beside the running ones when it touches none of
-their GPUs and leaves no stage the target serves without a serving worker that the plan does not
-list in its ``unserved`` (``Roster._may_start``)."""
+their GPUs, nor any GPU of a waiting step before it, and leaves no stage the target serves without a
+serving worker that the plan does not list in its ``unserved`` (``Roster._may_start``)."""
 
 from __future__ import annotations
 
@@ -245,33 +245,52 @@ class Roster:
         return plan.gpus_moved
 
     def _next_step(self, now: float) -> None:
-        """Start the plan's next steps, up to the first that has to wait (for a warm-up or a drain)."""
+        """Start the plan's next steps: in order, each that may start (:meth:`_startable`); one
+        that has to wait (for a warm-up or a drain) holds back only the steps whose GPUs it shares."""
         if self._stepping:
             return  # a retirement inside a step's start: the loop below goes on
         self._stepping = True
         try:
-            while self.steps and self._may_start(self.steps[0]):
-                step: Step = self.steps.popleft()
-                serving = {slot_of(w): w for workers in self.stages.values() for w in workers}
-                drains = [serving[slot] for slot in step.drain if slot in serving]
-                for worker in drains:
-                    self._start_drain(worker, now)
-                ups = []
-                for slot in step.up:
-                    waits = [w for w in self.draining if set(w.gpus) & set(slot.gpus)]
-                    ups.append(_Joining(slot=slot, decision=self.generation, drain_start_s=now, waits=waits,
-                                        origins=[slot_of(w).role for w in waits]))
-                self.joining += ups
-                for worker in drains:
-                    if worker.drained():
-                        self._retire(worker, now)
-                for j in ups:
-                    if not j.waits and math.isnan(j.ready_s):
-                        self._reconfigure(j, now)
-                self._running.append((ups, [w for w in drains if w in self.draining]))
-                self._prune()
+            while (step := self._startable()) is not None:
+                self.steps.remove(step)
+                self._start(step, now)
         finally:
             self._stepping = False
+
+    def _startable(self) -> Step | None:
+        """The first waiting step that may start now: the next one when no step runs; with
+        ``concurrent_steps`` also a later one beside the running ones (:meth:`_may_start`), when
+        it touches no GPU of a waiting step before it (before 2026-12-02, only the next one)."""
+        earlier: set[int] = set()
+        for step in self.steps:
+            gpus = {g for slot in (*step.drain, *step.up) for g in slot.gpus}
+            if not gpus & earlier and self._may_start(step):
+                return step
+            if not self.concurrent_steps:
+                return None
+            earlier |= gpus
+        return None
+
+    def _start(self, step: Step, now: float) -> None:
+        """Drain ``step``'s leaving workers and set its new ones on their way."""
+        serving = {slot_of(w): w for workers in self.stages.values() for w in workers}
+        drains = [serving[slot] for slot in step.drain if slot in serving]
+        for worker in drains:
+            self._start_drain(worker, now)
+        ups = []
+        for slot in step.up:
+            waits = [w for w in self.draining if set(w.gpus) & set(slot.gpus)]
+            ups.append(_Joining(slot=slot, decision=self.generation, drain_start_s=now, waits=waits,
+                                origins=[slot_of(w).role for w in waits]))
+        self.joining += ups
+        for worker in drains:
+            if worker.drained():
+                self._retire(worker, now)
+        for j in ups:
+            if not j.waits and math.isnan(j.ready_s):
+                self._reconfigure(j, now)
+        self._running.append((ups, [w for w in drains if w in self.draining]))
+        self._prune()
 
     def _step_done(self, now: float) -> None:
         """After a retirement or a warm-up: the next step once this one's are all done."""

@@ -151,6 +151,28 @@ def test_concurrent_steps_start_together_and_keep_a_worker_in_every_stage():
     assert (result.records["status"] == "ok").all()
 
 
+def test_a_step_waiting_for_another_holds_back_only_the_steps_that_share_its_gpus():
+    # four GPUs: E[0] E[1] (both hold the LM) D[2,3] (TP 2) -> E[0] P[1] P[2] D[3] (no LM, all
+    # remote). The plan: re-role E0, then E1 (each in turn, so Encode keeps a worker), then the
+    # decoder's GPUs. E1's step waits for E0's warm-up; the decoder's touches neither's GPUs and its
+    # gap is planned, so it starts at the decision beside E0's instead of behind E1's
+    from easerve_core import Deployment, SMSharing, StageGroup
+    local = Deployment(encode=StageGroup(num_workers=2), prefill=StageGroup(num_workers=0),
+                       decode=StageGroup(num_workers=1, tp=2), max_encode_batch=1, remote_fraction=0.0,
+                       sm_sharing=SMSharing.DYNAMIC)
+    remote = _dep(1, 2, 1)
+    reqs = [_req(0, 0.0), _req(1, 20.0)]
+    result = _run(4, (local, remote), ((1.0, 1),), reqs, concurrent_steps=True)
+    rows = result.meta["controller"]["reroles"]
+    starts = {tuple(r["gpus"]): (r["to"], r["drain_start_s"], r["ready_s"]) for r in rows}
+    assert starts[(0,)] == ("encode", 1.0, 1.0 + RECONFIG_S)
+    assert starts[(1,)] == ("prefill", 1.0 + RECONFIG_S, 1.0 + 2 * RECONFIG_S)
+    # the decoder, empty, retires at 1.0: its GPUs serve again 5 s later, not 5 s after E1's step
+    assert starts[(2,)] == ("prefill", 1.0, 1.0 + RECONFIG_S)
+    assert starts[(3,)] == ("decode", 1.0, 1.0 + RECONFIG_S)
+    assert (result.records["status"] == "ok").all()
+
+
 @pytest.mark.parametrize("deadline_s", [None, 0.0])
 def test_a_full_cluster_with_concurrent_steps_loses_nothing(deadline_s):
     rng = np.random.default_rng(11)
