@@ -134,7 +134,7 @@ def test_a_negative_deadline_is_refused_naming_the_field():
 def test_concurrent_steps_start_together_and_keep_a_worker_in_every_stage():
     # tests/sim/test_make_before_break.py's six-GPU move E3 P2 D1 -> E1 P1 D4: its three steps touch
     # GPUs 1, 2 and 4 and each leaves its stage a worker (E0, E0, P3), so all three start at 10
-    from tests.sim.test_make_before_break import DEEP, WIDE, _min_serving, _serving
+    from tests.sim.test_make_before_break import DEEP, WIDE, served_throughout
     reqs = [_req(i, 0.25 * i, out=20) for i in range(160)]
     result = _run(6, (WIDE, DEEP), ((10.0, 1),), reqs, concurrent_steps=True)
     meta = result.meta["controller"]
@@ -144,11 +144,7 @@ def test_concurrent_steps_start_together_and_keep_a_worker_in_every_stage():
     for r in meta["reroles"]:
         assert r["ready_s"] == pytest.approx(r["drain_end_s"] + RECONFIG_S)
         assert r["ready_s"] < 10.0 + RECONFIG_S + 1.0  # one warm-up, not three in a row
-    spans = _serving(meta, WIDE, 6)
-    end = float(result.records["finish_s"].max())
-    for stage in ("encode", "prefill", "decode"):
-        assert _min_serving(spans, stage, end) >= 1, stage
-    assert (result.records["status"] == "ok").all()
+    served_throughout(result, WIDE, 6)
 
 
 def test_a_step_waiting_for_another_holds_back_only_the_steps_that_share_its_gpus():

@@ -58,6 +58,15 @@ def _min_serving(spans: list[tuple[str, float, float]], stage: str, until_s: flo
     return min(sum(1 for s, a, b in spans if s == stage and a <= t < b) for t in edges)
 
 
+def served_throughout(result, start: Deployment, num_gpus: int) -> None:
+    """Every stage keeps a serving worker until the last request finishes, and every request is ok."""
+    spans = _serving(result.meta["controller"], start, num_gpus)
+    end = float(result.records["finish_s"].max())
+    for stage in ("encode", "prefill", "decode"):
+        assert _min_serving(spans, stage, end) >= 1, stage
+    assert (result.records["status"] == "ok").all()
+
+
 def test_a_re_role_with_a_free_gpu_warms_the_new_worker_while_the_old_one_serves():
     # A = E2 P1 D1 on GPUs 0-3 of 8 -> B = E1 P2 D1 at t = 10: B's second Prefill worker warms on free
     # GPU 4 from 10 to 15; the encoder on GPU 1 serves until then and drains at 15
@@ -107,11 +116,7 @@ def test_a_staged_move_keeps_a_worker_in_every_stage():
         assert later["drain_start_s"] >= earlier["ready_s"]
     for r in meta["reroles"]:
         assert r["ready_s"] == pytest.approx(r["drain_end_s"] + RECONFIG_S)
-    spans = _serving(meta, WIDE, 6)
-    end = float(result.records["finish_s"].max())
-    for stage in ("encode", "prefill", "decode"):
-        assert _min_serving(spans, stage, end) >= 1, stage
-    assert (result.records["status"] == "ok").all()
+    served_throughout(result, WIDE, 6)
 
 
 def test_a_full_cluster_loses_nothing_and_serves_nothing_twice_across_staged_moves():
