@@ -1,7 +1,8 @@
 """Re-roling GPUs mid-run: which workers serve each stage, their drains and reconfigurations.
 The module stays past 300 lines because the :class:`Roster` is one state machine (serve,
-drain, evict, retire, join, cancel) whose transitions share its slot tables and its step queue;
-splitting it would spread that state across modules.
+drain, linger, evict, retire, join, cancel) whose transitions share its slot tables and its step
+queue, and the :class:`SteeredPipeline` reads that state (the serving encoders, the lingering
+decoders); splitting them would spread that state across modules.
 
 The online controller's driver (:mod:`sim.control`) hands the :class:`Roster`
 each deployment it decides on. The roster lays it out on the GPUs as the
@@ -109,10 +110,7 @@ class SteeredPipeline(Pipeline):
         while lingering:
             worker, mark = lingering[0]
             if worker.holds_before(mark):
-                worker.load_tokens += job.kv_tokens
-                job.decode_worker = worker.index
-                nbytes = kv_profile.kv_bytes(job.input_tokens)
-                self._send(worker, job, now, nbytes, self._handoff_s("decode"), sender)
+                self._kv_to(worker, job, now, kv_profile, sender)
                 return
             lingering.pop(0)
         self.parked_decode.append((job, kv_profile))
@@ -133,12 +131,15 @@ class SteeredPipeline(Pipeline):
         while self.parked_prefill and (self.prefill_workers or lm_held):
             self.to_remote_prefill(self.parked_prefill.popleft(), now)
         while self.parked_decode and self.decode_workers:
-            job, kv_profile = self.parked_decode.popleft()  # Pipeline.after_prefill's hand-off,
-            worker = least_loaded(self.decode_workers)  # inline there: it runs once per request
-            worker.load_tokens += job.kv_tokens
-            job.decode_worker = worker.index
-            nbytes = kv_profile.kv_bytes(job.input_tokens)
-            self._send(worker, job, now, nbytes, self._handoff_s("decode"), None)
+            job, kv_profile = self.parked_decode.popleft()
+            self._kv_to(least_loaded(self.decode_workers), job, now, kv_profile, None)
+
+    def _kv_to(self, worker: Any, job: Job, now: float, kv_profile: StageProfile, sender: Any) -> None:
+        """Pipeline.after_prefill's hand-off of a KV cache to ``worker`` (inline there: it runs
+        once per request; here only while Decode has no serving worker)."""
+        worker.load_tokens += job.kv_tokens
+        job.decode_worker = worker.index
+        self._send(worker, job, now, kv_profile.kv_bytes(job.input_tokens), self._handoff_s("decode"), sender)
 
 
 @dataclass(slots=True, eq=False)
