@@ -60,6 +60,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from easerve_core import checks
 from easerve_core.deployment import Deployment
 from easerve_core.forecast import FORECASTERS, make_forecaster
@@ -108,6 +110,10 @@ class ControllerSettings(Settings):
     #: window's estimate past the move's threshold (None: never; docs/controller.md, "Settled by
     #: the evidence")
     settle_z: float | None = field(default=None, metadata=rule(checks.positive, optional=True))
+    #: rule 1's window starts after its most likely change point when the signal before and after
+    #: it differs by at least this many standard errors of the difference (None: never; each side
+    #: holds ``min_arrivals`` arrivals at least; docs/controller.md, "A window that cuts at a step")
+    cut_z: float | None = field(default=None, metadata=rule(checks.positive, optional=True))
 
     def to_dict(self) -> dict[str, Any]:
         out = Settings.to_dict(self)
@@ -116,6 +122,8 @@ class ControllerSettings(Settings):
                 del out[name]
         if self.settle_z is None:  # so do those of one that always waits the settle
             del out["settle_z"]
+        if self.cut_z is None:  # and of one whose window never cuts
+            del out["cut_z"]
         return out
 
 
@@ -168,6 +176,8 @@ class Controller:
         self._weight_before = 0.0
         self._square_upto: list[float] = []  # the same for the squared weights (rule 4's evidence)
         self._square_before = 0.0
+        # rule 1's cut at the last check: ((now, arrivals, window start), (first index, span))
+        self._cut_memo: tuple[tuple[float, int, int], tuple[int, float]] = ((math.nan, 0, 0), (0, 0.0))
         if table.signal != "requests":
             self.arrive = self._arrive_weighted  # type: ignore[method-assign]
 
@@ -202,19 +212,61 @@ class Controller:
         self._forget(now)
         if self._seen_before + len(self._arrival_s) < self.settings.min_arrivals:
             return math.nan
-        span = min(self.settings.window_s, now - self._start_s)
+        a0, span = self._window(now)
         if span <= 0:
             return math.nan
         if self.table.signal == "requests":
-            return (len(self._arrival_s) - self._a0) / span
+            return (len(self._arrival_s) - a0) / span
         upto = self._weight_upto
         if not upto:
             return 0.0
-        before = upto[self._a0 - 1] if self._a0 else self._weight_before
+        before = upto[a0 - 1] if a0 else self._weight_before
         if self.table.signal.endswith("_mean"):
-            count = len(self._arrival_s) - self._a0
+            count = len(self._arrival_s) - a0
             return (upto[-1] - before) / count if count else math.nan
         return (upto[-1] - before) / span
+
+    def _window(self, now: float) -> tuple[int, float]:
+        """Rule 1's window: the index of its first arrival and its span; with ``cut_z``, from the
+        window's most likely change point on when the signal differs across it by ``cut_z``
+        standard errors (a two-sample test at each cut leaving ``min_arrivals`` on either side;
+        means of the weights for a ``*_mean`` signal, rates over the spans otherwise)."""
+        a0, span = self._a0, min(self.settings.window_s, now - self._start_s)
+        z, times = self.settings.cut_z, self._arrival_s
+        least = max(2, self.settings.min_arrivals)
+        count = len(times) - a0
+        if z is None or count < 2 * least or span <= 0:
+            return a0, span
+        if self._cut_memo[0] == (now, len(times), a0):
+            return self._cut_memo[1]
+        if self.table.signal == "requests":
+            sums = squares = np.arange(count + 1, dtype=float)
+        else:
+            base = self._weight_upto[a0 - 1] if a0 else self._weight_before
+            sums = np.concatenate(([0.0], np.asarray(self._weight_upto[a0:]) - base))
+            base = self._square_upto[a0 - 1] if a0 else self._square_before
+            squares = np.concatenate(([0.0], np.asarray(self._square_upto[a0:]) - base))
+        k = np.arange(least, count - least + 1)  # arrivals on the older side of each cut
+        old, new = sums[k], sums[-1] - sums[k]
+        old_sq, new_sq = squares[k], squares[-1] - squares[k]
+        t = np.asarray(times[a0:])
+        at = (t[k - 1] + t[k]) / 2  # each cut's time, between its two arrivals
+        if self.table.signal.endswith("_mean"):
+            n_old, n_new = k.astype(float), count - k.astype(float)
+            gap = new / n_new - old / n_old
+            var_old = np.maximum(0.0, (old_sq - old * old / n_old) / (n_old - 1))
+            var_new = np.maximum(0.0, (new_sq - new * new / n_new) / (n_new - 1))
+            error2 = var_old / n_old + var_new / n_new
+        else:
+            s_old, s_new = at - (now - span), now - at
+            gap = new / s_new - old / s_old
+            error2 = old_sq / s_old ** 2 + new_sq / s_new ** 2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score = np.where(error2 > 0, np.abs(gap) / np.sqrt(error2), np.where(gap != 0, np.inf, 0.0))
+        best = int(np.argmax(score))
+        out = (a0 + int(k[best]), now - float(at[best])) if score[best] >= z else (a0, span)
+        self._cut_memo = ((now, len(times), a0), out)
+        return out
 
     def poll(self, now: float) -> Decision | None:
         """The decision due at ``now``, if any (checks run every ``check_every_s``)."""
@@ -287,13 +339,13 @@ class Controller:
         (Poisson: the square root of the sum of the squared weights over the span) or, for a
         ``*_mean`` signal, of the window's mean (its sample deviation over the square root of the
         count); infinite on fewer than two arrivals."""
-        count = len(self._arrival_s) - self._a0
-        span = min(self.settings.window_s, now - self._start_s)
+        a0, span = self._window(now)
+        count = len(self._arrival_s) - a0
         if count < 2 or span <= 0:
             return math.inf
         if self.table.signal == "requests":
             return math.sqrt(count) / span
-        upto, squares, a0 = self._weight_upto, self._square_upto, self._a0
+        upto, squares = self._weight_upto, self._square_upto
         total = upto[-1] - (upto[a0 - 1] if a0 else self._weight_before)
         square = squares[-1] - (squares[a0 - 1] if a0 else self._square_before)
         if not self.table.signal.endswith("_mean"):
