@@ -31,8 +31,11 @@ deployments judged on its own workload) unless ``--no-cross-check``,
 (:class:`~easerve.experiments.shift_control.MoveMechanisms`; default
 :data:`~easerve.experiments.mix_control.MOVES`), ``--[no-]phase-tables``
 whether every system runs each phase's SM-share table, ``--settle-z Z|none``
-when the controllers may skip the settle (default
-:data:`~easerve.experiments.mix_control.SETTLE_Z`), and ``--out DIR``
+when the controllers may skip the settle and ``--cut-z Z|none`` when their
+window cuts at a step (defaults :data:`~easerve.experiments.mix_control.SETTLE_Z`,
+:data:`~easerve.experiments.mix_control.CUT_Z`), ``--oracle-lead S`` how long
+before each phase the oracle moves (default
+:data:`~easerve.experiments.mix_control.ORACLE_LEAD_S`), and ``--out DIR``
 writes their tables as CSV. The numbers in
 docs/controller.md come from this command. ``python -m
 easerve.experiments.controller_eval`` is the same command under its old name
@@ -42,7 +45,6 @@ easerve.experiments.controller_eval`` is the same command under its old name
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -50,13 +52,14 @@ from pathlib import Path
 import pandas as pd
 
 from easerve.experiments.eval_size import FULL, QUICK, SHIFT_SHAPE, EvalSize
-from easerve.experiments.mix_control import MOVES, PHASE_TABLES, SETTLE_Z, mix_capacity_hz, mix_shift_tables
+from easerve.experiments.mix_control import PHASE_TABLES, RULES, mix_capacity_hz, mix_shift_tables
+from easerve.experiments.mix_flags import cut_z_of, move_mechanisms, oracle_lead_of, settle_z_of
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.plan_tables import throughput_ceiling
 from easerve.experiments.replan_study import replan_shift
 from easerve.experiments.setup import load_setup
 from easerve.experiments.shape_control import controller_shapes
-from easerve.experiments.shift_control import MoveMechanisms, rate_shift_study
+from easerve.experiments.shift_control import rate_shift_study
 from easerve.experiments.shifts import KNOWN_SHIFTS, SHIFTS, load_shift
 from easerve.experiments.trace_shift import trace_arrivals, trace_shift
 from easerve_core.controller import ControllerSettings
@@ -124,6 +127,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="mix shifts: the controllers skip the settle once the window's signal is Z "
                              "standard errors past the move's threshold (none: always wait it; default: "
                              "mix_control.SETTLE_Z)")
+    parser.add_argument("--cut-z", metavar="Z", default=None,
+                        help="mix shifts: the controllers' window starts after a step once its two sides "
+                             "differ by Z standard errors (none: never; default: mix_control.CUT_Z)")
+    parser.add_argument("--oracle-lead", metavar="S", default=None,
+                        help="mix shifts: seconds before each phase the oracle moves (default: "
+                             "mix_control.ORACLE_LEAD_S, at the phase's start)")
     parser.add_argument("--forecaster", default="holt",
                         help="the predictive system's forecaster (none, ewma, holt; default holt)")
 
@@ -209,7 +218,8 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
         ControllerSettings(forecaster=args.forecaster)
         moves = move_mechanisms(args.drain_deadline, args.concurrent_steps, args.serve_first, args.linger)
         phase_tables = PHASE_TABLES if args.phase_tables is None else args.phase_tables
-        settle_z = settle_z_of(args.settle_z)
+        rules = replace(RULES, settle_z=settle_z_of(args.settle_z), cut_z=cut_z_of(args.cut_z))
+        oracle_lead_s = oracle_lead_of(args.oracle_lead)
         shifts = [load_shift(args.shift)] if args.shift is not None else []
         if args.trace is not None:
             arrivals = trace_arrivals(args.trace, args.trace_format)
@@ -225,7 +235,8 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
         return 2
     frames, studies = mix_shift_tables(shifts, trials=plan.has_trials, num_samples=plan.has_samples,
                                        forecaster=args.forecaster, cross_check=not args.no_cross_check,
-                                       moves=moves, phase_tables=phase_tables, settle_z=settle_z)
+                                       moves=moves, phase_tables=phase_tables, rules=rules,
+                                       oracle_lead_s=oracle_lead_s)
     for shift, out in zip(shifts, studies, strict=True):
         print(f"{shift.name} ({shift.model}, signal {shift.signal}): phase rates {out['rates']} req/s, "
               f"bands {[b.rate_hz for b in out['table'].bands]}, lead {out['lead_s']:.1f} s; {shift.why}")
@@ -249,47 +260,6 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
 
 def _decisions(frame: pd.DataFrame) -> str:
     return "no decisions" if frame.empty else frame.round(2).to_string(index=False)
-
-
-def move_mechanisms(deadline: str | None, concurrent: bool | None,
-                    serve_first: bool | None = None, linger: bool | None = None) -> MoveMechanisms:
-    """``--drain-deadline`` (seconds >= 0 or ``none``), ``--[no-]concurrent-steps``,
-    ``--[no-]serve-first`` and ``--[no-]linger`` over
-    :data:`~easerve.experiments.mix_control.MOVES`; a bad deadline is a ``ValueError`` naming it."""
-    moves = MOVES
-    if deadline is not None:
-        value: float | None = None
-        if deadline.strip().lower() != "none":
-            try:
-                value = float(deadline)
-            except ValueError:
-                value = math.nan
-            if not value >= 0:
-                raise ValueError(f"--drain-deadline must be seconds >= 0 or none, got {deadline!r}")
-        moves = replace(moves, drain_deadline_s=value)
-    if concurrent is not None:
-        moves = replace(moves, concurrent_steps=concurrent)
-    if serve_first is not None:
-        moves = replace(moves, serve_first=serve_first)
-    if linger is not None:
-        moves = replace(moves, linger=linger)
-    return moves
-
-
-def settle_z_of(value: str | None) -> float | None:
-    """``--settle-z`` (a number > 0 or ``none``; absent: :data:`~easerve.experiments.mix_control.SETTLE_Z`);
-    a bad one is a ``ValueError`` naming it."""
-    if value is None:
-        return SETTLE_Z
-    if value.strip().lower() == "none":
-        return None
-    try:
-        z = float(value)
-    except ValueError:
-        z = math.nan
-    if not (z > 0 and math.isfinite(z)):
-        raise ValueError(f"--settle-z must be a number > 0 or none, got {value!r}")
-    return z
 
 
 if __name__ == "__main__":

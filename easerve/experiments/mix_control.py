@@ -16,10 +16,10 @@ the better one), then five systems on one stream:
   all run long (for a shift of the mix, HAS at "the mean" has no meaning:
   no one mix blends two modalities; the two phases' own choices stand in
   for static HAS at the mean and at the peak);
-* ``oracle``: on the cross-checked table, moves to each phase's band ``lead_s`` before the phase
-  (:class:`~easerve_core.oracle.ScriptedController`), the re-role time;
+* ``oracle``: on the cross-checked table, moves to each phase's band at the phase's start
+  (:class:`~easerve_core.oracle.ScriptedController`; :data:`ORACLE_LEAD_S`);
 * ``reactive``: the controller's rules (:class:`~easerve_core.controller.Controller`, defaults but
-  for rule 4's waiver, :data:`SETTLE_Z`);
+  for rule 4's waiver, :data:`SETTLE_Z`, and rule 1's cut, :data:`CUT_Z`);
 * ``predictive``: the same with Holt's forecaster ``lead_s`` ahead (:mod:`easerve_core.forecast`).
 
 Re-roles are make-before-break (:mod:`easerve_core.moves`), cost
@@ -32,6 +32,7 @@ phase's mix. "High" phases are those of the top band, "low" the others.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from itertools import pairwise
 from typing import Any
@@ -67,6 +68,21 @@ PHASE_TABLES = True
 #: Three errors: the usual bar for "not noise" (a one-sided 0.13% chance per check on a normal
 #: estimate), not fitted to these shifts (docs/controller.md, "Settled by the evidence")
 SETTLE_Z: float | None = 3.0
+#: the controllers' window starts after a step in the signal once the two sides of it differ by
+#: this many standard errors (ControllerSettings.cut_z; None: the whole window). Four errors: on a
+#: steady stream the best of a window's cuts passes it at about 0.2% of checks (a standardised
+#: Brownian bridge's maximum), not fitted to these shifts: 3 and 5 give the same decisions on the
+#: image -> video and resolution shifts (docs/controller.md, "A window that cuts at a step")
+CUT_Z: float | None = 4.0
+#: how long before each phase the oracle moves. At the phase's start: moving the re-role time
+#: ahead (the rate shift's oracle, whose bigger deployment carries the phase before as well) was
+#: worse on every mix shift, and more so the earlier (docs/controller.md, "When the oracle moves"),
+#: because neither phase's deployment carries the other's mix, and a move's drain serves the old
+#: phase's tail on a half-built new deployment
+ORACLE_LEAD_S = 0.0
+#: the reactive controller's settings (the rules' defaults but for :data:`SETTLE_Z` and
+#: :data:`CUT_Z`); the predictive one adds its forecaster ``lead_s`` ahead
+RULES = ControllerSettings(settle_z=SETTLE_Z, cut_z=CUT_Z)
 
 
 def phase_setups(shift: Shift) -> dict[str, Setup]:
@@ -130,8 +146,8 @@ def checked_table(shift: Shift, setups: dict[str, Setup], table: PlanTable, kind
 
 def shift_study(shift: Shift, *, trials: int, num_samples: int = 1, search_s: float = 120.0, seed: int = 0,
                 forecaster: str = "holt", cross_check: bool = True, moves: MoveMechanisms = MOVES,
-                phase_tables: bool = PHASE_TABLES, settle_z: float | None = SETTLE_Z,
-                backend: Backend = IN_PROCESS) -> dict[str, Any]:
+                phase_tables: bool = PHASE_TABLES, rules: ControllerSettings = RULES,
+                oracle_lead_s: float = ORACLE_LEAD_S, backend: Backend = IN_PROCESS) -> dict[str, Any]:
     """HAS per phase, the plan table (cross-checked unless ``cross_check`` is False) and the five
     systems (module docstring): ``plans`` (one row per phase kind: HAS's pick and the table's),
     ``scores`` (the cross-check's), ``systems``, ``phases`` (system x phase) and ``decisions``
@@ -169,7 +185,7 @@ def shift_study(shift: Shift, *, trials: int, num_samples: int = 1, search_s: fl
     lead = lead_s(setups[shift.phases[0].mix], table)
     runs = [partial(_system, shift, setups, has_table if name.startswith("static") else table, band_of,
                     requests, name, lead=lead, seed=seed, forecaster=forecaster, moves=moves,
-                    phase_tables=phase_tables, settle_z=settle_z)
+                    phase_tables=phase_tables, rules=rules, oracle_lead_s=oracle_lead_s)
             for name in SYSTEMS]
     outs = run_tasks(backend, runs)
     frames = {key: pd.DataFrame([row for out in outs for row in out[key]])
@@ -181,19 +197,18 @@ def shift_study(shift: Shift, *, trials: int, num_samples: int = 1, search_s: fl
 def _system(shift: Shift, setups: dict[str, Setup], table: PlanTable, band_of: list[int],
             requests: tuple[Any, ...], name: str, *, lead: float, seed: int,
             forecaster: str = "holt", moves: MoveMechanisms = MOVES,
-            phase_tables: bool = PHASE_TABLES, settle_z: float | None = SETTLE_Z
-            ) -> dict[str, list[dict[str, Any]]]:
+            phase_tables: bool = PHASE_TABLES, rules: ControllerSettings = RULES,
+            oracle_lead_s: float = ORACLE_LEAD_S) -> dict[str, list[dict[str, Any]]]:
     """One system's run and its rows (a task)."""
     start = {"static-low": 0, "static-high": len(table.bands) - 1}.get(name, band_of[0])
     controller: Any = None
     if name == "oracle":
         script = tuple((p.start_s, band_of[i]) for i, p in enumerate(shift.phases))
-        controller = ScriptedController(table, script, start_band=start, lead_s=lead)
+        controller = ScriptedController(table, script, start_band=start, lead_s=oracle_lead_s)
     elif name == "reactive":
-        controller = Controller(table, ControllerSettings(settle_z=settle_z), start_band=start)
+        controller = Controller(table, rules, start_band=start)
     elif name == "predictive":
-        settings = ControllerSettings(forecaster=forecaster, lead_s=lead, settle_z=settle_z)
-        controller = Controller(table, settings, start_band=start)
+        controller = Controller(table, replace(rules, forecaster=forecaster, lead_s=lead), start_band=start)
     setup = setups[shift.phases[0].mix]
     deployment = table.bands[start].deployment
     tables = tuple((p.start_s, setups[p.mix].plan.sm_table) for p in shift.phases) if phase_tables else ()
@@ -244,8 +259,8 @@ MIX_TABLES = ("controller_mix_shifts", "controller_mix_shifts_phases", "controll
 
 def mix_shift_tables(shifts: list[Shift], *, trials: int, num_samples: int = 1, forecaster: str = "holt",
                      cross_check: bool = True, moves: MoveMechanisms = MOVES,
-                     phase_tables: bool = PHASE_TABLES, settle_z: float | None = SETTLE_Z,
-                     backend: Backend = IN_PROCESS, log: Any = None
+                     phase_tables: bool = PHASE_TABLES, rules: ControllerSettings = RULES,
+                     oracle_lead_s: float = ORACLE_LEAD_S, backend: Backend = IN_PROCESS, log: Any = None
                      ) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any]]]:
     """:func:`shift_study` on each of ``shifts``, its frames concatenated as :data:`MIX_TABLES`;
     also each study's dict (rates, tables, lead)."""
@@ -255,7 +270,7 @@ def mix_shift_tables(shifts: list[Shift], *, trials: int, num_samples: int = 1, 
             log(f"mix shift {shift.name}")
         studies.append(shift_study(shift, trials=trials, num_samples=num_samples, forecaster=forecaster,
                                    cross_check=cross_check, moves=moves, phase_tables=phase_tables,
-                                   settle_z=settle_z, backend=backend))
+                                   rules=rules, oracle_lead_s=oracle_lead_s, backend=backend))
     keys = ("systems", "phases", "decisions", "plans", "scores")
     frames = {name: pd.concat([s[key] for s in studies if not s[key].empty] or [pd.DataFrame()],
                               ignore_index=True)

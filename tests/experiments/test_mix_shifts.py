@@ -10,8 +10,17 @@ import numpy as np
 import pytest
 
 from easerve.cli import main as easerve
-from easerve.experiments.controller_eval import main, move_mechanisms, settle_z_of
-from easerve.experiments.mix_control import MOVES, SETTLE_Z, phase_rates, phase_setups
+from easerve.experiments.controller_eval import main
+from easerve.experiments.mix_control import (
+    CUT_Z,
+    MOVES,
+    ORACLE_LEAD_S,
+    RULES,
+    SETTLE_Z,
+    phase_rates,
+    phase_setups,
+)
+from easerve.experiments.mix_flags import cut_z_of, move_mechanisms, oracle_lead_of, settle_z_of
 from easerve.experiments.shape_control import screened_capacity_hz as screened
 from easerve.experiments.shift_control import MoveMechanisms
 from easerve.experiments.shifts import EARLIER_SHIFTS, SHIFTS, load_shift, phase_of, stream
@@ -74,16 +83,27 @@ def test_a_bad_drain_deadline_is_one_line_and_exit_2(capsys: pytest.CaptureFixtu
     assert len(err) == 1 and "--drain-deadline" in err[0]
 
 
+@pytest.mark.parametrize("flag", ["--settle-z", "--cut-z"])
 @pytest.mark.parametrize("value", ["0", "-3", "often", "inf"])
-def test_a_bad_settle_z_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], value: str) -> None:
-    assert main(["--mix-shifts", "output-length", "--settle-z", value]) == 2
+def test_a_bad_z_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], flag: str, value: str) -> None:
+    assert main(["--mix-shifts", "output-length", flag, value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--settle-z" in err[0]
+    assert len(err) == 1 and flag in err[0]
 
 
-def test_the_settle_z_flag_overrides_the_evaluation_s() -> None:
-    assert settle_z_of(None) == SETTLE_Z == 3.0
+@pytest.mark.parametrize("value", ["-1", "soon", "inf"])
+def test_a_bad_oracle_lead_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    assert main(["--mix-shifts", "output-length", "--oracle-lead", value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--oracle-lead" in err[0]
+
+
+def test_the_z_flags_override_the_evaluation_s() -> None:
+    assert settle_z_of(None) == SETTLE_Z == 3.0 and cut_z_of(None) == CUT_Z == 4.0
     assert settle_z_of("none") is None and settle_z_of("2.5") == 2.5
+    assert cut_z_of("none") is None and cut_z_of("5") == 5.0
+    assert RULES.settle_z == SETTLE_Z and RULES.cut_z == CUT_Z and RULES.forecaster == "none"
+    assert oracle_lead_of(None) == ORACLE_LEAD_S == 0.0 and oracle_lead_of("26.3") == 26.3
 
 
 def test_the_move_flags_override_the_evaluation_s_moves() -> None:
