@@ -17,7 +17,10 @@ Rules, in the order they apply at each check (every ``check_every_s``):
 
 1. the arrival rate is the count of arrivals in the last ``window_s`` over
    ``window_s`` (over the time since the start while that is shorter; no
-   estimate before ``min_arrivals`` arrivals were seen);
+   estimate before ``min_arrivals`` arrivals were seen); with ``cut_z`` the
+   window starts after its most likely change point when the signal before
+   and after it differs by ``cut_z`` standard errors (a step is then read at
+   its new level within ``min_arrivals`` arrivals, not as a blend);
 2. hysteresis: the controller moves up only when the rate exceeds the
    current band's planned rate by ``hysteresis_frac``, and down only when
    the rate falls that margin below the current band's planned rate; either

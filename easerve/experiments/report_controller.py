@@ -33,13 +33,14 @@ def _mix_shifts_section(t: Mapping[str, pd.DataFrame]) -> list[str]:
         "phase; the plan table (one band per phase along the shift's signal) is cross-checked: each "
         "phase keeps the best of the table's deployments judged on its own workload, a tie going "
         "first to a deployment tied with the best in every phase (no move). Static-low/high run "
-        "HAS's own picks; the oracle (make-before-break, moving the re-role time ahead), the "
+        "HAS's own picks; the oracle (make-before-break, moving at each phase's start), the "
         "reactive and the predictive (Holt) controller run the checked table; a leaving decoder hands "
         "its sequences at once to one at least its size, which recomputes them, and a staged move's "
         "disjoint steps run side by side; every system's encoders run each phase's SM-share table "
         "(docs/controller.md, \"Moves that pay\"); the controllers skip the settle once the window's "
-        "signal is three standard errors past the move's threshold (\"Settled by the evidence\"). "
-        "High phases: the top band's.",
+        "signal is three standard errors past the move's threshold (\"Settled by the evidence\"), and "
+        "their window starts after a step once its two sides differ by four (\"A window that cuts at "
+        "a step\"). High phases: the top band's.",
     ]
     plans = t.get("controller_mix_shifts_plans")
     if plans is not None and not plans.empty:
