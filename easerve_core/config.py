@@ -207,7 +207,7 @@ class ExperimentConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved config, as plain data (written beside every run), its file paths
-        (``[profile] path``, ``[workload] trace``) absolute, as resolved;
+        (``[model] spec``, ``[profile] path``, ``[workload] trace``) absolute, as resolved;
         ``runtime.configs.portable_dict`` makes them relative to where it is written."""
         dep = self.deployment.to_dict()
         if self.deployment_preset is not None:

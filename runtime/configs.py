@@ -53,9 +53,11 @@ def portable_path(path: Path | str, relative_to: Path | None) -> str:
 
 def portable_dict(config: ExperimentConfig, relative_to: Path | None) -> dict[str, Any]:
     """:meth:`~easerve_core.config.ExperimentConfig.to_dict` with its file paths
-    (``[profile] path``, ``[workload] trace``) relative to the folder ``relative_to``
-    the data will be written into; as resolved (absolute) without one."""
+    (``[model] spec``, ``[profile] path``, ``[workload] trace``) relative to the folder
+    ``relative_to`` the data will be written into; as resolved (absolute) without one."""
     out = config.to_dict()
+    if "spec" in out["model"]:
+        out["model"]["spec"] = portable_path(out["model"]["spec"], relative_to)
     if "trace" in out["workload"]:
         out["workload"]["trace"] = portable_path(out["workload"]["trace"], relative_to)
     if config.profile_path is not None:

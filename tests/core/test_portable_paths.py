@@ -50,3 +50,20 @@ def test_no_committed_doc_or_config_names_a_machine_folder():
     if found.returncode not in (0, 1) or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     assert found.stdout == "", found.stdout
+
+
+def test_a_model_spec_by_path_is_written_relative_too(tmp_path):
+    (tmp_path / "in").mkdir()
+    spec = tmp_path / "in" / "m.json"
+    spec.write_text((ROOT / "calibration" / "specs" / "models" / "llava-v1.6-34b.json").read_text())
+    source = tmp_path / "in" / "c.toml"
+    source.write_text(dump_toml({"model": {"spec": "m.json"}, "cluster": {"gpu": "rtx6000ada"},
+                                 "workload": {"mix": "llava-image", "rate_hz": 2.0}}))
+    config = load_experiment(source)
+    assert config.to_dict()["model"]["spec"] == str(spec.resolve())  # absolute, as resolved
+    out = tmp_path / "study"
+    out.mkdir()
+    data = portable_dict(config, out)
+    assert data["model"]["spec"] == "../in/m.json"
+    (out / "best.toml").write_text(dump_toml(data))
+    assert load_experiment(out / "best.toml").model == str(spec.resolve())
