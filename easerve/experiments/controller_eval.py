@@ -20,7 +20,8 @@ plans its bands with the simulator in the loop, every STEP_HZ req/s (default
 shifts where the best deployment moves instead (:mod:`easerve.experiments.shifts`,
 :mod:`easerve.experiments.mix_control`: HAS per phase, static-low/high, the
 make-before-break oracle, the reactive and the predictive controller);
-``--shift FILE`` one shift from a TOML file; ``--trace FILE
+the name ``trace-rate`` among them is the trace-rate shift on the built-in
+synthetic stream; ``--shift FILE`` one shift from a TOML file; ``--trace FILE
 [--trace-format burstgpt]`` the trace-rate shift from a public trace's
 arrivals (:mod:`easerve.experiments.trace_shift`); ``--forecaster`` names the
 predictive system's forecaster (default ``holt``); the mix shifts' plan
@@ -52,7 +53,13 @@ from pathlib import Path
 import pandas as pd
 
 from easerve.experiments.eval_size import FULL, QUICK, SHIFT_SHAPE, EvalSize
-from easerve.experiments.mix_control import PHASE_TABLES, RULES, mix_capacity_hz, mix_shift_tables
+from easerve.experiments.mix_control import (
+    PHASE_TABLES,
+    RULES,
+    mix_capacity_hz,
+    mix_shift_tables,
+    synthetic_trace_shift,
+)
 from easerve.experiments.mix_flags import cut_z_of, move_mechanisms, oracle_lead_of, settle_z_of
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.plan_tables import throughput_ceiling
@@ -61,7 +68,7 @@ from easerve.experiments.setup import load_setup
 from easerve.experiments.shape_control import controller_shapes
 from easerve.experiments.shift_control import rate_shift_study
 from easerve.experiments.shifts import KNOWN_SHIFTS, SHIFTS, load_shift
-from easerve.experiments.trace_shift import trace_arrivals, trace_shift
+from easerve.experiments.trace_shift import TRACE_RATE, trace_arrivals, trace_shift
 from easerve_core.controller import ControllerSettings
 
 
@@ -90,9 +97,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shapes", metavar="MODELS", nargs="?", const="image,audio,video",
                         help="the four traffic shapes instead, on these paper models "
                              "(default image,audio,video; docs/controller.md)")
-    parser.add_argument("--mix-shifts", metavar="NAMES", nargs="?", const=",".join(SHIFTS),
-                        help="the shifts where the best deployment moves instead "
-                             f"(default {','.join(SHIFTS)})")
+    parser.add_argument("--mix-shifts", metavar="NAMES", nargs="?", const=",".join([*SHIFTS, TRACE_RATE]),
+                        help="the shifts where the best deployment moves instead (default "
+                             f"{','.join([*SHIFTS, TRACE_RATE])}; {TRACE_RATE}: the synthetic stream)")
     parser.add_argument("--shift", metavar="FILE", type=Path,
                         help="one shift from a TOML file (easerve/experiments/shifts.py says its form)")
     parser.add_argument("--trace", metavar="FILE", type=Path,
@@ -225,11 +232,11 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
             arrivals = trace_arrivals(args.trace, args.trace_format)
             shifts.append(trace_shift(arrivals, capacity_hz=mix_capacity_hz("image", "llava-image")))
         names = args.mix_shifts.split(",") if args.mix_shifts is not None else []
-        unknown = sorted(set(names) - set(KNOWN_SHIFTS))
+        unknown = sorted(set(names) - {*KNOWN_SHIFTS, TRACE_RATE})
         if unknown:
             raise ValueError(f"--mix-shifts: unknown shift(s) {', '.join(unknown)}; "
-                             f"known: {', '.join(KNOWN_SHIFTS)}")
-        shifts += [KNOWN_SHIFTS[n] for n in names]
+                             f"known: {', '.join([*KNOWN_SHIFTS, TRACE_RATE])}")
+        shifts += [synthetic_trace_shift() if n == TRACE_RATE else KNOWN_SHIFTS[n] for n in names]
     except (ValueError, OSError) as exc:
         print(f"{args.error_prefix}: error: {exc}", file=sys.stderr)
         return 2

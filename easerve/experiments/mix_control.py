@@ -47,6 +47,7 @@ from easerve.experiments.setup import Setup, load_setup, with_mix
 from easerve.experiments.shape_control import screened_capacity_hz
 from easerve.experiments.shift_control import MoveMechanisms, held_gpu_s, simulate_system
 from easerve.experiments.shifts import Shift, phase_mix, phase_of, stream
+from easerve.experiments.trace_shift import synthetic_arrivals, trace_shift
 from easerve_core.controller import Band, Controller, ControllerSettings, PlanTable
 from easerve_core.oracle import ScriptedController
 from easerve_core.plan_check import cross_check_bands
@@ -95,6 +96,12 @@ def mix_capacity_hz(model: str, mix: str) -> float:
     """The screened capacity of ``mix`` on ``model``'s cluster (a trace-rate shift's scale)."""
     setup = with_mix(load_setup(model, anchored=True), phase_mix(mix), mix, same_encoder=True)
     return screened_capacity_hz(setup)
+
+
+def synthetic_trace_shift() -> Shift:
+    """The built-in trace-rate shift: :func:`~easerve.experiments.trace_shift.synthetic_arrivals`
+    scaled to LLaVA-34B's cluster as a trace file's arrivals would be (``--trace FILE``)."""
+    return trace_shift(synthetic_arrivals(), capacity_hz=mix_capacity_hz("image", "llava-image"))
 
 
 def phase_rates(shift: Shift, setups: dict[str, Setup]) -> list[float]:

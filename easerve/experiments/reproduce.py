@@ -117,7 +117,8 @@ def _studies(out: Path, setups: dict[str, Setup], plan: EvalSize, backend: Backe
 
     if plan.mix_shifts:
         log("online controller on the shifts where the optimum moves (mix shifts)")
-        tables.update(mix_control.mix_shift_tables(list(SHIFTS.values()), trials=plan.has_trials,
+        shifts = [*SHIFTS.values(), mix_control.synthetic_trace_shift()]
+        tables.update(mix_control.mix_shift_tables(shifts, trials=plan.has_trials,
                                                    num_samples=plan.has_samples, backend=backend)[0])
 
     log("SM-sharing ablation (audio)")

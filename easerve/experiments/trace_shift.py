@@ -16,6 +16,12 @@ scaled trace is cut into windows ``phase_s`` long (at most
 plans each class at its windows' mean rate (the plan table's two bands);
 the stream keeps the trace's own arrivals, bursts within a window
 included.
+
+No public trace is in the tree (BurstGPT's CSVs are Git LFS objects, Azure's
+are not vendored), so the built-in trace-rate shift (``easerve controller-eval
+--mix-shifts trace-rate``) replays :func:`synthetic_arrivals`: a seeded, bursty
+stream of quiet and busy segments, the same every run. A real trace file takes
+its place with ``--trace FILE``.
 """
 
 from __future__ import annotations
@@ -40,6 +46,38 @@ WHY = ("one mix at two rates: the busy windows need the allocation with the most
        "docs/controller.md found one deployment best at both)")
 
 
+#: the built-in trace-rate shift's name (``--mix-shifts``)
+TRACE_RATE = "trace-rate"
+#: the built-in stream (:func:`synthetic_arrivals`): quiet and busy segments of ``SYNTHETIC_SEGMENT_S``
+#: at these rates (req/s before scaling; only their ratio and the burstiness survive the rescale)
+SYNTHETIC_RATES_HZ = (1.0, 3.0, 1.0, 3.0)
+SYNTHETIC_SEGMENT_S = 300.0
+#: the inter-arrival times' coefficient of variation: 1.5, burstier than Poisson (1.0)
+SYNTHETIC_CV = 1.5
+SYNTHETIC_SEED = 7
+
+
+def synthetic_arrivals(rates_hz: Sequence[float] = SYNTHETIC_RATES_HZ, *,
+                       segment_s: float = SYNTHETIC_SEGMENT_S, cv: float = SYNTHETIC_CV,
+                       seed: int = SYNTHETIC_SEED) -> tuple[float, ...]:
+    """Arrival times (s) of a Gamma renewal process with coefficient of variation ``cv``, at each
+    rate of ``rates_hz`` for ``segment_s`` in turn; each segment's process starts at its start."""
+    checks.positive("segment_s", segment_s)
+    checks.positive("cv", cv)
+    shape = 1.0 / cv ** 2
+    rng = np.random.default_rng(seed)
+    out: list[float] = []
+    for i, rate in enumerate(rates_hz):
+        checks.positive(f"rates_hz[{i}]", rate)
+        t, end = i * segment_s, (i + 1) * segment_s
+        while True:
+            t += float(rng.gamma(shape, 1.0 / (rate * shape)))
+            if t >= end:
+                break
+            out.append(t)
+    return tuple(out)
+
+
 def trace_arrivals(path: str | os.PathLike[str], trace_format: str) -> tuple[float, ...]:
     """The arrival times (s from the first row, sorted) of a public trace file."""
     checks.one_of("trace_format", trace_format, list(FORMATS))
@@ -48,7 +86,7 @@ def trace_arrivals(path: str | os.PathLike[str], trace_format: str) -> tuple[flo
     return trace.arrival_s
 
 
-def trace_shift(arrival_s: Sequence[float], *, capacity_hz: float, name: str = "trace-rate",
+def trace_shift(arrival_s: Sequence[float], *, capacity_hz: float, name: str = TRACE_RATE,
                 model: str = "image", mix: str = "llava-image", load_frac: float = 0.6,
                 phase_s: float = 300.0, max_phases: int = 6) -> Shift:
     """The shift of ``trace``'s arrivals (module docstring), signal ``requests``.

@@ -9,7 +9,14 @@ import pytest
 
 from easerve.experiments.controller_eval import main
 from easerve.experiments.shifts import phase_of, stream
-from easerve.experiments.trace_shift import trace_arrivals, trace_shift
+from easerve.experiments.trace_shift import (
+    SYNTHETIC_CV,
+    SYNTHETIC_RATES_HZ,
+    SYNTHETIC_SEGMENT_S,
+    synthetic_arrivals,
+    trace_arrivals,
+    trace_shift,
+)
 
 
 def _burstgpt(path: Path, rates_hz: tuple[float, ...], window_s: float = 100.0, seed: int = 3) -> Path:
@@ -76,3 +83,39 @@ def test_the_report_has_a_mix_shift_section_only_when_the_run_holds_its_table() 
     assert "shifts where the optimum moves" in text and "predictive" in text
     assert FULL.mix_shifts and not QUICK.mix_shifts
     assert any("optimum moves" in line for line in cuts(QUICK))
+
+
+def test_the_synthetic_stream_is_seeded_bursty_and_at_its_segments_rates() -> None:
+    arrivals = np.asarray(synthetic_arrivals())
+    assert tuple(arrivals) == synthetic_arrivals()  # the same every run
+    assert tuple(arrivals) != synthetic_arrivals(seed=8)
+    assert arrivals.size == 2456 and np.all(np.diff(arrivals) > 0)
+    segment = (arrivals // SYNTHETIC_SEGMENT_S).astype(int)
+    for k, rate in enumerate(SYNTHETIC_RATES_HZ):
+        inside = arrivals[segment == k]
+        assert inside.size == pytest.approx(rate * SYNTHETIC_SEGMENT_S, rel=0.2)
+        if rate > 1:  # ~900 gaps: their coefficient of variation is the stream's, not Poisson's 1
+            gaps = np.diff(inside)
+            assert gaps.std() / gaps.mean() == pytest.approx(SYNTHETIC_CV, rel=0.15)
+
+
+def test_the_synthetic_stream_written_as_burstgpt_reads_back_to_the_same_shift(tmp_path: Path) -> None:
+    arrivals = synthetic_arrivals()
+    path = tmp_path / "synthetic.csv"
+    path.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n" + "".join(
+        f"{t!r},ChatGPT,472,18,490,Conversation log\n" for t in arrivals))
+    read = trace_arrivals(path, "burstgpt")
+    assert np.allclose(read, np.asarray(arrivals) - arrivals[0], rtol=0, atol=1e-9)
+    ours, theirs = (trace_shift(a, capacity_hz=3.02) for a in (arrivals, read))
+    assert [(p.start_s, p.duration_s, p.rate_hz) for p in ours.phases] == \
+        [(p.start_s, p.duration_s, p.rate_hz) for p in theirs.phases]
+    low, high, low2, high2 = (p.rate_hz for p in ours.phases)  # quiet and busy, 300 s each
+    assert [p.start_s for p in ours.phases] == [0.0, 300.0, 600.0, 900.0]
+    assert low == low2 < high == high2
+
+
+def test_an_unknown_mix_shift_names_the_known_ones_with_the_trace_rate(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--mix-shifts", "output-length,rates"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--mix-shifts: unknown shift(s) rates" in err[0] and "trace-rate" in err[0]
