@@ -31,7 +31,9 @@ Rules, in the order they apply at each check (every ``check_every_s``):
 3. SLO escalation: when at least ``min_finished`` requests finished in the
    window, fewer than ``attainment_floor`` of them met the SLO and the queue
    grew over the window, the target is one band above the current (an
-   overload the rate alone does not show, e.g. heavier requests);
+   overload the rate alone does not show, e.g. heavier requests); not on a
+   ``*_mean`` table, whose bands are mixes, not capacities: the band above
+   serves another mix, not more of the one that arrives;
 4. a target other than the current band must hold, unchanged, at every check
    for ``settle_s`` before it is acted on (a step in rate raises the windowed
    estimate gradually; the controller waits for it to settle instead of
@@ -183,6 +185,7 @@ class Controller:
         self._cut_memo: tuple[tuple[float, int, int], tuple[int, float]] = ((math.nan, 0, 0), (0, 0.0))
         if table.signal != "requests":
             self.arrive = self._arrive_weighted  # type: ignore[method-assign]
+        self._escalates = not table.signal.endswith("_mean")  # rule 3 (module docstring)
 
     # -- observations -----------------------------------------------------------------
     def arrive(self, now: float, weight: float = 1.0) -> None:
@@ -358,7 +361,8 @@ class Controller:
 
     def _target(self, now: float, rate: float) -> int:
         target = self._rate_target(rate)
-        if target <= self.band and self.band + 1 < self._num_bands() and self._overloaded():
+        if target <= self.band and self.band + 1 < self._num_bands() and self._escalates \
+                and self._overloaded():
             return self.band + 1
         return target
 

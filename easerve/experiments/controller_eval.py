@@ -36,7 +36,8 @@ when the controllers may skip the settle and ``--cut-z Z|none`` when their
 window cuts at a step (defaults :data:`~easerve.experiments.mix_control.SETTLE_Z`,
 :data:`~easerve.experiments.mix_control.CUT_Z`), ``--oracle-lead S`` how long
 before each phase the oracle moves (default
-:data:`~easerve.experiments.mix_control.ORACLE_LEAD_S`), and ``--out DIR``
+:data:`~easerve.experiments.mix_control.ORACLE_LEAD_S`), ``--rate-scale X``
+runs every phase at X times its rate (a what-if on load), and ``--out DIR``
 writes their tables as CSV. The numbers in
 docs/controller.md come from this command. ``python -m
 easerve.experiments.controller_eval`` is the same command under its old name
@@ -60,14 +61,20 @@ from easerve.experiments.mix_control import (
     mix_shift_tables,
     synthetic_trace_shift,
 )
-from easerve.experiments.mix_flags import cut_z_of, move_mechanisms, oracle_lead_of, settle_z_of
+from easerve.experiments.mix_flags import (
+    cut_z_of,
+    move_mechanisms,
+    oracle_lead_of,
+    rate_scale_of,
+    settle_z_of,
+)
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.plan_tables import throughput_ceiling
 from easerve.experiments.replan_study import replan_shift
 from easerve.experiments.setup import load_setup
 from easerve.experiments.shape_control import controller_shapes
 from easerve.experiments.shift_control import rate_shift_study
-from easerve.experiments.shifts import KNOWN_SHIFTS, SHIFTS, load_shift
+from easerve.experiments.shifts import KNOWN_SHIFTS, SHIFTS, at_rate_scale, load_shift
 from easerve.experiments.trace_shift import TRACE_RATE, trace_arrivals, trace_shift
 from easerve_core.controller import ControllerSettings
 
@@ -140,6 +147,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--oracle-lead", metavar="S", default=None,
                         help="mix shifts: seconds before each phase the oracle moves (default: "
                              "mix_control.ORACLE_LEAD_S, at the phase's start)")
+    parser.add_argument("--rate-scale", metavar="X", default=None,
+                        help="mix shifts: every phase's rate X times as high (a what-if on load; "
+                             "not with a trace's shift; default 1)")
     parser.add_argument("--forecaster", default="holt",
                         help="the predictive system's forecaster (none, ewma, holt; default holt)")
 
@@ -237,6 +247,9 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
             raise ValueError(f"--mix-shifts: unknown shift(s) {', '.join(unknown)}; "
                              f"known: {', '.join([*KNOWN_SHIFTS, TRACE_RATE])}")
         shifts += [synthetic_trace_shift() if n == TRACE_RATE else KNOWN_SHIFTS[n] for n in names]
+        scale = rate_scale_of(args.rate_scale)
+        if scale != 1.0:
+            shifts = [at_rate_scale(shift, scale) for shift in shifts]
     except (ValueError, OSError) as exc:
         print(f"{args.error_prefix}: error: {exc}", file=sys.stderr)
         return 2

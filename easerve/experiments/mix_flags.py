@@ -45,6 +45,13 @@ def cut_z_of(value: str | None) -> float | None:
     return _number("--cut-z", value, CUT_Z, none=True)
 
 
+def rate_scale_of(value: str | None) -> float:
+    """``--rate-scale`` (a number > 0; absent: 1, the shifts as set)."""
+    scale = _number("--rate-scale", value, 1.0)
+    assert scale is not None
+    return scale
+
+
 def oracle_lead_of(value: str | None) -> float:
     """``--oracle-lead`` (seconds >= 0; absent: :data:`~easerve.experiments.mix_control.ORACLE_LEAD_S`)."""
     lead = _number("--oracle-lead", value, ORACLE_LEAD_S, least=0.0, what="seconds >= 0")

@@ -221,6 +221,20 @@ EARLIER_SHIFTS: Mapping[str, Shift] = {
 KNOWN_SHIFTS: Mapping[str, Shift] = {**SHIFTS, **EARLIER_SHIFTS}
 
 
+def at_rate_scale(shift: Shift, scale: float) -> Shift:
+    """``shift`` with every phase's rate ``scale`` times as high (2 decimals), and ``load_frac``
+    with it for phases whose rate comes from the screen: a what-if on load (``easerve
+    controller-eval --rate-scale``). A shift replayed from a trace keeps its trace's arrivals, so
+    scaling it is a ``ValueError``."""
+    checks.positive("rate_scale", scale)
+    if shift.arrivals_s:
+        raise ValueError(f"rate_scale: shift {shift.name!r} replays a trace's arrivals, which set its "
+                         "rates; leave it out, or scale the trace")
+    phases = tuple(replace(p, rate_hz=None if p.rate_hz is None else round(p.rate_hz * scale, 2))
+                   for p in shift.phases)
+    return replace(shift, phases=phases, load_frac=shift.load_frac * scale)
+
+
 def load_shift(path: str | Path) -> Shift:
     """A shift from a TOML file (module docstring); ``ValueError`` names the field."""
     data = read_toml(path, what="shift file")

@@ -140,6 +140,18 @@ def test_slo_misses_with_a_growing_queue_move_one_band_up():
     assert [(d.band, d.reason) for d in c.decisions][:1] == [(1, "slo")]
 
 
+def test_slo_misses_move_nothing_on_a_mix_table():
+    # a *_mean table's bands are mixes: the band above serves another mix, not more capacity
+    mixes = PlanTable(TABLE.bands, signal="mm_tokens_mean")
+    c = Controller(mixes, SETTINGS, start_band=0)
+    for k, t in enumerate(_steady(0.9, 0.0, 600.0)):
+        c.arrive(float(t), 0.9)  # the mix says band 0 ...
+        c.finish(float(t) + 0.5, met_slo=k % 2 == 0)  # ... half the requests miss the SLO
+        c.queue(float(t), waiting=k)  # and the queue keeps growing
+        c.poll(float(t))
+    assert c.decisions == []
+
+
 def test_the_same_observations_give_the_same_decisions():
     rng = np.random.default_rng(3)
     arrivals = np.cumsum(rng.exponential(1 / 2.5, size=3000))

@@ -20,10 +20,16 @@ from easerve.experiments.mix_control import (
     phase_rates,
     phase_setups,
 )
-from easerve.experiments.mix_flags import cut_z_of, move_mechanisms, oracle_lead_of, settle_z_of
+from easerve.experiments.mix_flags import (
+    cut_z_of,
+    move_mechanisms,
+    oracle_lead_of,
+    rate_scale_of,
+    settle_z_of,
+)
 from easerve.experiments.shape_control import screened_capacity_hz as screened
 from easerve.experiments.shift_control import MoveMechanisms
-from easerve.experiments.shifts import EARLIER_SHIFTS, SHIFTS, load_shift, phase_of, stream
+from easerve.experiments.shifts import EARLIER_SHIFTS, SHIFTS, at_rate_scale, load_shift, phase_of, stream
 from easerve.resources import config_path
 from easerve_core.has.screen import screen
 
@@ -89,6 +95,33 @@ def test_a_bad_z_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], flag
     assert main(["--mix-shifts", "output-length", flag, value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and flag in err[0]
+
+
+def test_a_rate_scale_scales_every_set_rate_and_the_screened_share() -> None:
+    resolution = at_rate_scale(SHIFTS["resolution"], 0.8)
+    assert [p.rate_hz for p in resolution.phases] == [3.81, 2.52, 3.81, 2.52]  # 4.76, 3.15 x 0.8
+    assert [(p.start_s, p.duration_s, p.mix) for p in resolution.phases] == \
+        [(p.start_s, p.duration_s, p.mix) for p in SHIFTS["resolution"].phases]
+    output = at_rate_scale(SHIFTS["output-length"], 0.5)  # captioning's rate comes from the screen
+    assert [p.rate_hz for p in output.phases] == [None, 0.4, None, 0.4]
+    assert output.load_frac == pytest.approx(SHIFTS["output-length"].load_frac * 0.5)
+    assert at_rate_scale(SHIFTS["resolution"], 1.0) == SHIFTS["resolution"]
+    assert rate_scale_of(None) == 1.0 and rate_scale_of("0.8") == 0.8
+    with pytest.raises(ValueError, match="rate_scale"):
+        at_rate_scale(replace(SHIFTS["resolution"], arrivals_s=(0.0, 1.0)), 0.8)
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (["--mix-shifts", "output-length", "--rate-scale", "0"], "--rate-scale"),
+    (["--mix-shifts", "output-length", "--rate-scale", "lots"], "--rate-scale"),
+    (["--mix-shifts", "trace-rate", "--rate-scale", "0.8"], "rate_scale: shift 'trace-rate' replays"),
+])
+def test_a_bad_rate_scale_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                 args: list[str], field: str) -> None:
+    assert main([*args, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and field in err[0]
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("value", ["-1", "soon", "inf"])
