@@ -37,7 +37,8 @@ window cuts at a step (defaults :data:`~easerve.experiments.mix_control.SETTLE_Z
 :data:`~easerve.experiments.mix_control.CUT_Z`), ``--oracle-lead S`` how long
 before each phase the oracle moves (default
 :data:`~easerve.experiments.mix_control.ORACLE_LEAD_S`), ``--rate-scale X``
-runs every phase at X times its rate (a what-if on load), and ``--out DIR``
+runs every phase at X times its rate (a what-if on load), ``--seed N`` draws
+the streams, searches and simulations from another seed, and ``--out DIR``
 writes their tables as CSV. The numbers in
 docs/controller.md come from this command. ``python -m
 easerve.experiments.controller_eval`` is the same command under its old name
@@ -66,6 +67,7 @@ from easerve.experiments.mix_flags import (
     move_mechanisms,
     oracle_lead_of,
     rate_scale_of,
+    seed_of,
     settle_z_of,
 )
 from easerve.experiments.paper import MODALITIES
@@ -150,6 +152,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate-scale", metavar="X", default=None,
                         help="mix shifts: every phase's rate X times as high (a what-if on load; "
                              "not with a trace's shift; default 1)")
+    parser.add_argument("--seed", metavar="N", default=None,
+                        help="mix shifts: the seed of the streams, HAS's searches and the simulations "
+                             "(default 0, the evaluation's)")
     parser.add_argument("--forecaster", default="holt",
                         help="the predictive system's forecaster (none, ewma, holt; default holt)")
 
@@ -247,6 +252,7 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
             raise ValueError(f"--mix-shifts: unknown shift(s) {', '.join(unknown)}; "
                              f"known: {', '.join([*KNOWN_SHIFTS, TRACE_RATE])}")
         shifts += [synthetic_trace_shift() if n == TRACE_RATE else KNOWN_SHIFTS[n] for n in names]
+        seed = seed_of(args.seed)
         scale = rate_scale_of(args.rate_scale)
         if scale != 1.0:
             shifts = [at_rate_scale(shift, scale) for shift in shifts]
@@ -256,7 +262,7 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
     frames, studies = mix_shift_tables(shifts, trials=plan.has_trials, num_samples=plan.has_samples,
                                        forecaster=args.forecaster, cross_check=not args.no_cross_check,
                                        moves=moves, phase_tables=phase_tables, rules=rules,
-                                       oracle_lead_s=oracle_lead_s)
+                                       oracle_lead_s=oracle_lead_s, seed=seed)
     for shift, out in zip(shifts, studies, strict=True):
         print(f"{shift.name} ({shift.model}, signal {shift.signal}): phase rates {out['rates']} req/s, "
               f"bands {[b.rate_hz for b in out['table'].bands]}, lead {out['lead_s']:.1f} s; {shift.why}")

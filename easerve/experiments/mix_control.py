@@ -268,17 +268,18 @@ MIX_TABLES = ("controller_mix_shifts", "controller_mix_shifts_phases", "controll
 def mix_shift_tables(shifts: list[Shift], *, trials: int, num_samples: int = 1, forecaster: str = "holt",
                      cross_check: bool = True, moves: MoveMechanisms = MOVES,
                      phase_tables: bool = PHASE_TABLES, rules: ControllerSettings = RULES,
-                     oracle_lead_s: float = ORACLE_LEAD_S, backend: Backend = IN_PROCESS, log: Any = None
-                     ) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any]]]:
-    """:func:`shift_study` on each of ``shifts``, its frames concatenated as :data:`MIX_TABLES`;
-    also each study's dict (rates, tables, lead)."""
+                     oracle_lead_s: float = ORACLE_LEAD_S, backend: Backend = IN_PROCESS, log: Any = None,
+                     seed: int = 0) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any]]]:
+    """:func:`shift_study` on each of ``shifts`` (``seed``: the streams', searches' and
+    simulations'), its frames concatenated as :data:`MIX_TABLES`; also each study's dict (rates,
+    tables, lead)."""
     studies = []
     for shift in shifts:
         if log is not None:
             log(f"mix shift {shift.name}")
         studies.append(shift_study(shift, trials=trials, num_samples=num_samples, forecaster=forecaster,
                                    cross_check=cross_check, moves=moves, phase_tables=phase_tables,
-                                   rules=rules, oracle_lead_s=oracle_lead_s, backend=backend))
+                                   rules=rules, oracle_lead_s=oracle_lead_s, backend=backend, seed=seed))
     keys = ("systems", "phases", "decisions", "plans", "scores")
     frames = {name: pd.concat([s[key] for s in studies if not s[key].empty] or [pd.DataFrame()],
                               ignore_index=True)

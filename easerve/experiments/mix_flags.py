@@ -52,6 +52,15 @@ def rate_scale_of(value: str | None) -> float:
     return scale
 
 
+def seed_of(value: str | None) -> int:
+    """``--seed`` (an integer >= 0; absent: 0, the evaluation's)."""
+    seed = _number("--seed", value, 0.0, least=0.0, what="an integer >= 0")
+    assert seed is not None
+    if seed != int(seed):
+        raise ValueError(f"--seed must be an integer >= 0, got {value!r}")
+    return int(seed)
+
+
 def oracle_lead_of(value: str | None) -> float:
     """``--oracle-lead`` (seconds >= 0; absent: :data:`~easerve.experiments.mix_control.ORACLE_LEAD_S`)."""
     lead = _number("--oracle-lead", value, ORACLE_LEAD_S, least=0.0, what="seconds >= 0")

@@ -25,6 +25,7 @@ from easerve.experiments.mix_flags import (
     move_mechanisms,
     oracle_lead_of,
     rate_scale_of,
+    seed_of,
     settle_z_of,
 )
 from easerve.experiments.shape_control import screened_capacity_hz as screened
@@ -122,6 +123,14 @@ def test_a_bad_rate_scale_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[s
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and field in err[0]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("value", ["-1", "1.5", "seven", "inf"])
+def test_a_bad_seed_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    assert main(["--mix-shifts", "output-length", "--seed", value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--seed must be an integer >= 0" in err[0]
+    assert seed_of(None) == 0 and seed_of("3") == 3
 
 
 @pytest.mark.parametrize("value", ["-1", "soon", "inf"])
