@@ -63,6 +63,7 @@ from easerve.experiments.mix_control import (
     synthetic_trace_shift,
 )
 from easerve.experiments.mix_flags import (
+    add_mix_flags,
     cut_z_of,
     move_mechanisms,
     oracle_lead_of,
@@ -121,40 +122,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR", type=Path,
                         help="mix shifts: also write their tables as CSV into DIR "
                              "(controller_mix_shifts*.csv, as the full reproduce does)")
-    parser.add_argument("--drain-deadline", metavar="S", default=None,
-                        help="mix shifts: seconds a draining Decode worker keeps its sequences before "
-                             "it hands them to the Decode workers that serve, which recompute their KV "
-                             "(sim.roster; 0: at once; none: it finishes them; default: the "
-                             "evaluation's, mix_control.MOVES)")
-    parser.add_argument("--concurrent-steps", action=argparse.BooleanOptionalAction, default=None,
-                        help="mix shifts: a staged move's steps start side by side where their GPUs are "
-                             "disjoint and no stage goes dark unplanned (default: mix_control.MOVES)")
-    parser.add_argument("--serve-first", action=argparse.BooleanOptionalAction, default=None,
-                        help="mix shifts: a stage losing its every worker in a move comes up first "
-                             "(easerve_core.moves; default: mix_control.MOVES)")
-    parser.add_argument("--linger", action=argparse.BooleanOptionalAction, default=None,
-                        help="mix shifts: a draining Decode worker whose sequences cannot move (the target's "
-                             "decoders are smaller) takes new ones while no other serves, until those it "
-                             "held have left (sim.roster; default: mix_control.MOVES)")
-    parser.add_argument("--phase-tables", action=argparse.BooleanOptionalAction, default=None,
-                        help="mix shifts: every system's encoders run each phase's SM-share table from "
-                             "the phase's start (sim.sm_tables; default: mix_control.PHASE_TABLES)")
-    parser.add_argument("--settle-z", metavar="Z", default=None,
-                        help="mix shifts: the controllers skip the settle once the window's signal is Z "
-                             "standard errors past the move's threshold (none: always wait it; default: "
-                             "mix_control.SETTLE_Z)")
-    parser.add_argument("--cut-z", metavar="Z", default=None,
-                        help="mix shifts: the controllers' window starts after a step once its two sides "
-                             "differ by Z standard errors (none: never; default: mix_control.CUT_Z)")
-    parser.add_argument("--oracle-lead", metavar="S", default=None,
-                        help="mix shifts: seconds before each phase the oracle moves (default: "
-                             "mix_control.ORACLE_LEAD_S, at the phase's start)")
-    parser.add_argument("--rate-scale", metavar="X", default=None,
-                        help="mix shifts: every phase's rate X times as high (a what-if on load; "
-                             "not with a trace's shift; default 1)")
-    parser.add_argument("--seed", metavar="N", default=None,
-                        help="mix shifts: the seed of the streams, HAS's searches and the simulations "
-                             "(default 0, the evaluation's)")
+    add_mix_flags(parser)
     parser.add_argument("--forecaster", default="holt",
                         help="the predictive system's forecaster (none, ewma, holt; default holt)")
 

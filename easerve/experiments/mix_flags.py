@@ -1,18 +1,58 @@
 """The mix shifts' flags of ``easerve controller-eval``, read into the study's settings.
 
-Each reader takes a flag's text (``None`` when the flag is absent: the
-evaluation's default from :mod:`easerve.experiments.mix_control`) and raises a
-``ValueError`` naming the flag on a bad value; the command turns that into one
-line and exit 2.
+:func:`add_mix_flags` declares the flags that set how the systems' moves run,
+the controllers' rules, the oracle, the load and the seed. Each reader takes a
+flag's text (``None`` when the flag is absent: the evaluation's default from
+:mod:`easerve.experiments.mix_control`) and raises a ``ValueError`` naming the
+flag on a bad value; the command turns that into one line and exit 2.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import replace
 
 from easerve.experiments.mix_control import CUT_Z, MOVES, ORACLE_LEAD_S, SETTLE_Z
 from easerve.experiments.shift_control import MoveMechanisms
+
+#: the flags that take a value (absent: the evaluation's default): flag, metavar, what it sets
+VALUE_FLAGS = (
+    ("--drain-deadline", "S", "seconds a draining Decode worker keeps its sequences before it hands "
+     "them to the Decode workers that serve, which recompute their KV (sim.roster; 0: at once; none: "
+     "it finishes them; default: the evaluation's, mix_control.MOVES)"),
+    ("--settle-z", "Z", "the controllers skip the settle once the window's signal is Z standard errors "
+     "past the move's threshold (none: always wait it; default: mix_control.SETTLE_Z)"),
+    ("--cut-z", "Z", "the controllers' window starts after a step once its two sides differ by Z "
+     "standard errors (none: never; default: mix_control.CUT_Z)"),
+    ("--oracle-lead", "S", "seconds before each phase the oracle moves (default: "
+     "mix_control.ORACLE_LEAD_S, at the phase's start)"),
+    ("--rate-scale", "X", "every phase's rate X times as high (a what-if on load; not with a trace's "
+     "shift; default 1)"),
+    ("--seed", "N", "the seed of the streams, HAS's searches and the simulations (default 0, the "
+     "evaluation's)"),
+)
+#: the on/off flags (``--X`` / ``--no-X``; absent: the evaluation's default): flag, what it sets
+SWITCHES = (
+    ("--concurrent-steps", "a staged move's steps start side by side where their GPUs are disjoint and "
+     "no stage goes dark unplanned (default: mix_control.MOVES)"),
+    ("--serve-first", "a stage losing its every worker in a move comes up first (easerve_core.moves; "
+     "default: mix_control.MOVES)"),
+    ("--linger", "a draining Decode worker whose sequences cannot move (the target's decoders are "
+     "smaller) takes new ones while no other serves, until those it held have left (sim.roster; "
+     "default: mix_control.MOVES)"),
+    ("--phase-tables", "every system's encoders run each phase's SM-share table from the phase's start "
+     "(sim.sm_tables; default: mix_control.PHASE_TABLES)"),
+)
+
+
+def add_mix_flags(parser: argparse.ArgumentParser) -> None:
+    """Declare :data:`VALUE_FLAGS` (read as text, None when absent) and :data:`SWITCHES`."""
+    for flag, metavar, what in VALUE_FLAGS:
+        parser.add_argument(flag, metavar=metavar, default=None, help=f"mix shifts: {what}")
+    for flag, what in SWITCHES:
+        parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None,
+                            help=f"mix shifts: {what}")
 
 
 def move_mechanisms(deadline: str | None, concurrent: bool | None,

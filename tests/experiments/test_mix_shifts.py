@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from easerve.cli import main as easerve
+from easerve.experiments import mix_flags
 from easerve.experiments.controller_eval import main
 from easerve.experiments.mix_control import (
     CUT_Z,
@@ -19,14 +20,6 @@ from easerve.experiments.mix_control import (
     SETTLE_Z,
     phase_rates,
     phase_setups,
-)
-from easerve.experiments.mix_flags import (
-    cut_z_of,
-    move_mechanisms,
-    oracle_lead_of,
-    rate_scale_of,
-    seed_of,
-    settle_z_of,
 )
 from easerve.experiments.shape_control import screened_capacity_hz as screened
 from easerve.experiments.shift_control import MoveMechanisms
@@ -107,7 +100,7 @@ def test_a_rate_scale_scales_every_set_rate_and_the_screened_share() -> None:
     assert [p.rate_hz for p in output.phases] == [None, 0.4, None, 0.4]
     assert output.load_frac == pytest.approx(SHIFTS["output-length"].load_frac * 0.5)
     assert at_rate_scale(SHIFTS["resolution"], 1.0) == SHIFTS["resolution"]
-    assert rate_scale_of(None) == 1.0 and rate_scale_of("0.8") == 0.8
+    assert mix_flags.rate_scale_of(None) == 1.0 and mix_flags.rate_scale_of("0.8") == 0.8
     with pytest.raises(ValueError, match="rate_scale"):
         at_rate_scale(replace(SHIFTS["resolution"], arrivals_s=(0.0, 1.0)), 0.8)
 
@@ -130,7 +123,7 @@ def test_a_bad_seed_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], v
     assert main(["--mix-shifts", "output-length", "--seed", value]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--seed must be an integer >= 0" in err[0]
-    assert seed_of(None) == 0 and seed_of("3") == 3
+    assert mix_flags.seed_of(None) == 0 and mix_flags.seed_of("3") == 3
 
 
 @pytest.mark.parametrize("value", ["-1", "soon", "inf"])
@@ -141,18 +134,18 @@ def test_a_bad_oracle_lead_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[
 
 
 def test_the_z_flags_override_the_evaluation_s() -> None:
-    assert settle_z_of(None) == SETTLE_Z == 3.0 and cut_z_of(None) == CUT_Z == 4.0
-    assert settle_z_of("none") is None and settle_z_of("2.5") == 2.5
-    assert cut_z_of("none") is None and cut_z_of("5") == 5.0
+    assert mix_flags.settle_z_of(None) == SETTLE_Z == 3.0 and mix_flags.cut_z_of(None) == CUT_Z == 4.0
+    assert mix_flags.settle_z_of("none") is None and mix_flags.settle_z_of("2.5") == 2.5
+    assert mix_flags.cut_z_of("none") is None and mix_flags.cut_z_of("5") == 5.0
     assert RULES.settle_z == SETTLE_Z and RULES.cut_z == CUT_Z and RULES.forecaster == "none"
-    assert oracle_lead_of(None) == ORACLE_LEAD_S == 0.0 and oracle_lead_of("26.3") == 26.3
+    assert mix_flags.oracle_lead_of(None) == ORACLE_LEAD_S == 0.0 and mix_flags.oracle_lead_of("26.3") == 26.3
 
 
 def test_the_move_flags_override_the_evaluation_s_moves() -> None:
-    assert move_mechanisms(None, None) == MOVES
-    assert move_mechanisms("none", False, linger=False) == MoveMechanisms()
-    assert move_mechanisms("30", None) == replace(MOVES, drain_deadline_s=30.0)
-    assert MOVES.linger and not move_mechanisms(None, None, linger=False).linger
+    assert mix_flags.move_mechanisms(None, None) == MOVES
+    assert mix_flags.move_mechanisms("none", False, linger=False) == MoveMechanisms()
+    assert mix_flags.move_mechanisms("30", None) == replace(MOVES, drain_deadline_s=30.0)
+    assert MOVES.linger and not mix_flags.move_mechanisms(None, None, linger=False).linger
 
 
 def test_the_built_in_shifts_name_why_the_optimum_moves() -> None:
