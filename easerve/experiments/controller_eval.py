@@ -38,8 +38,11 @@ window cuts at a step (defaults :data:`~easerve.experiments.mix_control.SETTLE_Z
 before each phase the oracle moves (default
 :data:`~easerve.experiments.mix_control.ORACLE_LEAD_S`), ``--rate-scale X``
 runs every phase at X times its rate (a what-if on load), ``--seed N`` draws
-the streams, searches and simulations from another seed, and ``--out DIR``
-writes their tables as CSV. The numbers in
+the streams, searches and simulations from another seed, ``--seeds N,M,...``
+runs them once per seed and says on how many seeds each bar holds
+(:mod:`easerve.experiments.mix_bars`; every run prints its bar table), and
+``--out DIR`` writes their tables as CSV (with ``--seeds``: each seed's under
+``DIR/seed-N``, the bar rows in ``DIR/controller_mix_shifts_seeds.csv``). The numbers in
 docs/controller.md come from this command. ``python -m
 easerve.experiments.controller_eval`` is the same command under its old name
 (:func:`main`: the same flags, the same code).
@@ -51,10 +54,12 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from easerve.experiments.eval_size import FULL, QUICK, SHIFT_SHAPE, EvalSize
+from easerve.experiments.mix_bars import spread, verdicts
 from easerve.experiments.mix_control import (
     PHASE_TABLES,
     RULES,
@@ -69,6 +74,7 @@ from easerve.experiments.mix_flags import (
     oracle_lead_of,
     rate_scale_of,
     seed_of,
+    seeds_of,
     settle_z_of,
 )
 from easerve.experiments.paper import MODALITIES
@@ -77,7 +83,7 @@ from easerve.experiments.replan_study import replan_shift
 from easerve.experiments.setup import load_setup
 from easerve.experiments.shape_control import controller_shapes
 from easerve.experiments.shift_control import rate_shift_study
-from easerve.experiments.shifts import KNOWN_SHIFTS, SHIFTS, at_rate_scale, load_shift
+from easerve.experiments.shifts import KNOWN_SHIFTS, SHIFTS, Shift, at_rate_scale, load_shift
 from easerve.experiments.trace_shift import TRACE_RATE, trace_arrivals, trace_shift
 from easerve_core.controller import ControllerSettings
 
@@ -221,16 +227,40 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
                              f"known: {', '.join([*KNOWN_SHIFTS, TRACE_RATE])}")
         shifts += [synthetic_trace_shift() if n == TRACE_RATE else KNOWN_SHIFTS[n] for n in names]
         seed = seed_of(args.seed)
+        seeds = seeds_of(args.seeds)
+        if seeds is not None and args.seed is not None:
+            raise ValueError("--seeds: not with --seed (name every seed in --seeds)")
         scale = rate_scale_of(args.rate_scale)
         if scale != 1.0:
             shifts = [at_rate_scale(shift, scale) for shift in shifts]
     except (ValueError, OSError) as exc:
         print(f"{args.error_prefix}: error: {exc}", file=sys.stderr)
         return 2
-    frames, studies = mix_shift_tables(shifts, trials=plan.has_trials, num_samples=plan.has_samples,
-                                       forecaster=args.forecaster, cross_check=not args.no_cross_check,
-                                       moves=moves, phase_tables=phase_tables, rules=rules,
-                                       oracle_lead_s=oracle_lead_s, seed=seed)
+    rows = []
+    for run_seed in seeds or (seed,):
+        if seeds is not None:
+            print(f"== seed {run_seed} ==")
+        frames, studies = mix_shift_tables(shifts, trials=plan.has_trials, num_samples=plan.has_samples,
+                                           forecaster=args.forecaster, cross_check=not args.no_cross_check,
+                                           moves=moves, phase_tables=phase_tables, rules=rules,
+                                           oracle_lead_s=oracle_lead_s, seed=run_seed)
+        _print_mix_run(shifts, frames, studies)
+        rows.append(verdicts(frames, seed=run_seed))
+        if args.out is not None:
+            _write(frames, args.out if seeds is None else args.out / f"seed-{run_seed}")
+    bars = pd.concat(rows, ignore_index=True)
+    with pd.option_context("display.width", 250, "display.max_columns", 30):
+        print(bars.round(3).to_string(index=False))
+        if seeds is not None:
+            print(spread(bars).to_string(index=False))
+    if seeds is not None and args.out is not None:
+        bars.to_csv(args.out / "controller_mix_shifts_seeds.csv", index=False)
+    return 0
+
+
+def _print_mix_run(shifts: list[Shift], frames: dict[str, pd.DataFrame],
+                   studies: list[dict[str, Any]]) -> None:
+    """One seed's mix-shift run: each shift's rates and why, the plans, the systems, the phases."""
     for shift, out in zip(shifts, studies, strict=True):
         print(f"{shift.name} ({shift.model}, signal {shift.signal}): phase rates {out['rates']} req/s, "
               f"bands {[b.rate_hz for b in out['table'].bands]}, lead {out['lead_s']:.1f} s; {shift.why}")
@@ -245,11 +275,12 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
                                                              values="attainment")
         print(pivot.round(3).to_string())
         print(_decisions(frames["controller_mix_shifts_decisions"]))
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        for name, frame in frames.items():
-            frame.to_csv(args.out / f"{name}.csv", index=False)
-    return 0
+
+
+def _write(frames: dict[str, pd.DataFrame], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for name, frame in frames.items():
+        frame.to_csv(out / f"{name}.csv", index=False)
 
 
 def _decisions(frame: pd.DataFrame) -> str:

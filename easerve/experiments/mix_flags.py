@@ -31,6 +31,8 @@ VALUE_FLAGS = (
      "shift; default 1)"),
     ("--seed", "N", "the seed of the streams, HAS's searches and the simulations (default 0, the "
      "evaluation's)"),
+    ("--seeds", "N,M,...", "run the shifts once per seed (not with --seed), each seed's tables under "
+     "DIR/seed-N, and say on how many seeds each bar holds (mix_bars)"),
 )
 #: the on/off flags (``--X`` / ``--no-X``; absent: the evaluation's default): flag, what it sets
 SWITCHES = (
@@ -92,13 +94,24 @@ def rate_scale_of(value: str | None) -> float:
     return scale
 
 
-def seed_of(value: str | None) -> int:
+def seed_of(value: str | None, flag: str = "--seed") -> int:
     """``--seed`` (an integer >= 0; absent: 0, the evaluation's)."""
-    seed = _number("--seed", value, 0.0, least=0.0, what="an integer >= 0")
+    seed = _number(flag, value, 0.0, least=0.0, what="an integer >= 0")
     assert seed is not None
     if seed != int(seed):
-        raise ValueError(f"--seed must be an integer >= 0, got {value!r}")
+        raise ValueError(f"{flag} must be an integer >= 0, got {value!r}")
     return int(seed)
+
+
+def seeds_of(value: str | None) -> tuple[int, ...] | None:
+    """``--seeds`` (distinct integers >= 0, comma-separated; absent: None, one run at ``--seed``)."""
+    if value is None:
+        return None
+    seeds = tuple(seed_of(part, "--seeds") for part in value.split(","))
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:
+        raise ValueError(f"--seeds must name each seed once, got {', '.join(map(str, twice))} twice")
+    return seeds
 
 
 def oracle_lead_of(value: str | None) -> float:
