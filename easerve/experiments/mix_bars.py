@@ -23,8 +23,15 @@ import pandas as pd
 
 CONTROLLERS = ("reactive", "predictive")
 STATICS = ("static-low", "static-high")
-#: the bar columns of :func:`verdicts`, in the order :func:`spread` counts them
-BAR_COLUMNS = ("moves", "attainment_ok", "over_static_ok", "of_oracle_ok", "oracle_ok")
+#: the bar columns of :func:`verdicts`, in the order :func:`spread` counts them, and what each says
+BARS_SAID = {
+    "moves": "a move (HAS's picks differ, the controller decides)",
+    "attainment_ok": "high-phase attainment",
+    "over_static_ok": "goodput over the better static",
+    "of_oracle_ok": "goodput near the oracle's",
+    "oracle_ok": "the oracle at the worse static per phase",
+}
+BAR_COLUMNS = tuple(BARS_SAID)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +101,11 @@ def spread(rows: pd.DataFrame) -> pd.DataFrame:
             row[column] = f"{int(table[column].sum())}/{n}"
         out.append(row)
     return pd.DataFrame(out)
+
+
+def misses(row: pd.Series) -> str:
+    """The bars one row of :func:`verdicts` misses, as :data:`BARS_SAID` says them (``none``)."""
+    return "; ".join(said for column, said in BARS_SAID.items() if not row[column]) or "none"
 
 
 def _ratio(a: float, b: float) -> float:

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from easerve.experiments.markdown import md_table
+from easerve.experiments.mix_bars import BARS, misses, verdicts
 
 
 def controller_sections(t: Mapping[str, pd.DataFrame]) -> list[str]:
@@ -49,6 +50,20 @@ def _mix_shifts_section(t: Mapping[str, pd.DataFrame]) -> list[str]:
     lines.append(md_table(t["controller_mix_shifts"],
                           ["shift", "system", "attainment_high", "attainment_low", "goodput_rps",
                            "ttft_p99_s", "tpot_p99_s", "decisions", "gpus_moved", "held_gpu_s"]))
+    if {"controller_mix_shifts_phases", "controller_mix_shifts_plans"} <= t.keys():
+        bars = verdicts(t, seed=0)
+        bars["misses"] = bars.apply(misses, axis=1)
+        lines += [
+            "The evaluation's bars (`easerve.experiments.mix_bars`), and which each shift misses: "
+            "HAS's per-phase picks differ and the better controller (the higher goodput of the "
+            f"reactive and the predictive) decides; it reaches at least {BARS.high_attainment:g} "
+            f"high-phase attainment, {BARS.over_static:g}x the better static system's goodput and "
+            f"{BARS.of_oracle:g} of the oracle's; the oracle is at or above the worse static system in "
+            "every phase. One seed; `easerve controller-eval --mix-shifts --seeds 0,1,2` gives the "
+            "spread over seeds.",
+            md_table(bars, ["shift", "controller", "decisions", "attainment_high", "over_static",
+                            "of_oracle", "misses"]),
+        ]
     return lines
 
 
