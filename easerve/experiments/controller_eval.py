@@ -42,7 +42,9 @@ the streams, searches and simulations from another seed, ``--seeds N,M,...``
 runs them once per seed and says on how many seeds each bar holds
 (:mod:`easerve.experiments.mix_bars`; every run prints its bar table), and
 ``--out DIR`` writes their tables as CSV (with ``--seeds``: each seed's under
-``DIR/seed-N``, the bar rows in ``DIR/controller_mix_shifts_seeds.csv``). The numbers in
+``DIR/seed-N``, the bar rows in ``DIR/controller_mix_shifts_seeds.csv``);
+``--jobs N`` runs their searches and simulations N at once on a local pool
+(the same bytes as in this process). The numbers in
 docs/controller.md come from this command. ``python -m
 easerve.experiments.controller_eval`` is the same command under its old name
 (:func:`main`: the same flags, the same code).
@@ -70,6 +72,7 @@ from easerve.experiments.mix_control import (
 from easerve.experiments.mix_flags import (
     add_mix_flags,
     cut_z_of,
+    jobs_of,
     move_mechanisms,
     oracle_lead_of,
     rate_scale_of,
@@ -86,6 +89,7 @@ from easerve.experiments.shift_control import rate_shift_study
 from easerve.experiments.shifts import KNOWN_SHIFTS, SHIFTS, Shift, at_rate_scale, load_shift
 from easerve.experiments.trace_shift import TRACE_RATE, trace_arrivals, trace_shift
 from easerve_core.controller import ControllerSettings
+from runtime.parallel import BackendSettings, open_backend
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,6 +231,7 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
                              f"known: {', '.join([*KNOWN_SHIFTS, TRACE_RATE])}")
         shifts += [synthetic_trace_shift() if n == TRACE_RATE else KNOWN_SHIFTS[n] for n in names]
         seed = seed_of(args.seed)
+        jobs = jobs_of(args.jobs)
         seeds = seeds_of(args.seeds)
         if seeds is not None and args.seed is not None:
             raise ValueError("--seeds: not with --seed (name every seed in --seeds)")
@@ -237,17 +242,18 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
         print(f"{args.error_prefix}: error: {exc}", file=sys.stderr)
         return 2
     rows = []
-    for run_seed in seeds or (seed,):
-        if seeds is not None:
-            print(f"== seed {run_seed} ==")
-        frames, studies = mix_shift_tables(shifts, trials=plan.has_trials, num_samples=plan.has_samples,
-                                           forecaster=args.forecaster, cross_check=not args.no_cross_check,
-                                           moves=moves, phase_tables=phase_tables, rules=rules,
-                                           oracle_lead_s=oracle_lead_s, seed=run_seed)
-        _print_mix_run(shifts, frames, studies)
-        rows.append(verdicts(frames, seed=run_seed))
-        if args.out is not None:
-            _write(frames, args.out if seeds is None else args.out / f"seed-{run_seed}")
+    with open_backend(BackendSettings(name="local", num_jobs=jobs)) as pool:
+        for run_seed in seeds or (seed,):
+            if seeds is not None:
+                print(f"== seed {run_seed} ==")
+            frames, studies = mix_shift_tables(
+                shifts, trials=plan.has_trials, num_samples=plan.has_samples, forecaster=args.forecaster,
+                cross_check=not args.no_cross_check, moves=moves, phase_tables=phase_tables, rules=rules,
+                oracle_lead_s=oracle_lead_s, backend=pool, seed=run_seed)
+            _print_mix_run(shifts, frames, studies)
+            rows.append(verdicts(frames, seed=run_seed))
+            if args.out is not None:
+                _write(frames, args.out if seeds is None else args.out / f"seed-{run_seed}")
     bars = pd.concat(rows, ignore_index=True)
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(bars.round(3).to_string(index=False))

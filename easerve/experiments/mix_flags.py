@@ -33,6 +33,8 @@ VALUE_FLAGS = (
      "evaluation's)"),
     ("--seeds", "N,M,...", "run the shifts once per seed (not with --seed), each seed's tables under "
      "DIR/seed-N, and say on how many seeds each bar holds (mix_bars)"),
+    ("--jobs", "N", "HAS's searches and the systems' simulations N at once on a local pool (default 1: "
+     "in this process; the tables are the same bytes)"),
 )
 #: the on/off flags (``--X`` / ``--no-X``; absent: the evaluation's default): flag, what it sets
 SWITCHES = (
@@ -112,6 +114,15 @@ def seeds_of(value: str | None) -> tuple[int, ...] | None:
     if twice:
         raise ValueError(f"--seeds must name each seed once, got {', '.join(map(str, twice))} twice")
     return seeds
+
+
+def jobs_of(value: str | None) -> int:
+    """``--jobs`` (an integer >= 1; absent: 1, this process)."""
+    jobs = _number("--jobs", value, 1.0, least=1.0, what="an integer >= 1")
+    assert jobs is not None
+    if jobs != int(jobs):
+        raise ValueError(f"--jobs must be an integer >= 1, got {value!r}")
+    return int(jobs)
 
 
 def oracle_lead_of(value: str | None) -> float:

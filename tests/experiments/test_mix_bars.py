@@ -1,4 +1,4 @@
-"""The mix shifts against their bars: the verdict rows, their spread over seeds, ``--seeds``."""
+"""The mix shifts against their bars: the verdict rows, their spread over seeds, ``--seeds``, ``--jobs``."""
 
 from __future__ import annotations
 
@@ -74,10 +74,20 @@ def test_bad_seeds_are_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], t
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("value", ["0", "1.5", "two"])
+def test_bad_jobs_are_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                          value: str) -> None:
+    assert main(["--mix-shifts", "output-length", "--jobs", value, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--jobs must be an integer >= 1" in err[0]
+    assert not (tmp_path / "out").exists()
+
+
 def test_seeds_run_each_seed_as_seed_does_and_count_the_bars(tmp_path: Path) -> None:
     path = tmp_path / "s.toml"
     path.write_text(SHIFT)
-    assert main(["--quick", "--shift", str(path), "--seeds", "0,1", "--out", str(tmp_path / "many")]) == 0
+    many = ["--seeds", "0,1", "--jobs", "2", "--out", str(tmp_path / "many")]  # on a pool: the same bytes
+    assert main(["--quick", "--shift", str(path), *many]) == 0
     assert main(["--quick", "--shift", str(path), "--seed", "1", "--out", str(tmp_path / "one")]) == 0
     for name in MIX_TABLES:
         assert (tmp_path / "many" / "seed-1" / f"{name}.csv").read_bytes() == \
