@@ -109,7 +109,7 @@ def misses(row: pd.Series) -> str:
 
 
 def _ratio(a: float, b: float) -> float:
-    """``a / b``; infinite where ``b`` is 0 and ``a`` is not."""
+    """``a / b``; where ``b`` is 0, infinite if ``a`` is above 0, else NaN (no bar holds)."""
     if b > 0:
         return a / b
     return math.inf if a > 0 else math.nan

@@ -98,11 +98,7 @@ def rate_scale_of(value: str | None) -> float:
 
 def seed_of(value: str | None, flag: str = "--seed") -> int:
     """``--seed`` (an integer >= 0; absent: 0, the evaluation's)."""
-    seed = _number(flag, value, 0.0, least=0.0, what="an integer >= 0")
-    assert seed is not None
-    if seed != int(seed):
-        raise ValueError(f"{flag} must be an integer >= 0, got {value!r}")
-    return int(seed)
+    return _whole(flag, value, least=0)
 
 
 def seeds_of(value: str | None) -> tuple[int, ...] | None:
@@ -118,11 +114,7 @@ def seeds_of(value: str | None) -> tuple[int, ...] | None:
 
 def jobs_of(value: str | None) -> int:
     """``--jobs`` (an integer >= 1; absent: 1, this process)."""
-    jobs = _number("--jobs", value, 1.0, least=1.0, what="an integer >= 1")
-    assert jobs is not None
-    if jobs != int(jobs):
-        raise ValueError(f"--jobs must be an integer >= 1, got {value!r}")
-    return int(jobs)
+    return _whole("--jobs", value, least=1)
 
 
 def oracle_lead_of(value: str | None) -> float:
@@ -130,6 +122,16 @@ def oracle_lead_of(value: str | None) -> float:
     lead = _number("--oracle-lead", value, ORACLE_LEAD_S, least=0.0, what="seconds >= 0")
     assert lead is not None
     return lead
+
+
+def _whole(flag: str, value: str | None, *, least: int) -> int:
+    """``value`` as a whole number >= ``least`` (absent: ``least``); otherwise a ``ValueError``
+    naming ``flag``."""
+    number = _number(flag, value, float(least), least=float(least), what=f"an integer >= {least}")
+    assert number is not None
+    if number != int(number):
+        raise ValueError(f"{flag} must be an integer >= {least}, got {value!r}")
+    return int(number)
 
 
 def _number(flag: str, value: str | None, default: float | None, *, least: float | None = None,
