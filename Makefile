@@ -39,7 +39,8 @@ run: $(STAMP)
 test: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not serial"
+	$(BIN)/python -m pytest -q -m serial
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
