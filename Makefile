@@ -36,6 +36,7 @@ $(TEST_STAMP): $(STAMP)
 run: $(STAMP)
 	$(BIN)/easerve reproduce --quick --force --out $(OUT)
 
+# the tests in two passes: on two processes, then the `serial` ones alone (tests/conftest.py)
 test: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
