@@ -14,7 +14,10 @@ written and removed. Then:
   lives there, so a rerun resumes): it may exist; each output file in it is
   replaced atomically;
 * a **file** (``calibrate``, ``profile``, ``workload``) may not be a folder;
-  it is written through a temporary file and a rename, replacing an earlier one.
+  it is written through a temporary file and a rename, replacing an earlier one;
+* **tables into a study folder** (``controller-eval --out``: :func:`write_tables`)
+  are written beside the folder's files and moved in one by one, each replacing
+  an earlier run's table of its name.
 
 Folders this module created for a run that then failed are removed again
 when empty. Missing parent folders of ``--out`` are created, with a notice
@@ -27,8 +30,11 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+
+import pandas as pd
 
 from easerve_core.checks import notice
 
@@ -100,6 +106,20 @@ def check_study_folder(path: Path, flag: str = "--out") -> None:
     path = Path(path)
     _check_folder(path, flag, path)
     _note_missing(path.parent, flag, path)
+
+
+def write_tables(folder: Path, frames: Mapping[str, pd.DataFrame]) -> None:
+    """Each frame as ``folder/NAME.csv``: written into a staging folder inside ``folder``, then moved
+    in one by one (a reader never sees half a table; the staging folder is removed whatever happens)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder, prefix=".tables."))
+    try:
+        for name, frame in frames.items():
+            frame.to_csv(staging / f"{name}.csv", index=False)
+        for name in frames:
+            os.replace(staging / f"{name}.csv", folder / f"{name}.csv")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 class RunFolder:

@@ -60,15 +60,10 @@ from typing import Any
 
 import pandas as pd
 
+from easerve.cli.outputs import check_study_folder, write_tables
 from easerve.experiments.eval_size import FULL, QUICK, SHIFT_SHAPE, EvalSize
 from easerve.experiments.mix_bars import spread, verdicts
-from easerve.experiments.mix_control import (
-    PHASE_TABLES,
-    RULES,
-    mix_capacity_hz,
-    mix_shift_tables,
-    synthetic_trace_shift,
-)
+from easerve.experiments.mix_control import PHASE_TABLES, RULES, mix_shift_tables
 from easerve.experiments.mix_flags import (
     add_mix_flags,
     cut_z_of,
@@ -79,6 +74,8 @@ from easerve.experiments.mix_flags import (
     seed_of,
     seeds_of,
     settle_z_of,
+    shifts_of,
+    study_of,
 )
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.plan_tables import throughput_ceiling
@@ -86,8 +83,8 @@ from easerve.experiments.replan_study import replan_shift
 from easerve.experiments.setup import load_setup
 from easerve.experiments.shape_control import controller_shapes
 from easerve.experiments.shift_control import rate_shift_study
-from easerve.experiments.shifts import KNOWN_SHIFTS, SHIFTS, Shift, at_rate_scale, load_shift
-from easerve.experiments.trace_shift import TRACE_RATE, trace_arrivals, trace_shift
+from easerve.experiments.shifts import SHIFTS, Shift, at_rate_scale
+from easerve.experiments.trace_shift import TRACE_RATE
 from easerve_core.controller import ControllerSettings
 from runtime.parallel import BackendSettings, open_backend
 
@@ -125,7 +122,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", metavar="FILE", type=Path,
                         help="a trace-rate shift from this public trace's arrivals, scaled to the "
                              "cluster (easerve.experiments.trace_shift; with --trace-format)")
-    parser.add_argument("--trace-format", default="burstgpt",
+    parser.add_argument("--trace-format",
                         help="azure, burstgpt or mooncake (default burstgpt)")
     parser.add_argument("--no-cross-check", action="store_true",
                         help="mix shifts: the controllers run HAS's per-phase picks as they are")
@@ -133,20 +130,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="mix shifts: also write their tables as CSV into DIR "
                              "(controller_mix_shifts*.csv, as the full reproduce does)")
     add_mix_flags(parser)
-    parser.add_argument("--forecaster", default="holt",
+    parser.add_argument("--forecaster",
                         help="the predictive system's forecaster (none, ewma, holt; default holt)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run what ``args`` asks; bad input: one line on stderr (``args.error_prefix: error: ...``), exit 2."""
-    if args.mix_shifts is not None or args.shift is not None or args.trace is not None:
+    """Run what ``args`` asks; bad input: one line on stderr (``args.error_prefix: error: ...``), exit 2.
+    A flag the chosen study does not read is bad input (:func:`~easerve.experiments.mix_flags.study_of`)."""
+    try:
+        study = study_of(args)
+    except ValueError as exc:
+        print(f"{args.error_prefix}: error: {exc}", file=sys.stderr)
+        return 2
+    if study == "mix shifts":
         return _mix_shifts(QUICK if args.quick else FULL, args)
     if args.replan is not None and not args.replan > 0:
         print(f"{args.error_prefix}: error: --replan: STEP_HZ must be > 0, got {args.replan:g}",
-              file=sys.stderr)
-        return 2
-    if args.replan is not None and (args.shapes is not None or args.ceiling):
-        print(f"{args.error_prefix}: error: --replan: runs on the rate shift, not with --shapes or --ceiling",
               file=sys.stderr)
         return 2
     plan = QUICK if args.quick else FULL
@@ -214,22 +213,14 @@ def _shapes(plan: EvalSize, modalities: list[str], error_prefix: str) -> int:
 
 def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
     """The shifts where the best deployment moves; bad input: one line, exit 2, nothing run."""
+    forecaster = args.forecaster or "holt"
     try:
-        ControllerSettings(forecaster=args.forecaster)
+        ControllerSettings(forecaster=forecaster)
         moves = move_mechanisms(args.drain_deadline, args.concurrent_steps, args.serve_first, args.linger)
         phase_tables = PHASE_TABLES if args.phase_tables is None else args.phase_tables
         rules = replace(RULES, settle_z=settle_z_of(args.settle_z), cut_z=cut_z_of(args.cut_z))
         oracle_lead_s = oracle_lead_of(args.oracle_lead)
-        shifts = [load_shift(args.shift)] if args.shift is not None else []
-        if args.trace is not None:
-            arrivals = trace_arrivals(args.trace, args.trace_format)
-            shifts.append(trace_shift(arrivals, capacity_hz=mix_capacity_hz("image", "llava-image")))
-        names = args.mix_shifts.split(",") if args.mix_shifts is not None else []
-        unknown = sorted(set(names) - {*KNOWN_SHIFTS, TRACE_RATE})
-        if unknown:
-            raise ValueError(f"--mix-shifts: unknown shift(s) {', '.join(unknown)}; "
-                             f"known: {', '.join([*KNOWN_SHIFTS, TRACE_RATE])}")
-        shifts += [synthetic_trace_shift() if n == TRACE_RATE else KNOWN_SHIFTS[n] for n in names]
+        shifts = shifts_of(args.mix_shifts, args.shift, args.trace, args.trace_format)
         seed = seed_of(args.seed)
         jobs = jobs_of(args.jobs)
         seeds = seeds_of(args.seeds)
@@ -238,6 +229,8 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
         scale = rate_scale_of(args.rate_scale)
         if scale != 1.0:
             shifts = [at_rate_scale(shift, scale) for shift in shifts]
+        if args.out is not None:
+            check_study_folder(args.out)
     except (ValueError, OSError) as exc:
         print(f"{args.error_prefix}: error: {exc}", file=sys.stderr)
         return 2
@@ -247,20 +240,20 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
             if seeds is not None:
                 print(f"== seed {run_seed} ==")
             frames, studies = mix_shift_tables(
-                shifts, trials=plan.has_trials, num_samples=plan.has_samples, forecaster=args.forecaster,
+                shifts, trials=plan.has_trials, num_samples=plan.has_samples, forecaster=forecaster,
                 cross_check=not args.no_cross_check, moves=moves, phase_tables=phase_tables, rules=rules,
                 oracle_lead_s=oracle_lead_s, backend=pool, seed=run_seed)
             _print_mix_run(shifts, frames, studies)
             rows.append(verdicts(frames, seed=run_seed))
             if args.out is not None:
-                _write(frames, args.out if seeds is None else args.out / f"seed-{run_seed}")
+                write_tables(args.out if seeds is None else args.out / f"seed-{run_seed}", frames)
     bars = pd.concat(rows, ignore_index=True)
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(bars.round(3).to_string(index=False))
         if seeds is not None:
             print(spread(bars).to_string(index=False))
     if seeds is not None and args.out is not None:
-        bars.to_csv(args.out / "controller_mix_shifts_seeds.csv", index=False)
+        write_tables(args.out, {"controller_mix_shifts_seeds": bars})
     return 0
 
 
@@ -281,12 +274,6 @@ def _print_mix_run(shifts: list[Shift], frames: dict[str, pd.DataFrame],
                                                              values="attainment")
         print(pivot.round(3).to_string())
         print(_decisions(frames["controller_mix_shifts_decisions"]))
-
-
-def _write(frames: dict[str, pd.DataFrame], out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for name, frame in frames.items():
-        frame.to_csv(out / f"{name}.csv", index=False)
 
 
 def _decisions(frame: pd.DataFrame) -> str:

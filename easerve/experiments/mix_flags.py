@@ -5,6 +5,9 @@ the controllers' rules, the oracle, the load and the seed. Each reader takes a
 flag's text (``None`` when the flag is absent: the evaluation's default from
 :mod:`easerve.experiments.mix_control`) and raises a ``ValueError`` naming the
 flag on a bad value; the command turns that into one line and exit 2.
+:func:`shifts_of` reads the shifts a run names, and :func:`study_of` which of
+the command's four studies a run is: a flag that study does not read is
+refused (:data:`ONLY_IN`), not left unread.
 """
 
 from __future__ import annotations
@@ -13,8 +16,17 @@ import argparse
 import math
 from dataclasses import replace
 
-from easerve.experiments.mix_control import CUT_Z, MOVES, ORACLE_LEAD_S, SETTLE_Z
+from easerve.experiments.mix_control import (
+    CUT_Z,
+    MOVES,
+    ORACLE_LEAD_S,
+    SETTLE_Z,
+    mix_capacity_hz,
+    synthetic_trace_shift,
+)
 from easerve.experiments.shift_control import MoveMechanisms
+from easerve.experiments.shifts import KNOWN_SHIFTS, Shift, load_shift
+from easerve.experiments.trace_shift import TRACE_RATE, trace_arrivals, trace_shift
 
 #: the flags that take a value (absent: the evaluation's default): flag, metavar, what it sets
 VALUE_FLAGS = (
@@ -48,6 +60,82 @@ SWITCHES = (
     ("--phase-tables", "every system's encoders run each phase's SM-share table from the phase's start "
      "(sim.sm_tables; default: mix_control.PHASE_TABLES)"),
 )
+
+
+#: the command's studies in the order the flags that choose them win, each with those flags;
+#: none of them given: the rate shift
+STUDIES = (("mix shifts", ("--mix-shifts", "--shift", "--trace")), ("shapes", ("--shapes",)),
+           ("ceiling", ("--ceiling",)))
+#: the flags that only some studies read, with those studies (every other flag: all of them)
+ONLY_IN: dict[str, tuple[str, ...]] = {
+    "--shapes": ("shapes",),
+    "--ceiling": ("ceiling",),
+    "--quick": ("rate shift", "shapes", "mix shifts"),
+    "--sweep-streams": ("rate shift",),
+    "--frugal": ("rate shift",),
+    "--replan": ("rate shift",),
+    "--no-cross-check": ("mix shifts",),
+    "--out": ("mix shifts",),
+    "--forecaster": ("mix shifts",),
+    **{flag: ("mix shifts",) for flag, _, _ in VALUE_FLAGS},
+    **{flag: ("mix shifts",) for flag, _ in SWITCHES},
+}
+_STUDY_NAMES = {"rate shift": "the rate shift (no study flag)", "shapes": "the shapes (--shapes)",
+                "ceiling": "the ceiling (--ceiling)",
+                "mix shifts": "the mix shifts (--mix-shifts, --shift or --trace)"}
+#: the on/off flags that are given when True (the others: when not None)
+_STORE_TRUE = frozenset({"--quick", "--ceiling", "--sweep-streams", "--frugal", "--no-cross-check"})
+
+
+def _given(args: argparse.Namespace, flag: str) -> bool:
+    value = getattr(args, flag.lstrip("-").replace("-", "_"))
+    return value is True if flag in _STORE_TRUE else value is not None
+
+
+def _either(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
+def study_of(args: argparse.Namespace) -> str:
+    """The study the run's flags choose (:data:`STUDIES`; none: ``rate shift``); a flag it does not
+    read (:data:`ONLY_IN`), or ``--trace-format`` without ``--trace``, is a ``ValueError`` naming it."""
+    study, door = next(((name, flag) for name, doors in STUDIES for flag in doors if _given(args, flag)),
+                       ("rate shift", ""))
+    this = f"the {study}" + (f" ({door})" if door else "")
+    for flag, studies in ONLY_IN.items():
+        if _given(args, flag) and study not in studies:
+            if flag in {d for _, doors in STUDIES for d in doors}:
+                raise ValueError(f"{flag}: not with {door} (one study a run)")
+            shown = f"--[no-]{flag[2:]}" if flag in {f for f, _ in SWITCHES} else flag
+            raise ValueError(f"{shown}: read only by {_either([_STUDY_NAMES[s] for s in studies])}; "
+                             f"this run is {this}")
+    if _given(args, "--trace-format") and not _given(args, "--trace"):
+        raise ValueError("--trace-format: goes with --trace")
+    return study
+
+
+def shifts_of(names: str | None, shift_file: str | None = None, trace: str | None = None,
+              trace_format: str | None = None) -> list[Shift]:
+    """The shifts a run names: ``--shift FILE``'s, ``--trace FILE``'s (``--trace-format``, default
+    burstgpt), then ``--mix-shifts``' (comma-separated, :data:`KNOWN_SHIFTS` or ``trace-rate``).
+    An unknown or empty name, or two shifts of one name (their tables are keyed by it), is a
+    ``ValueError`` naming the flag."""
+    shifts = [load_shift(shift_file)] if shift_file is not None else []
+    if trace is not None:
+        arrivals = trace_arrivals(trace, trace_format or "burstgpt")
+        shifts.append(trace_shift(arrivals, capacity_hz=mix_capacity_hz("image", "llava-image")))
+    listed = names.split(",") if names is not None else []
+    known = [*KNOWN_SHIFTS, TRACE_RATE]
+    unknown = sorted({repr(n) if not n.strip() else n for n in listed} - set(known))
+    if unknown:
+        raise ValueError(f"--mix-shifts: unknown shift(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    shifts += [synthetic_trace_shift() if n == TRACE_RATE else KNOWN_SHIFTS[n] for n in listed]
+    named = [s.name for s in shifts]
+    twice = sorted({n for n in named if named.count(n) > 1})
+    if twice:
+        raise ValueError(f"--mix-shifts: each shift runs once; {', '.join(twice)} is named twice "
+                         "(among --shift, --trace and --mix-shifts)")
+    return shifts
 
 
 def add_mix_flags(parser: argparse.ArgumentParser) -> None:

@@ -92,6 +92,7 @@ def test_seeds_run_each_seed_as_seed_does_and_count_the_bars(tmp_path: Path) -> 
     for name in MIX_TABLES:
         assert (tmp_path / "many" / "seed-1" / f"{name}.csv").read_bytes() == \
             (tmp_path / "one" / f"{name}.csv").read_bytes()
+    assert not [p for p in tmp_path.rglob(".*")]  # every table moved in from its staging folder
     rows = pd.read_csv(tmp_path / "many" / "controller_mix_shifts_seeds.csv")
     assert rows["seed"].tolist() == [0, 1] and set(rows["shift"]) == {"s"}
     read = ("controller_mix_shifts", "controller_mix_shifts_phases", "controller_mix_shifts_plans")

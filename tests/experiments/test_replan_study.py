@@ -34,7 +34,8 @@ def test_the_online_cross_check_answers_hass_find_or_an_earlier_answer():
 
 @pytest.mark.parametrize(("args", "says"), [
     (["--replan=0"], "--replan: STEP_HZ must be > 0"), (["--replan=-1"], "--replan: STEP_HZ must be > 0"),
-    (["--replan", "--shapes"], "--replan: runs on the rate shift, not with --shapes or --ceiling")])
+    (["--replan", "--shapes"],
+     "--replan: read only by the rate shift (no study flag); this run is the shapes")])
 def test_a_bad_replan_is_one_line_and_exit_2(args: list[str], says: str,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     assert controller_eval.main(["--quick", *args]) == 2
