@@ -33,17 +33,39 @@ from live.options import LiveOptions
 from runtime.profiles import save_profile_doc
 
 CONFIRM_FOLDER = "confirm"
+#: live runs per confirmed deployment, and the presets confirmed beside HAS's picks, unless told
+DEFAULT_REPEATS = 2
+DEFAULT_BASELINES = "dynamo,vllm"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confirm", type=int, default=0, metavar="K",
                    help="then run the K best distinct deployments (and the baselines) live")
-    p.add_argument("--repeats", type=int, default=2, help="live runs per confirmed deployment (default 2)")
+    p.add_argument("--repeats", type=int, default=None,
+                   help=f"live runs per confirmed deployment (default {DEFAULT_REPEATS})")
     p.add_argument("--refit", action="store_true",
                    help="refit the profile from the confirmation's live runs and re-rank the candidates")
-    p.add_argument("--baselines", default="dynamo,vllm",
-                   help="comma-separated presets confirmed beside HAS's picks (default dynamo,vllm; '' none)")
+    p.add_argument("--baselines", default=None,
+                   help=f"comma-separated presets confirmed beside HAS's picks (default "
+                        f"{DEFAULT_BASELINES}; '' none)")
     p.add_argument("--force", action="store_true", help="replace an earlier OUT/confirm folder")
+
+
+def refuse_strays(args: argparse.Namespace) -> None:
+    """A flag only a confirmation reads, given without ``--confirm``, is a ``ValueError`` naming it."""
+    given = {"--repeats": args.repeats is not None, "--refit": args.refit,
+             "--baselines": args.baselines is not None, "--force": args.force}
+    stray = [flag for flag, yes in given.items() if yes]
+    if not args.confirm and stray:
+        raise ValueError(f"{stray[0]}: read only by a live confirmation; add --confirm K")
+
+
+def _repeats(args: argparse.Namespace) -> int:
+    return DEFAULT_REPEATS if args.repeats is None else args.repeats
+
+
+def _baselines_text(args: argparse.Namespace) -> str:
+    return DEFAULT_BASELINES if args.baselines is None else args.baselines
 
 
 def _baselines(text: str) -> list[str]:
@@ -58,8 +80,8 @@ def check(args: argparse.Namespace, session: Session, out: Path) -> None:
     if not args.confirm:
         return
     checks.integer("confirm", args.confirm, minimum=1)
-    checks.integer("repeats", args.repeats, minimum=1)
-    _baselines(args.baselines)
+    checks.integer("repeats", _repeats(args), minimum=1)
+    _baselines(_baselines_text(args))
     doc = session.doc
     if doc is None or doc.kind != "fitted":
         raise ValueError("--confirm: needs a profile measured live ([profile] path, or a committed "
@@ -86,14 +108,14 @@ def run(args: argparse.Namespace, config: ExperimentConfig, session: Session, tr
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     cands = cf.candidates(trials, args.confirm, base=session.plan.deployment, cluster=session.plan.cluster,
-                          baselines=_baselines(args.baselines))
+                          baselines=_baselines(_baselines_text(args)))
     start = time.perf_counter()
-    with tqdm(total=len(cands) * args.repeats, desc="confirm", unit="run", file=sys.stderr) as bar:
+    with tqdm(total=len(cands) * _repeats(args), desc="confirm", unit="run", file=sys.stderr) as bar:
         def progress(what: str) -> None:
             bar.set_postfix_str(what)
             bar.update(1)
 
-        result = cf.confirm(config, session.doc, cands, repeats=args.repeats, out=folder,
+        result = cf.confirm(config, session.doc, cands, repeats=_repeats(args), out=folder,
                             progress=progress)
     if not result.confirmed:
         print(f"easerve search: confirmation interrupted before any live run finished ({folder})",
@@ -129,10 +151,10 @@ def _refit(config: ExperimentConfig, session: Session, confirmed: list[Any], fol
 def _meta(args: argparse.Namespace, result: Any, session: Session, *, wall_s: float) -> dict[str, Any]:
     slo = result.session.plan.slo
     argv = [str(args.config), "--rate", args.rate, "--tier", args.tier, "--trials", args.trials,
-            "--confirm", args.confirm, "--repeats", args.repeats, "--baselines", args.baselines,
+            "--confirm", args.confirm, "--repeats", _repeats(args), "--baselines", _baselines_text(args),
             *(["--refit"] if args.refit else []), "--out", args.out]
     return {"config": str(args.config), "profile": session.doc.source if session.doc else None,
-            "repeats": args.repeats, "rate_hz": args.rate, "wall_s": round(wall_s, 1),
+            "repeats": _repeats(args), "rate_hz": args.rate, "wall_s": round(wall_s, 1),
             "slo": {"tier": slo.tier, "ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s},
             "interrupted": result.interrupted is not None,
             "command": "easerve search " + " ".join(shlex.quote(str(a)) for a in argv)}

@@ -65,7 +65,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--tier", default="moderate", help=f"SLO tier: {', '.join(TIER_NAMES)} "
                    "(the config's absolute [slo] limits win)")
     p.add_argument("--trials", type=int, default=30, help="trials per sampler (not for grid)")
-    p.add_argument("--sampler", default="tpe", help=f"{' | '.join(SAMPLERS)} (default tpe)")
+    p.add_argument("--sampler", default=None,
+                   help=f"{' | '.join(SAMPLERS)} (default tpe; not with --compare)")
     p.add_argument("--compare", action="store_true", help="run tpe, random and grid")
     p.add_argument("--storage", help="Optuna storage URL or path (default OUT/study.db)")
     p.add_argument("--workers", type=int, default=1,
@@ -84,7 +85,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--recheck-top", type=int, default=Ladder().recheck_top,
                    help=f"re-run the K best on streams {Ladder().recheck_factor:g}x a trial's before the "
                         f"pick (default {Ladder().recheck_top}; 0: pick from the trials)")
-    p.add_argument("--recheck-seeds", type=int, default=Ladder().recheck_seeds,
+    p.add_argument("--recheck-seeds", type=int, default=None,
                    help=f"new streams per rechecked deployment (default {Ladder().recheck_seeds})")
     p.add_argument("--recheck-jobs", type=int, default=None,
                    help=f"processes for the recheck's long runs (default: the --workers, at least "
@@ -109,11 +110,24 @@ def recheck_jobs(args: argparse.Namespace) -> int:
     return max(args.workers, min(DEFAULT_RECHECK_JOBS, os.cpu_count() or 1))
 
 
+def recheck_seeds(args: argparse.Namespace) -> int:
+    """``--recheck-seeds``, or the ladder's default."""
+    return Ladder().recheck_seeds if args.recheck_seeds is None else args.recheck_seeds
+
+
 def _validate(args: argparse.Namespace) -> list[str]:
+    """The samplers to run; bad input (or a flag nothing would read) is a ``ValueError`` naming it."""
     limits.rate("rate", args.rate)
     checks.one_of("tier", args.tier, TIER_NAMES)
     checks.integer("trials", args.trials, minimum=1)
-    checks.one_of("sampler", args.sampler, SAMPLERS)
+    if args.compare and args.sampler is not None:
+        raise ValueError("--sampler: not with --compare, which runs tpe, random and grid")
+    checks.one_of("sampler", args.sampler or "tpe", SAMPLERS)
+    confirm_step.refuse_strays(args)
+    if args.recheck_top == 0:
+        for flag, value in (("--recheck-seeds", args.recheck_seeds), ("--recheck-jobs", args.recheck_jobs)):
+            if value is not None:
+                raise ValueError(f"{flag}: --recheck-top 0 runs no recheck to read it")
     checks.integer("workers", args.workers, minimum=1)
     checks.integer("seed", args.seed, minimum=0)
     checks.integer("top", args.top, minimum=1)
@@ -125,7 +139,7 @@ def _validate(args: argparse.Namespace) -> list[str]:
     recheck_jobs(args)
     if args.emit is not None:
         checks.one_of("--emit", args.emit, sorted(ENGINES))
-    samplers = list(SAMPLERS) if args.compare else [args.sampler]
+    samplers = list(SAMPLERS) if args.compare else [args.sampler or "tpe"]
     if args.join and "grid" in samplers:
         raise ValueError("--join: the grid is enqueued by one process; join tpe or random studies")
     return samplers
@@ -151,7 +165,7 @@ def trial_length(args: argparse.Namespace) -> TrialLength:
 def ladder(args: argparse.Namespace, sampler: str) -> Ladder:
     """The ladder a sampler's trials climb: the grid, exhaustive, runs every point on the full stream."""
     rungs = (1.0,) if sampler == "grid" else Ladder().rungs
-    return Ladder(rungs=rungs, recheck_top=args.recheck_top, recheck_seeds=args.recheck_seeds)
+    return Ladder(rungs=rungs, recheck_top=args.recheck_top, recheck_seeds=recheck_seeds(args))
 
 
 def _print_screen(report: ScreenReport) -> None:

@@ -84,7 +84,7 @@ def _write_files(out: Path, config: ExperimentConfig, args: argparse.Namespace,
     if rechecked and "num_requests" in resolved["workload"]:  # easerve sim replays the first long stream
         resolved["workload"]["num_requests"] = rechecked[0].verdicts[0].num_requests
     resolved["slo"] = config.slo.with_tier(args.tier).to_dict()
-    how = (f"the best of the top {len(rechecked)} re-run on {args.recheck_seeds} longer streams"
+    how = (f"the best of the top {len(rechecked)} re-run on {len(rechecked[0].verdicts)} longer streams"
            if rechecked else "the best trial")
     (out / "best.toml").write_text(
         f"# easerve search: {how}, of {len(trials)} trials at {args.rate:g} req/s, "
@@ -115,7 +115,7 @@ def _write_files(out: Path, config: ExperimentConfig, args: argparse.Namespace,
         mark = "  UNSTABLE" if row["unstable"] else ""
         print(f"  {row['goodput_rps']:.3f}  {row['label']}  ({row['sampler']} trial {row['trial']}){mark}")
     if rechecked:
-        print(f"recheck on {args.recheck_seeds} streams of "
+        print(f"recheck on {len(rechecked[0].verdicts)} streams of "
               f"{rechecked[0].merged.num_requests // len(rechecked[0].verdicts)} requests "
               "(goodput req/s, 95% interval, attainment):")
         for r in rechecked:
