@@ -73,8 +73,6 @@ def _header(run: BenchRun, case: BenchCase, refit: Refit) -> str:
 
 
 def validate_bench(args: argparse.Namespace) -> int:
-    if args.sweep is not None or args.live_from is not None:
-        raise ValueError("--bench compares one deployment with a benchmark; drop --sweep and --live-from")
     config = load_config(args.config, runs_deployment=True)
     folder = RunFolder(args.out, force=args.force)
     run, case, doc, before, refit = _compare(config, args.bench, args.bench_run, args.profile)

@@ -35,23 +35,28 @@ from pathlib import Path
 
 from calibration.loop.samples import CPU_SHARE_STEPS, calibrated_doc, share_table, spread_summary, to_samples
 from easerve.cli.bench_calibration import add_bench_run, calibrate_bench
-from easerve.cli.common import add_out, command_parser
+from easerve.cli.common import add_out, command_parser, given, refuse_unread
 from easerve.cli.outputs import check_file
 from easerve_core.profile import ProfileDoc
 from runtime.profiles import load_profile_doc, save_profile_doc
 
 DEVICES = ("cpu", "cuda")
+#: each form's flags besides --out (a flag another form reads is refused: docs/cli.md)
+READS = {"measure": ("--model", "--size", "--device", "--reps", "--encode-threads", "--quick"),
+         "runs": ("--from-runs", "--profile"),
+         "bench": ("--from-bench", "--config", "--profile", "--bench-run")}
+FORMS = {"measure": "measuring (--model)", "runs": "--from-runs", "bench": "--from-bench"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = command_parser(subparsers, "calibrate", help="profile the live stages (or refit from live runs) "
                        "and write a fitted profile", doc=__doc__, func=run)
     p.add_argument("--model", help="live model family or alias (qwen2-audio, llava-next, qwen2.5-vl)")
-    p.add_argument("--size", default="small", help="tiny | small | full (default small)")
-    p.add_argument("--device", default="cpu", help="cpu | cuda (default cpu)")
+    p.add_argument("--size", default=None, help="tiny | small | full (default small)")
+    p.add_argument("--device", default=None, help="cpu | cuda (default cpu)")
     add_out(p, "profile JSON to write")
     p.add_argument("--reps", type=int, default=None, help="repeats per point (default: the plan's)")
-    p.add_argument("--encode-threads", type=int, default=2,
+    p.add_argument("--encode-threads", type=int, default=None,
                    help="CPU: threads the five share levels divide (default 2)")
     p.add_argument("--quick", action="store_true", help="a few points per stage (tests, tiny models)")
     p.add_argument("--from-runs", type=Path, nargs="+", default=None, metavar="DIR",
@@ -67,17 +72,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    check_file(args.out)  # before minutes of measuring
     if args.from_runs and args.from_bench:
         raise ValueError("give --from-runs or --from-bench, not both")
+    form = "runs" if args.from_runs else "bench" if args.from_bench else "measure"
+    refuse_unread(given(args, [f for flags in READS.values() for f in flags]), READS, form, FORMS)
+    check_file(args.out)  # before minutes of measuring
     if args.from_runs:
         return _refit(args)
     if args.from_bench:
         return calibrate_bench(args)
     if not args.model:
         raise ValueError("give --model (or --from-runs DIR...)")
-    if args.device not in DEVICES:
-        raise ValueError(f"--device must be one of {', '.join(DEVICES)}, got {args.device!r}")
+    device = args.device or "cpu"
+    if device not in DEVICES:
+        raise ValueError(f"--device must be one of {', '.join(DEVICES)}, got {device!r}")
     if args.reps is not None and args.reps < 1:
         raise ValueError(f"--reps must be >= 1, got {args.reps}")
     # torch and transformers take seconds to import; only this form needs them
@@ -86,29 +94,29 @@ def run(args: argparse.Namespace) -> int:
     from calibration.loop.measure import CalibrationPlan, measure
     from live.zoo import ModelSpec
 
-    spec = ModelSpec(name=args.model, size=args.size)
-    if args.device == "cuda" and not torch.cuda.is_available():
+    spec = ModelSpec(name=args.model, size=args.size or "small")
+    if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device on this machine")
     plan = CalibrationPlan.quick() if args.quick else CalibrationPlan()
-    changes = {"encode_threads": args.encode_threads}
+    changes = {"encode_threads": 2 if args.encode_threads is None else args.encode_threads}
     if args.reps is not None:
         changes["reps"] = args.reps
     plan = type(plan)(**{**{f: getattr(plan, f) for f in plan.__dataclass_fields__}, **changes})
-    measured = measure(spec, plan, device=args.device,
+    measured = measure(spec, plan, device=device,
                        progress=lambda what: print(f"calibrate: {what}", file=sys.stderr))
-    gpu = "cpu" if args.device == "cpu" else torch.cuda.get_device_name(0)
+    gpu = "cpu" if device == "cpu" else torch.cuda.get_device_name(0)
     samples = to_samples(measured.points, model=spec.name, gpu=gpu,
                          embed_bytes_per_token=measured.embed_bytes_per_token,
                          kv_bytes_per_token=measured.kv_bytes_per_token,
-                         share_steps=CPU_SHARE_STEPS if args.device == "cpu" else 0,
+                         share_steps=CPU_SHARE_STEPS if device == "cpu" else 0,
                          source=f"easerve calibrate --model {spec.name} --size {spec.size} "
-                                f"--device {args.device} (live.profiling, {plan.reps} reps per point)")
+                                f"--device {device} (live.profiling, {plan.reps} reps per point)")
     table = share_table(measured.share_points)
     extra = {"size": spec.size, "spread": spread_summary(measured.points), "plan_reps": plan.reps,
              "points": measured.points, "share_points": measured.share_points, "host_rows": measured.raw,
              "encode_threads": plan.encode_threads}
     doc, held = calibrated_doc(samples=samples, table=table, host=measured.host, created=_today(),
-                               measured=extra, notes=_notes(args.device, plan.encode_threads))
+                               measured=extra, notes=_notes(device, plan.encode_threads))
     save_profile_doc(doc, args.out)
     _print(doc, held, args.out)
     return 0

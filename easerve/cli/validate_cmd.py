@@ -43,7 +43,7 @@ from calibration.loop.fidelity import (
 )
 from easerve.cli import Terminated
 from easerve.cli.bench_calibration import add_bench_run, validate_bench
-from easerve.cli.common import add_config, add_force, add_out, command_parser
+from easerve.cli.common import add_config, add_force, add_out, command_parser, given, refuse_unread
 from easerve.cli.outputs import RunFolder
 from easerve.cli.validate_outputs import write_outputs
 from easerve.resources import load_config
@@ -57,6 +57,28 @@ _MODES = {m.value for m in SMSharing}
 CONTENTION_PROCS = 4
 
 
+#: the flags left to their default (None on the command line, so that a flag given is known)
+DEFAULTS = {"repeats": 3, "host_cores": "auto", "rank_by": "goodput_rps"}
+#: each form's flags besides CONFIG, --out and --force (a flag another form reads is refused:
+#: docs/cli.md); --rank-by goes with --sweep
+READS = {"live": ("--profile", "--repeats", "--sweep", "--host-cores", "--rank-by", "--device"),
+         "recorded": ("--profile", "--live-from", "--sweep", "--host-cores", "--rank-by", "--device"),
+         "bench": ("--bench", "--profile", "--bench-run")}
+FORMS = {"live": "a live run (no --bench or --live-from)", "recorded": "--live-from", "bench": "--bench"}
+
+
+def _read(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with :data:`DEFAULTS` filled in, once no flag goes unread (a ``ValueError`` naming it)."""
+    if args.bench is not None and (args.sweep is not None or args.live_from is not None):
+        raise ValueError("--bench compares one deployment with a benchmark; drop --sweep and --live-from")
+    form = "bench" if args.bench is not None else "recorded" if args.live_from is not None else "live"
+    refuse_unread(given(args, [f for flags in READS.values() for f in flags]), READS, form, FORMS)
+    if args.rank_by is not None and args.sweep is None:
+        raise ValueError("--rank-by: ranks the deployments of a --sweep; this run has one deployment")
+    unset = {k: v for k, v in DEFAULTS.items() if getattr(args, k) is None}
+    return argparse.Namespace(**{**vars(args), **unset})
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = command_parser(subparsers, "validate", help="compare the simulator with live runs (fidelity report)",
                        doc=__doc__, func=run)
@@ -66,14 +88,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         "(default: the config's)")
     add_out(p, "folder to write the report into")
     add_force(p)
-    p.add_argument("--repeats", type=int, default=3, help="live trials per deployment (default 3)")
+    p.add_argument("--repeats", type=int, default=None,
+                   help=f"live trials per deployment (default {DEFAULTS['repeats']})")
     p.add_argument("--sweep", nargs="*", default=None, metavar="SPEC",
                    help="run several deployments (default set if no SPEC) and check the ranking")
-    p.add_argument("--host-cores", default="auto",
+    p.add_argument("--host-cores", default=None,
                    help="host cores for the simulator's contention model: auto (default: re-measure "
                         "before each deployment; with --live-from, the value measured before those "
                         "trials, from their summary.json), profile (the profile's), or a number")
-    p.add_argument("--rank-by", default="goodput_rps", help=f"ranking metric, one of: {', '.join(METRICS)}")
+    p.add_argument("--rank-by", default=None,
+                   help=f"with --sweep: the ranking metric, one of: {', '.join(METRICS)} (default "
+                        f"{DEFAULTS['rank_by']})")
     p.add_argument("--live-from", type=Path, nargs="+", default=None, metavar="DIR",
                    help="judge the simulator against the live trials of earlier validate folders "
                         "(DIR/runs/<deployment>/live-*) instead of running new ones")
@@ -113,6 +138,7 @@ def parse_spec(base: Deployment, spec: str) -> Deployment:
 
 
 def run(args: argparse.Namespace) -> int:
+    args = _read(args)
     if args.bench is not None:
         return validate_bench(args)
     if args.profile is None:
