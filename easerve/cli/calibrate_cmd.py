@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         return calibrate_bench(args)
     if not args.model:
         raise ValueError("give --model (or --from-runs DIR...)")
-    device = args.device or "cpu"
+    device = "cpu" if args.device is None else args.device
     if device not in DEVICES:
         raise ValueError(f"--device must be one of {', '.join(DEVICES)}, got {device!r}")
     if args.reps is not None and args.reps < 1:
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from calibration.loop.measure import CalibrationPlan, measure
     from live.zoo import ModelSpec
 
-    spec = ModelSpec(name=args.model, size=args.size or "small")
+    spec = ModelSpec(name=args.model, size="small" if args.size is None else args.size)
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device on this machine")
     plan = CalibrationPlan.quick() if args.quick else CalibrationPlan()

@@ -59,8 +59,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                       help=f"seconds of arrivals a trial covers at least (default {DEFAULT_TRIAL_S:g}; "
                            "longer where the SLO's growth horizon asks)")
     size.add_argument("--num-requests", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--min-requests", type=int, default=DEFAULT_MIN_REQUESTS,
-                   help=f"requests a trial's full stream holds at least (default {DEFAULT_MIN_REQUESTS})")
+    p.add_argument("--min-requests", type=int, default=None,
+                   help=f"requests a trial's full stream holds at least (default {DEFAULT_MIN_REQUESTS}; "
+                        "not with --horizon-s)")
     size.add_argument("--horizon-s", type=float, default=None,
                       help="search each band on streams rate x HORIZON_S requests long")
     p.add_argument("--samples", type=int, default=1, help="request streams per trial")
@@ -88,7 +89,10 @@ def run(args: argparse.Namespace) -> int:
     if args.num_requests is not None:
         raise ValueError("--num-requests: trials are sized in time now; give --trial-s SECONDS "
                          "(docs/has.md), or --horizon-s for phase-long streams")
-    least = checks.integer("min-requests", args.min_requests, minimum=1)
+    if args.horizon_s is not None and args.min_requests is not None:
+        raise ValueError("--min-requests: --horizon-s sets each band's stream length, so nothing reads it")
+    least = checks.integer("min-requests", DEFAULT_MIN_REQUESTS if args.min_requests is None
+                           else args.min_requests, minimum=1)
     length = TrialLength(trial_s=args.trial_s, min_requests=least,
                          max_requests=max(DEFAULT_MAX_REQUESTS, least))
     if args.horizon_s is not None:

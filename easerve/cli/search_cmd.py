@@ -122,7 +122,7 @@ def _validate(args: argparse.Namespace) -> list[str]:
     checks.integer("trials", args.trials, minimum=1)
     if args.compare and args.sampler is not None:
         raise ValueError("--sampler: not with --compare, which runs tpe, random and grid")
-    checks.one_of("sampler", args.sampler or "tpe", SAMPLERS)
+    checks.one_of("sampler", ("tpe" if args.sampler is None else args.sampler), SAMPLERS)
     confirm_step.refuse_strays(args)
     if args.recheck_top == 0:
         for flag, value in (("--recheck-seeds", args.recheck_seeds), ("--recheck-jobs", args.recheck_jobs)):
@@ -139,7 +139,7 @@ def _validate(args: argparse.Namespace) -> list[str]:
     recheck_jobs(args)
     if args.emit is not None:
         checks.one_of("--emit", args.emit, sorted(ENGINES))
-    samplers = list(SAMPLERS) if args.compare else [args.sampler or "tpe"]
+    samplers = list(SAMPLERS) if args.compare else [("tpe" if args.sampler is None else args.sampler)]
     if args.join and "grid" in samplers:
         raise ValueError("--join: the grid is enqueued by one process; join tpe or random studies")
     return samplers

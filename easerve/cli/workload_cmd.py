@@ -25,7 +25,7 @@ from easerve.cli.common import add_config, add_out, command_parser
 from easerve.cli.outputs import check_file
 from easerve.resources import find_config
 from easerve_core import checks
-from easerve_core.workload import WorkloadSpec, generate
+from easerve_core.workload import RecordedTrace, WorkloadSpec, generate
 from runtime.files import read_toml
 from runtime.traces import load_trace, write_trace
 
@@ -55,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
         spec = resolve_workload(spec, _model(data, args.config, spec.sizes.key))
     if args.rate is not None:
         spec = spec.with_rate(args.rate)
+    if args.seed is not None and isinstance(spec.trace, RecordedTrace):
+        raise ValueError("--seed: a recorded trace carries every request whole, so nothing is drawn with it")
     seed = checks.integer("seed", args.seed if args.seed is not None else data.get("seed", 0), minimum=0)
     requests = generate(spec, np.random.default_rng(seed))
     check_file(args.out)

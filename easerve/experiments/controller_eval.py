@@ -213,7 +213,7 @@ def _shapes(plan: EvalSize, modalities: list[str], error_prefix: str) -> int:
 
 def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
     """The shifts where the best deployment moves; bad input: one line, exit 2, nothing run."""
-    forecaster = args.forecaster or "holt"
+    forecaster = "holt" if args.forecaster is None else args.forecaster
     try:
         ControllerSettings(forecaster=forecaster)
         moves = move_mechanisms(args.drain_deadline, args.concurrent_steps, args.serve_first, args.linger)

@@ -122,7 +122,7 @@ def shifts_of(names: str | None, shift_file: str | None = None, trace: str | Non
     ``ValueError`` naming the flag."""
     shifts = [load_shift(shift_file)] if shift_file is not None else []
     if trace is not None:
-        arrivals = trace_arrivals(trace, trace_format or "burstgpt")
+        arrivals = trace_arrivals(trace, "burstgpt" if trace_format is None else trace_format)
         shifts.append(trace_shift(arrivals, capacity_hz=mix_capacity_hz("image", "llava-image")))
     listed = names.split(",") if names is not None else []
     known = [*KNOWN_SHIFTS, TRACE_RATE]
