@@ -34,7 +34,7 @@ import optuna
 import pandas as pd
 
 from easerve.cli.common import add_config, add_out, command_parser
-from easerve.cli.outputs import check_study_folder
+from easerve.cli.outputs import check_study_folder, write_tables
 from easerve.cli.search_cmd import plan_search
 from easerve_core import checks
 from easerve_core.controller import Band, ControllerSettings, PlanTable
@@ -43,6 +43,7 @@ from easerve_core.plan import replan
 from easerve_core.plan_check import cross_check
 from easerve_core.slo import TIER_NAMES
 from easerve_core.trial_length import DEFAULT_MAX_REQUESTS, DEFAULT_MIN_REQUESTS, DEFAULT_TRIAL_S, TrialLength
+from runtime.files import write_text_atomic
 from runtime.has import SearchSettings, run_search
 from sim.evaluate import make_evaluator
 
@@ -121,14 +122,16 @@ def run(args: argparse.Namespace) -> int:
                      "trials": len(frame)})
         print(f"band {rate:g} req/s: {best.label()}  goodput {rows[-1]['goodput_rps']:.3f} req/s")
     table = PlanTable(tuple(bands))
+    scores = None
     if args.cross_check:
-        table = _cross_checked(table, plans, sizes, out)
+        table, scores = _cross_checked(table, plans, sizes)
     for row, band in zip(rows, table.bands, strict=True):  # HAS's choice, unless cross-checked
         row.update(table_deployment=band.deployment.label(), told_hz=band.deployment.rate_hint_hz)
     data = {**table.to_dict(), "settings": ControllerSettings().to_dict(), "tier": args.tier,
             "config": str(args.config)}
-    (out / "plan_table.json").write_text(json.dumps(data, indent=2) + "\n")
-    pd.DataFrame(rows).to_csv(out / "plan_table.csv", index=False)
+    tables = {"plan_table": pd.DataFrame(rows)} | ({} if scores is None else {"cross_check": scores})
+    write_tables(out, tables)  # each whole; the JSON, which the controller reads, last
+    write_text_atomic(out / "plan_table.json", json.dumps(data, indent=2) + "\n")
     print(f"wrote {out}/plan_table.json and plan_table.csv")
     return 0
 
@@ -144,8 +147,9 @@ def _num_requests(args: argparse.Namespace, rate_hz: float) -> int | None:
 CROSS_CHECK_OFFSET = 2000
 
 
-def _cross_checked(table: PlanTable, plans: list[Any], sizes: list[int], out: Path) -> PlanTable:
-    """Every band keeps the best of the table (each deployment told every band's rate) at its rate."""
+def _cross_checked(table: PlanTable, plans: list[Any], sizes: list[int]) -> tuple[PlanTable, pd.DataFrame]:
+    """Every band keeps the best of the table (each deployment told every band's rate) at its rate;
+    the checked table and the scores."""
     judges = {}
     for band, plan, n in zip(table.bands, plans, sizes, strict=True):
         ev = plan.evaluator
@@ -153,8 +157,7 @@ def _cross_checked(table: PlanTable, plans: list[Any], sizes: list[int], out: Pa
         judges[band.rate_hz] = make_evaluator(fresh, ev.profile, num_requests=n, num_samples=2,
                                               options=ev.options)
     checked, rows = cross_check(table, lambda d, rate: judges[rate](d))
-    pd.DataFrame(rows).to_csv(out / "cross_check.csv", index=False)
     for band in checked.bands:
         print(f"cross-checked band {band.rate_hz:g} req/s: {band.deployment.label()} "
               f"told {band.deployment.rate_hint_hz} req/s")
-    return checked
+    return checked, pd.DataFrame(rows)

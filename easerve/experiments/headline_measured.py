@@ -18,9 +18,11 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from easerve.cli.outputs import check_study_folder, write_tables
 from easerve.experiments.eval_size import FULL
 from easerve.experiments.measured_setup import MEASURED_SYSTEMS
 from easerve.experiments.measured_study import KINDS, measured_headline, measured_plan
+from runtime.files import write_text_atomic
 from runtime.parallel import BackendSettings, open_backend
 
 
@@ -42,18 +44,18 @@ def main(argv: list[str] | None = None) -> int:
     plan = measured_plan(FULL)
     settings = BackendSettings(num_jobs=args.jobs)
     try:
+        check_study_folder(args.out)  # before ten minutes of simulation
         with open_backend(settings) as pool:
             table = measured_headline(plan, systems=args.systems, kinds=args.kinds, backend=pool, log=log)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.out / "headline_measured.csv", index=False)
+    write_tables(args.out, {"headline_measured": table})
     meta = {"systems": args.systems, "kinds": args.kinds, "scale": asdict(plan.scale),
             "has_trials": plan.has_trials, "has_requests": plan.has_requests,
             "has_samples": plan.has_samples, "backend": settings.describe(),
             "wall_s": time.perf_counter() - start}
-    (args.out / "headline_measured.json").write_text(json.dumps(meta, indent=2) + "\n")
+    write_text_atomic(args.out / "headline_measured.json", json.dumps(meta, indent=2) + "\n")
     log(f"wrote {args.out / 'headline_measured.csv'}")
     return 0
 

@@ -112,3 +112,14 @@ def test_the_entry_point_refuses_an_unknown_system_in_one_line_and_writes_nothin
     assert main(["--out", str(out), "--systems", "tpu", "--kinds", "roofline"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: unknown system 'tpu'")
     assert not out.exists()
+
+
+def test_the_entry_point_checks_its_out_before_the_run(tmp_path, capsys):
+    from easerve.experiments.headline_measured import main
+
+    (tmp_path / "taken").write_text("a file")
+    out = tmp_path / "taken" / "out"
+    assert main(["--out", str(out), "--kinds", "roofline"]) == 2  # before any simulation: no time spent
+    assert capsys.readouterr().err.strip().splitlines()[-1] == \
+        f"error: --out {out}: {tmp_path / 'taken'} is a file, not a folder"
+    assert [p.name for p in tmp_path.iterdir()] == ["taken"]

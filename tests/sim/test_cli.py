@@ -146,3 +146,5 @@ def test_plan_table_searches_phase_long_streams_and_cross_checks(tmp_path: Path,
     # the same command again reuses the cached studies and writes the same table
     assert main(args) == 0
     assert json.loads((out / "plan_table.json").read_text()) == data
+    written = sorted(p.name for p in out.iterdir() if p.suffix != ".db")
+    assert written == ["cross_check.csv", "plan_table.csv", "plan_table.json"]  # each moved in whole
