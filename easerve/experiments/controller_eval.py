@@ -44,7 +44,8 @@ runs them once per seed and says on how many seeds each bar holds
 ``--out DIR`` writes their tables as CSV (with ``--seeds``: each seed's under
 ``DIR/seed-N``, the bar rows in ``DIR/controller_mix_shifts_seeds.csv``);
 ``--jobs N`` runs their searches and simulations N at once on a local pool
-(the same bytes as in this process). The numbers in
+(with ``--seeds``, each (seed, shift) study one task: :mod:`easerve.experiments.mix_seeds`;
+the same bytes as in this process). The numbers in
 docs/controller.md come from this command. ``python -m
 easerve.experiments.controller_eval`` is the same command under its old name
 (:func:`main`: the same flags, the same code).
@@ -77,6 +78,7 @@ from easerve.experiments.mix_flags import (
     shifts_of,
     study_of,
 )
+from easerve.experiments.mix_seeds import seeds_tables
 from easerve.experiments.paper import MODALITIES
 from easerve.experiments.plan_tables import throughput_ceiling
 from easerve.experiments.replan_study import replan_shift
@@ -234,19 +236,20 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         print(f"{args.error_prefix}: error: {exc}", file=sys.stderr)
         return 2
+    settings = {"trials": plan.has_trials, "num_samples": plan.has_samples, "forecaster": forecaster,
+                "cross_check": not args.no_cross_check, "moves": moves, "phase_tables": phase_tables,
+                "rules": rules, "oracle_lead_s": oracle_lead_s}
     rows = []
     with open_backend(BackendSettings(name="local", num_jobs=jobs)) as pool:
-        for run_seed in seeds or (seed,):
-            if seeds is not None:
-                print(f"== seed {run_seed} ==")
-            frames, studies = mix_shift_tables(
-                shifts, trials=plan.has_trials, num_samples=plan.has_samples, forecaster=forecaster,
-                cross_check=not args.no_cross_check, moves=moves, phase_tables=phase_tables, rules=rules,
-                oracle_lead_s=oracle_lead_s, backend=pool, seed=run_seed)
-            _print_mix_run(shifts, frames, studies)
-            rows.append(verdicts(frames, seed=run_seed))
-            if args.out is not None:
-                write_tables(args.out if seeds is None else args.out / f"seed-{run_seed}", frames)
+        runs = ([mix_shift_tables(shifts, backend=pool, seed=seed, **settings)] if seeds is None
+                else seeds_tables(shifts, seeds, backend=pool, **settings))  # (seed, shift) tasks
+    for run_seed, (frames, studies) in zip(seeds or (seed,), runs, strict=True):
+        if seeds is not None:
+            print(f"== seed {run_seed} ==")
+        _print_mix_run(shifts, frames, studies)
+        rows.append(verdicts(frames, seed=run_seed))
+        if args.out is not None:
+            write_tables(args.out if seeds is None else args.out / f"seed-{run_seed}", frames)
     bars = pd.concat(rows, ignore_index=True)
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(bars.round(3).to_string(index=False))

@@ -280,8 +280,12 @@ def mix_shift_tables(shifts: list[Shift], *, trials: int, num_samples: int = 1, 
         studies.append(shift_study(shift, trials=trials, num_samples=num_samples, forecaster=forecaster,
                                    cross_check=cross_check, moves=moves, phase_tables=phase_tables,
                                    rules=rules, oracle_lead_s=oracle_lead_s, backend=backend, seed=seed))
+    return mix_tables(studies), studies
+
+
+def mix_tables(studies: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
+    """The studies' (:func:`shift_study`) frames concatenated in order as :data:`MIX_TABLES`."""
     keys = ("systems", "phases", "decisions", "plans", "scores")
-    frames = {name: pd.concat([s[key] for s in studies if not s[key].empty] or [pd.DataFrame()],
-                              ignore_index=True)
-              for name, key in zip(MIX_TABLES, keys, strict=True)}
-    return frames, studies
+    return {name: pd.concat([s[key] for s in studies if not s[key].empty] or [pd.DataFrame()],
+                            ignore_index=True)
+            for name, key in zip(MIX_TABLES, keys, strict=True)}
