@@ -76,20 +76,23 @@ def open_session(config: str | Path | ExperimentConfig, overrides: Overrides | N
     return compose(config, overrides)
 
 
-def given(args: argparse.Namespace, flags: Iterable[str]) -> dict[str, bool]:
-    """Whether the command line gives each of ``flags``: its value is not the default None (or
-    False, for an on switch)."""
+def given(args: argparse.Namespace, flags: Iterable[str], *,
+          switches: Collection[str] = ()) -> dict[str, bool]:
+    """Whether the command line gives each of ``flags``: its value is not its default None (nor
+    False, the default of a ``store_true`` flag; a ``--[no-]`` flag in ``switches`` is given as
+    True or as False)."""
     values = {flag: getattr(args, flag.lstrip("-").replace("-", "_")) for flag in flags}
-    return {flag: value is not None and value is not False for flag, value in values.items()}
+    return {flag: value is not None and (value is not False or flag in switches)
+            for flag, value in values.items()}
 
 
-def refuse_unread(given: Mapping[str, bool], reads: Mapping[str, Collection[str]], form: str,
+def refuse_unread(flags_given: Mapping[str, bool], reads: Mapping[str, Collection[str]], form: str,
                   names: Mapping[str, str]) -> None:
-    """A flag is read or refused (docs/cli.md): the first flag ``given`` (flag -> whether the command
-    line gives it) that the run's ``form`` does not read (``reads``: form -> its flags) is a
-    ``ValueError`` naming it, the forms that read it and the run's (``names``: form -> how a user
-    asks for it)."""
-    for flag, yes in given.items():
+    """A flag is read or refused (docs/cli.md): the first flag of ``flags_given`` (flag -> whether
+    the command line gives it, :func:`given`) that the run's ``form`` does not read (``reads``:
+    form -> its flags) is a ``ValueError`` naming it, the forms that read it and the run's
+    (``names``: form -> how a user asks for it)."""
+    for flag, yes in flags_given.items():
         if yes and flag not in reads[form]:
             readers = [names[f] for f, flags in reads.items() if flag in flags]
             raise ValueError(f"{flag}: read only by {' and '.join(readers)}; this run is {names[form]}")

@@ -16,6 +16,7 @@ import argparse
 import math
 from dataclasses import replace
 
+from easerve.cli.common import given
 from easerve.experiments.mix_control import (
     CUT_Z,
     MOVES,
@@ -83,13 +84,10 @@ ONLY_IN: dict[str, tuple[str, ...]] = {
 _STUDY_NAMES = {"rate shift": "the rate shift (no study flag)", "shapes": "the shapes (--shapes)",
                 "ceiling": "the ceiling (--ceiling)",
                 "mix shifts": "the mix shifts (--mix-shifts, --shift or --trace)"}
-#: the on/off flags that are given when True (the others: when not None)
-_STORE_TRUE = frozenset({"--quick", "--ceiling", "--sweep-streams", "--frugal", "--no-cross-check"})
 
 
 def _given(args: argparse.Namespace, flag: str) -> bool:
-    value = getattr(args, flag.lstrip("-").replace("-", "_"))
-    return value is True if flag in _STORE_TRUE else value is not None
+    return given(args, [flag], switches={f for f, _ in SWITCHES})[flag]
 
 
 def _either(items: list[str]) -> str:
