@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from calibration.session import Session
 from easerve.cli import Terminated
+from easerve.cli.common import given
 from easerve_core import checks
 from easerve_core.config import ExperimentConfig
 from easerve_core.presets import PRESETS
@@ -53,9 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def refuse_strays(args: argparse.Namespace) -> None:
     """A flag only a confirmation reads, given without ``--confirm``, is a ``ValueError`` naming it."""
-    given = {"--repeats": args.repeats is not None, "--refit": args.refit,
-             "--baselines": args.baselines is not None, "--force": args.force}
-    stray = [flag for flag, yes in given.items() if yes]
+    stray = [flag for flag, yes in given(args, ("--repeats", "--refit", "--baselines", "--force")).items()
+             if yes]
     if not args.confirm and stray:
         raise ValueError(f"{stray[0]}: read only by a live confirmation; add --confirm K")
 

@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from calibration.session import Overrides, Session
 from easerve.cli import confirm_step
-from easerve.cli.common import add_backend, add_config, add_out, backend_settings, open_session
+from easerve.cli.common import add_backend, add_config, add_out, backend_settings, given, open_session
 from easerve.cli.outputs import check_study_folder
 from easerve.cli.search_outputs import dump_toml, write_outputs
 from easerve.recipes import ENGINES
@@ -125,8 +125,8 @@ def _validate(args: argparse.Namespace) -> list[str]:
     checks.one_of("sampler", ("tpe" if args.sampler is None else args.sampler), SAMPLERS)
     confirm_step.refuse_strays(args)
     if args.recheck_top == 0:
-        for flag, value in (("--recheck-seeds", args.recheck_seeds), ("--recheck-jobs", args.recheck_jobs)):
-            if value is not None:
+        for flag, yes in given(args, ("--recheck-seeds", "--recheck-jobs")).items():
+            if yes:
                 raise ValueError(f"{flag}: --recheck-top 0 runs no recheck to read it")
     checks.integer("workers", args.workers, minimum=1)
     checks.integer("seed", args.seed, minimum=0)
