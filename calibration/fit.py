@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from runtime.files import read_json
 
@@ -154,6 +153,9 @@ class FitResult:
 def _fit(model: Callable[..., np.ndarray], args: tuple[np.ndarray, ...], y: np.ndarray,
          starts: list[list[float]]) -> tuple[np.ndarray, float]:
     """Best of several ``least_squares`` runs on relative residuals."""
+    from scipy.optimize import least_squares  # here: scipy.optimize takes 0.4 s to import, and
+    # every command imports this package; only a fit needs it
+
     best_x, best_err = np.asarray(starts[0]), math.inf
     for x0 in starts:
         scale = np.maximum(np.abs(x0), 1e-12)

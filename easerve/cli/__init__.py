@@ -117,7 +117,21 @@ def notices_on_stderr(command: str) -> Iterator[None]:
         yield
 
 
-def build_parser() -> argparse.ArgumentParser:
+def named_command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names: its first word that is not an option, if it is a command
+    (None after a top-level ``--help``, which lists every command)."""
+    for word in argv:
+        if word in ("-h", "--help"):
+            return None
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with ``command``, only that subcommand's module is imported, and the
+    others are their names alone (a command's imports take seconds: ``easerve workload`` should
+    not wait for the simulator's plots and the live executor's models)."""
     parser = OneLineParser(
         prog="easerve",
         description="Encode-aware disaggregated serving of multimodal LLMs: "
@@ -127,13 +141,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help=f"show the traceback of an internal error (also {DEBUG_ENV}=1)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name in COMMANDS.values():
-        importlib.import_module(module_name).register(subparsers)
+    for name, module_name in COMMANDS.items():
+        if command in (None, name):
+            importlib.import_module(module_name).register(subparsers)
+        else:
+            subparsers.add_parser(name)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(named_command(sys.argv[1:] if argv is None else argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a one-line usage error

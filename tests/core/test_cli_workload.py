@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from easerve.cli import COMMANDS, main
+from easerve.cli import COMMANDS, main, named_command
 
 
 def test_version(capsys):
@@ -19,6 +19,29 @@ def test_version(capsys):
 def test_every_subcommand_has_help(command, capsys):
     assert main([command, "--help"]) == 0
     assert "usage" in capsys.readouterr().out
+
+
+def test_top_level_help_lists_every_command_with_its_line(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in COMMANDS)
+    assert "simulate a deployment on a workload (SimPy model)" in out  # sim's line: its module was read
+
+
+@pytest.mark.parametrize(("argv", "named"), [
+    (["workload", "x.toml"], "workload"), (["--debug", "sim", "c"], "sim"), (["--help", "sim"], None),
+    (["simulate"], None), ([], None), (["--version"], None)])
+def test_the_named_command_is_found_before_the_parser_is_built(argv, named):
+    assert named_command(argv) == named
+
+
+def test_a_command_imports_only_its_own_module():
+    """``easerve workload`` does not wait for the simulator's plots or the live executor."""
+    code = ("import sys; from easerve.cli import main; main(['workload', '--help']); "
+            "print(sorted(m for m in ('easerve.cli.sim_cmd', 'easerve.cli.live_cmd', 'sim.plots', "
+            "'live.trial', 'easerve.cli.workload_cmd') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "['easerve.cli.workload_cmd']"
 
 
 def test_workload_writes_a_trace(tmp_path):
