@@ -1,6 +1,7 @@
 """File helpers: atomic writes, and text/JSON/TOML reads whose errors name the file.
 
-A crash or a time-out never leaves half a written file behind; a missing or
+A crash or a time-out never leaves half a written file behind (one file:
+:func:`write_text_atomic`; a set of them: :func:`staged_into`); a missing or
 malformed input file is one ``ValueError`` naming it, never a traceback. The
 runtime reads bytes here; the core parses the text or data it is handed
 (``easerve_core.jsonl`` parses JSON Lines text).
@@ -10,8 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,31 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+@contextmanager
+def staged_into(folder: str | os.PathLike[str], *, beside: bool = False) -> Iterator[Path]:
+    """A staging folder to write into; when the block ends cleanly, each item in it moves into
+    ``folder`` by ``os.replace`` (a folder item replaces ``folder``'s folder of that name).
+
+    A reader never sees half a file, a failing block moves nothing in, and the staging folder is
+    removed whatever happens. It is made inside ``folder``; with ``beside``, next to it, so that
+    ``folder`` itself is made only once everything is written.
+    """
+    folder = Path(folder)
+    home = folder.parent if beside else folder
+    home.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=home, prefix=f".{folder.name}.staging-"))
+    try:
+        yield staging
+        folder.mkdir(exist_ok=True)
+        for item in sorted(staging.iterdir()):
+            target = folder / item.name
+            if item.is_dir() and target.is_dir():
+                shutil.rmtree(target)
+            os.replace(item, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def read_json(path: str | os.PathLike[str], *, what: str) -> Any:

@@ -1,18 +1,17 @@
 """Run folders: a :class:`~easerve_core.result.RunResult` written as Parquet + JSON, and read back.
 
 :func:`write_result` writes every table of ``result.frames()`` as
-``<name>.parquet``, ``summary.json`` and ``config.json`` into a temporary
-folder beside the output and moves them into place at the end, so an
-interrupted write leaves no partial set. :func:`read_result` loads the shared
-tables back (an engine's own, such as the simulator's queues, are left on disk).
+``<name>.parquet``, ``summary.json`` and ``config.json`` into a staging
+folder beside the output and moves them into place at the end
+(:func:`runtime.files.staged_into`), so an interrupted write leaves no partial
+set. :func:`read_result` loads the shared tables back (an engine's own, such as
+the simulator's queues, are left on disk).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,23 +20,17 @@ import pandas as pd
 
 from easerve_core.result import STAGE_LOG_COLUMNS, UTILIZATION_COLUMNS, RunResult, empty_frame
 from easerve_core.slo import SLO
+from runtime.files import staged_into
 
 
 def write_result(result: RunResult, out_dir: str | os.PathLike[str], *, slo: SLO | None = None) -> Path:
     """Write the result's tables, summary and config into ``out_dir`` (all at once, see above)."""
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-    try:
+    with staged_into(out, beside=True) as tmp:
         for name, frame in result.frames().items():
             frame.to_parquet(tmp / f"{name}.parquet", index=False)
         _write_json(tmp / "summary.json", result.summary_dict(slo))
         _write_json(tmp / "config.json", dict(result.config))
-        out.mkdir(exist_ok=True)
-        for item in tmp.iterdir():
-            os.replace(item, out / item.name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

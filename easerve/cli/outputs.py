@@ -37,6 +37,7 @@ from types import TracebackType
 import pandas as pd
 
 from easerve_core.checks import notice
+from runtime.files import staged_into
 
 
 def _created_parents(path: Path) -> list[Path]:
@@ -111,15 +112,9 @@ def check_study_folder(path: Path, flag: str = "--out") -> None:
 def write_tables(folder: Path, frames: Mapping[str, pd.DataFrame]) -> None:
     """Each frame as ``folder/NAME.csv``: written into a staging folder inside ``folder``, then moved
     in one by one (a reader never sees half a table; the staging folder is removed whatever happens)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder, prefix=".tables."))
-    try:
+    with staged_into(folder) as staging:
         for name, frame in frames.items():
             frame.to_csv(staging / f"{name}.csv", index=False)
-        for name in frames:
-            os.replace(staging / f"{name}.csv", folder / f"{name}.csv")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 class RunFolder:

@@ -10,9 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -31,21 +28,15 @@ from easerve_core.has import (
     trials_to_reach,
 )
 from runtime.configs import portable_dict
+from runtime.files import staged_into
 
 
 def write_outputs(folder: Path, config: ExperimentConfig, args: argparse.Namespace,
                    report: ScreenReport, frames: list[pd.DataFrame], walls: Mapping[str, float],
                    rechecked: list[Rechecked]) -> None:
     """Every output file, written beside the study and moved into ``folder`` one by one (atomic)."""
-    staging = Path(tempfile.mkdtemp(dir=folder, prefix=".outputs."))
-    try:
+    with staged_into(folder) as staging:  # a rerun's recipe folder is replaced whole
         _write_files(staging, config, args, report, frames, walls, rechecked)
-        for item in sorted(staging.iterdir()):
-            if item.is_dir() and (folder / item.name).is_dir():  # a rerun's recipe
-                shutil.rmtree(folder / item.name)
-            os.replace(item, folder / item.name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     recipe = f", recipe-{args.emit}/" if args.emit else ""
     print(f"wrote {folder}/: trials.parquet, trials.csv, recheck.csv, best.toml, convergence.png, "
           f"search.json{recipe}")
