@@ -33,15 +33,17 @@ from calibration.loop.host import HostModel, host_of, with_overheads
 from calibration.plans import Profile, base_cluster, config_profile
 from calibration.registry import profile_from_doc
 from calibration.sizes import resolve_sizes
+from calibration.specs import is_model, model_spec
 from easerve_core.cluster import Cluster
 from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Deployment
 from easerve_core.plan import DEFAULT_PRESET, RunPlan, assemble, replan, resolve
 from easerve_core.profile import ProfileDoc
-from easerve_core.request import Request
+from easerve_core.request import Request, check_modalities
 from easerve_core.result import RunResult
 from easerve_core.slo import SLO
 from easerve_core.sm_share import SMShareTable
+from easerve_core.workload.replay import RecordedTrace
 from live.options import LiveOptions
 from sim.options import SimOptions, options_for
 
@@ -217,7 +219,18 @@ def compose(source: ExperimentConfig | Parts, overrides: Overrides | None = None
                    requests=o.requests, slo=o.slo, sm_table=o.sm_table,
                    profile_table=None if doc is None else doc.sm_share_table,
                    item_scale=LiveOptions.from_dict(config.engine.get("live")).mm_token_scale)
+    _check_modalities(config, plan)
     return Session(plan=plan, profile=profile, doc=doc, host=host, config=source, overrides=o)
+
+
+def _check_modalities(config: ExperimentConfig, plan: RunPlan) -> None:
+    """A stream of a modality the config's model spec does not take is refused, for both engines
+    (a model the live zoo alone knows is checked by the live trial, against its family)."""
+    if not is_model(config.model):
+        return
+    recorded = isinstance(config.workload.trace, RecordedTrace)
+    check_modalities(plan.requests, model_spec(config.model).modalities, model=config.model,
+                     field_name="workload.trace" if recorded else "workload.mix")
 
 
 def _from_parts(p: Parts) -> Session:

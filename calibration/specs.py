@@ -25,6 +25,7 @@ from typing import Any
 from calibration._fields import fraction, unknown_name, validate, validate_kind
 from calibration.model_parts import MOE_FIELDS, EncoderSpec, LMSpec
 from calibration.processor_spec import ProcessorSpec
+from easerve_core.request import Modality
 
 SPEC_DIR = Path(__file__).parent / "specs"
 
@@ -102,13 +103,31 @@ class ModelSpec:
     typical_request: TypicalRequest
     #: the processor rule raw item sizes go through (calibration.processor_spec); None: no rule
     processor: ProcessorSpec | None = None
+    #: the inputs the model takes beside text (the file's ``modalities``; default: ``modality``,
+    #: the one its costs and typical request are for); a stream with others is refused
+    #: (:func:`easerve_core.request.check_modalities`)
+    modalities: tuple[str, ...] = ()
     provenance: Mapping[str, str] = field(default_factory=dict, compare=False)
 
+    def __post_init__(self) -> None:
+        takes = tuple(self.modalities) or (self.modality,)
+        known = {m.value for m in Modality} - {Modality.TEXT.value}
+        for name in {self.modality, *takes}:
+            if name not in known:
+                raise ValueError(f"model spec {self.name!r}: unknown modality {name!r}; "
+                                 f"known: {', '.join(sorted(known))}")
+        if self.modality not in takes:
+            raise ValueError(f"model spec {self.name!r}: modalities {list(takes)} must hold "
+                             f"its modality {self.modality!r}")
+        object.__setattr__(self, "modalities", takes)
+
     def to_dict(self) -> dict[str, Any]:
-        """The cost-relevant values (what profiles embed): no provenance, no processor rule."""
+        """The cost-relevant values (what profiles embed): no provenance, no processor rule, not
+        what else the model takes."""
         out = asdict(self)
         out.pop("provenance")
         out.pop("processor")
+        out.pop("modalities")
         out["typical_request"]["mm_tokens_per_item"] = list(self.typical_request.mm_tokens_per_item)
         if not self.lm.is_moe:  # a dense model's dict (and every profile embedding it) stays as before
             for key in MOE_FIELDS:
@@ -124,6 +143,7 @@ class ModelSpec:
                 mapping=ItemMapping(**data["mapping"]),
                 typical_request=TypicalRequest(**data["typical_request"]),
                 processor=ProcessorSpec.from_dict(data["processor"]) if "processor" in data else None,
+                modalities=tuple(data.get("modalities", ())),
                 provenance=dict(provenance or {}),
             )
         except (KeyError, TypeError) as exc:

@@ -40,7 +40,7 @@ import torch.multiprocessing as tmp
 from easerve_core.controller import Controller
 from easerve_core.deployment import Architecture
 from easerve_core.plan import RunPlan
-from easerve_core.request import Modality, Request, Status
+from easerve_core.request import Modality, Request, Status, check_modalities
 from easerve_core.result import RunResult
 from easerve_core.worker_choice import RoundRobin
 from live.events import Crash, Ready, WorkerId
@@ -59,17 +59,6 @@ _MAX_TEXT_ID = 32000  # and below every full-size model's special tokens
 _BYTES_PER_PARAM = 4  # the random-weight models are float32
 
 
-def _check_modalities(spec: ModelSpec, requests: list[Request]) -> None:
-    """Refuse requests of a modality the model does not take (they would all fail, or be skipped,
-    and the run would report nothing but empty metrics)."""
-    takes = spec.family.modalities
-    wrong = sorted({r.modality.value for r in requests if r.modality is not Modality.TEXT
-                    and r.modality not in takes})
-    if wrong:
-        raise ValueError(f"workload.mix: {wrong[0]} requests, but model {spec.name} takes "
-                         f"{', '.join(sorted(m.value for m in takes))} input; choose a mix of that modality")
-
-
 class Trial:
     """The live front end (see the module docstring). Use as a context manager.
 
@@ -86,7 +75,7 @@ class Trial:
         self.spec = ModelSpec(name=plan.model, size=plan.model_size,
                               init_std=self.options.init_std, seed=self.options.model_seed)
         self.requests = list(plan.requests)
-        _check_modalities(self.spec, self.requests)
+        check_modalities(self.requests, self.spec.family.modalities, model=self.spec.name)
         dep = plan.deployment
         self.overrides = dict(inputs or {})
         self.workers: list[WorkerId] = (

@@ -93,6 +93,7 @@ def import_model(
         "name": name or file.parent.name,
         "hf_id": hf_id or str(raw.get("_name_or_path") or name or file.parent.name),
         "modality": modality,
+        "modalities": list(family.modalities),
         "marks": MARKS,
         "imported_from": {"file": str(file), "model_type": model_type, "family": family.what},
         "lm": lm,

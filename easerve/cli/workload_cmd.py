@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         print(spec.sizes.describe())
     write_trace(requests, args.out)
     span = requests[-1].arrival_s - requests[0].arrival_s if len(requests) > 1 else 0.0
-    print(f"wrote {len(requests)} requests over {span:.1f} s to {args.out}")
+    print(f"wrote {len(requests)} request{'' if len(requests) == 1 else 's'} over {span:.1f} s to {args.out}")
     return 0
 
 

@@ -22,8 +22,10 @@ and arrivals count from the earliest row. Token counts are held to
 :data:`~easerve_core.limits.MAX_TOKENS` and the trace's span to
 :data:`~easerve_core.limits.MAX_ARRIVAL_S`, as a generated workload's are. Date-times with a UTC
 offset are taken in UTC, those without as they are. A malformed row is one
-``ValueError`` naming the file, the line and the field; so is an empty file
-or a missing column. Pure: no clock, no randomness.
+``ValueError`` naming the file, the line and the field; so is an empty file,
+a missing column, a needed column named twice or a row longer than the header
+(a CSV reader would keep the last column's values, or file the extra ones
+unread). Pure: no clock, no randomness.
 """
 
 from __future__ import annotations
@@ -53,12 +55,18 @@ def _csv_rows(path: Path, text: str, fmt: str, columns: Sequence[str]) -> Iterat
     reader = csv.DictReader(lines(text))
     if not reader.fieldnames:
         raise ValueError(f"{path}: empty file; a {fmt} trace needs the columns {', '.join(columns)}")
-    reader.fieldnames = [name.strip() for name in reader.fieldnames]
-    missing = [c for c in columns if c not in reader.fieldnames]
+    names = reader.fieldnames = [name.strip() for name in reader.fieldnames]
+    missing = [c for c in columns if c not in names]
     if missing:
         raise ValueError(f"{path}: missing column {missing[0]!r} for a {fmt} trace "
-                         f"(needs {', '.join(columns)}; found {', '.join(reader.fieldnames)})")
+                         f"(needs {', '.join(columns)}; found {', '.join(names)})")
+    twice = next((c for c in columns if names.count(c) > 1), None)
+    if twice is not None:  # DictReader would keep the last one's values without a word
+        raise ValueError(f"{path}:1: column {twice!r} appears {names.count(twice)} times")
     for row in reader:
+        if None in row:  # DictReader's key for the fields past the header's
+            raise ValueError(f"{path}:{reader.line_num}: {len(row[None])} more field(s) than the "
+                             f"header's {len(names)} ({', '.join(names)})")
         yield f"{path}:{reader.line_num}", row
 
 
@@ -94,7 +102,10 @@ def _count(row: Mapping[str, Any], name: str, where: str) -> int:
     out = _number(row, name, where)
     if not out.is_integer():
         raise ValueError(f"{where}: field {name!r} is not a whole number: {row[name]!r}")
-    return limits.at_most(f"{where}: field {name!r}", int(out), limits.MAX_TOKENS, limits.TOKENS_WHY)
+    if out > limits.MAX_TOKENS:  # named as written: 1e30 as an int is 31 digits of float noise
+        raise ValueError(f"{where}: field {name!r} must be <= {limits.MAX_TOKENS:,} ({limits.TOKENS_WHY}), "
+                         f"got {row[name]!r}")
+    return int(out)
 
 
 def _instant(row: Mapping[str, Any], name: str, where: str) -> datetime:
@@ -114,7 +125,8 @@ def _token_trace(times: list[float], inputs: list[int], outputs: list[int], *, p
     start = t[order[0]]
     span = float(t[order[-1]] - start)
     if span > limits.MAX_ARRIVAL_S:
-        raise ValueError(f"{path}: the trace spans {span:,.0f} s; at most {limits.MAX_ARRIVAL_S:,} s "
+        shown = f"{span:,.0f}" if span < 1e12 else f"{span:.3g}"  # not 300 digits for a 1e300 stamp
+        raise ValueError(f"{path}: the trace spans {shown} s; at most {limits.MAX_ARRIVAL_S:,} s "
                          f"({limits.ARRIVAL_WHY})")
     if len(t) > 1 and bool(np.any(np.diff(t) < 0)):
         checks.notice(f"{path}: rows are not in time order; sorted by time")

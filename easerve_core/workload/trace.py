@@ -8,7 +8,8 @@ text; in JSONL it is a list. Rows are renumbered when they carry no ids. A
 malformed row is refused with its line number and field, and so is a row a
 generated workload could not hold: a token count or item count over
 :mod:`easerve_core.limits`, an arrival time over a year, a CSV row with more
-fields than the header, an unknown column or JSONL key. Rows out of arrival
+fields than the header, an unknown column or JSONL key, a column named twice,
+an empty item, a repeated ``request_id`` (with both lines). Rows out of arrival
 order are sorted by arrival time, with a :class:`~easerve_core.checks.Notice`
 (one line on the command's stderr) naming the first row out of order.
 
@@ -48,9 +49,8 @@ def _parse_items(value: Any, where: str) -> tuple[int, ...]:
     if value is None or value == "":
         return ()
     if isinstance(value, str):
-        parts = [p for p in value.replace(",", ";").split(";") if p.strip()]
-        try:
-            return tuple(int(p) for p in parts)
+        try:  # an empty item ("576;;576", "576;") is malformed, not skipped
+            return tuple(int(p) for p in value.replace(",", ";").split(";"))
         except ValueError:
             raise ValueError(f"{where}: field 'mm_tokens_per_item' is malformed: {value!r}") from None
     if isinstance(value, list):
@@ -94,10 +94,14 @@ def _row_to_request(row: Mapping[str, Any], index: int, where: str) -> Request:
 def _csv_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
     """(line, fields) of each CSV row: no unknown column, no row longer than the header."""
     reader = csv.DictReader(lines(text))
-    unknown = [name for name in reader.fieldnames or () if name not in TRACE_FIELDS]
+    names = list(reader.fieldnames or ())
+    unknown = [name for name in names if name not in TRACE_FIELDS]
     if unknown:
         raise ValueError(f"{path}:1: unknown trace column(s): {', '.join(map(repr, unknown))}; "
                          f"known: {', '.join(TRACE_FIELDS)}")
+    twice = next((name for name in TRACE_FIELDS if names.count(name) > 1), None)
+    if twice is not None:  # DictReader would keep the last one's values without a word
+        raise ValueError(f"{path}:1: column {twice!r} appears {names.count(twice)} times")
     rows = []
     for row in reader:
         if None in row:  # DictReader's key for the fields past the header's
@@ -127,9 +131,12 @@ def parse_trace(text: str, path: str | os.PathLike[str]) -> list[Request]:
     if not rows:
         raise ValueError(f"trace file {path} holds no requests")
     requests = [_row_to_request(row, i, f"{path}:{ln}") for i, (ln, row) in enumerate(rows)]
-    ids = [r.request_id for r in requests]
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"{path}: request_id values must be unique")
+    first: dict[int, int] = {}
+    for (line_no, _), request in zip(rows, requests, strict=True):
+        seen = first.setdefault(request.request_id, line_no)
+        if seen != line_no:
+            raise ValueError(f"{path}:{line_no}: request_id values must be unique; "
+                             f"{request.request_id} is on line {seen} too")
     late = next((k for k in range(1, len(requests))
                  if requests[k].arrival_s < requests[k - 1].arrival_s), None)
     if late is not None:

@@ -93,3 +93,21 @@ def test_network_specs_carry_sources_and_unknown_names_fail() -> None:
         assert all(p.startswith("[") for p in spec.provenance.values())
     with pytest.raises(ValueError, match="unknown network 'ib9'; known: eth-100g"):
         network_spec("ib9")
+
+
+def test_what_each_model_takes_beside_text():
+    assert model_spec("llava-v1.6-34b").modalities == ("image",)
+    assert model_spec("qwen2.5-vl-32b").modalities == ("image", "video")
+    assert model_spec("ultravox-v0.6-gemma3-27b").modalities == ("audio",)
+    # not a cost: profiles that embed to_dict() stay as they were
+    assert "modalities" not in model_spec("qwen2.5-vl-32b").to_dict()
+
+
+@pytest.mark.parametrize(("takes", "what"), [
+    (["audio"], r"modalities \['audio'\] must hold its modality 'image'"),
+    (["image", "smell"], "unknown modality 'smell'"),
+])
+def test_a_spec_must_take_its_own_modality_and_known_ones(takes, what):
+    data = dict(model_spec("llava-v1.6-34b").to_dict(), modalities=takes)
+    with pytest.raises(ValueError, match=what):
+        type(model_spec("llava-v1.6-34b")).from_dict(data)

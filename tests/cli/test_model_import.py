@@ -77,6 +77,7 @@ def test_paper_models_equal_hand_written(tmp_path: Path, name: str) -> None:
     assert _import(folder, out, "--modality", modality, "--hf-id", hf_id) == 0
     assert model_spec(str(out)).to_dict() == model_spec(name).to_dict()
     assert model_spec(str(out)).processor == model_spec(name).processor is not None
+    assert model_spec(str(out)).modalities == model_spec(name).modalities  # what the family takes
 
 
 def test_spec_path_env_and_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -91,13 +92,17 @@ def test_spec_path_env_and_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert model_spec("tiny-qwen").name == "tiny-qwen"
 
 
-def _sim_config(tmp_path: Path, model: dict[str, Any], gpu: str = "h200") -> Path:
+#: the [workload] mix lines for a spec of each modality (a model is refused a stream it has no tower for)
+_MIX = {"image": ['mix = "llava-image"', "item_tokens = [880]"], "audio": ['mix = "ultravox-audio"']}
+
+
+def _sim_config(tmp_path: Path, model: dict[str, Any], gpu: str = "h200", modality: str = "image") -> Path:
     text = "\n".join([
         "seed = 0", "[model]", *[f'{k} = "{v}"' for k, v in model.items()],
         "[cluster]", f'gpu = "{gpu}"', "num_gpus = 8",
         "[deployment]", "encode = { num_workers = 2, tp = 1 }", "prefill = { num_workers = 1, tp = 2 }",
         "decode = { num_workers = 2, tp = 2 }", "max_encode_batch = 4", "remote_fraction = 1.0",
-        "[workload]", 'mix = "llava-image"', "item_tokens = [880]", "rate_hz = 1.0", "num_requests = 40", ""])
+        "[workload]", *_MIX[modality], "rate_hz = 1.0", "num_requests = 40", ""])
     path = tmp_path / "run.toml"
     path.write_text(text)
     return path
@@ -150,7 +155,7 @@ def test_examples_built_in_code_reproduce() -> None:
 def test_tiny_families_sim_and_search(tmp_path: Path, family: str) -> None:
     folder = cfgs.write(tmp_path / family, cfgs.tiny_configs()[family])
     assert _import(folder, tmp_path / "m.json") == 0
-    config = _sim_config(tmp_path, {"spec": "m.json"})
+    config = _sim_config(tmp_path, {"spec": "m.json"}, modality=model_spec(str(tmp_path / "m.json")).modality)
     assert main(["sim", str(config), "--out", str(tmp_path / "sim")]) == 0
     assert main(["search", str(config), "--rate", "1", "--trials", "10", "--trial-s", "5",
                  "--min-requests", "40", "--recheck-top", "1", "--recheck-seeds", "1",

@@ -162,3 +162,18 @@ def test_absolute_slo_limits_and_attainment_in_the_config_reach_the_plan_and_its
     assert (half.slo.ttft_s, half.slo.tpot_s) == (99.0, tight.slo.tpot_s)
     # the default config writes [slo] as before
     assert resolve(_config(), PROFILE, base_cluster=BASE).config["slo"] == {"tier": "moderate"}
+
+
+def test_check_modalities_takes_text_always_and_names_the_field():
+    from easerve_core.request import Modality, Request, check_modalities
+
+    def req(i, modality, items=(576,)):
+        return Request(request_id=i, arrival_s=float(i), modality=modality, prompt_tokens=8,
+                       output_tokens=4, mm_tokens_per_item=items)
+
+    stream = [req(0, Modality.IMAGE), req(1, Modality.TEXT, ())]
+    check_modalities(stream, ["image"], model="m")  # text rides along with any model
+    with pytest.raises(ValueError, match=r"^workload.trace: audio requests, but model m takes image, "
+                                         r"video input$"):
+        check_modalities([*stream, req(2, Modality.AUDIO)], ["video", "image"], model="m",
+                         field_name="workload.trace")

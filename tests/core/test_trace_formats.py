@@ -178,7 +178,35 @@ BAD_ROWS = [
      "input_length", "not a number"),
     ("mooncake", MOON_HEAD + '{"timestamp": 5, "input_length": 1, "output_length": 5.5}\n',
      "output_length", "whole number"),
+    # a count over the limit is named as written, not as 31 digits of float
+    ("burstgpt", BURST_HEAD + "6,ChatGPT,1e30,18,490,Conversation log\n", "Request tokens",
+     "must be <= 1,048,576 (the longest context of public LLMs), got '1e30'"),
 ]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "text", "what"),
+    [
+        # a row longer than the header: DictReader would file the rest under None, unread
+        ("azure", AZURE_HEAD + "2023-11-16 18:15:47.0,374,44,9\n", ":3: 1 more field(s) than the header's 3"),
+        ("burstgpt", BURST_HEAD + "6,ChatGPT,472,18,490,Conversation log,x,y\n",
+         ":3: 2 more field(s) than the header's 6"),
+        # a column twice: DictReader would keep the last one's values
+        ("burstgpt", "Timestamp,Timestamp,Request tokens,Response tokens\n1,2,10,5\n",
+         ":1: column 'Timestamp' appears 2 times"),
+        ("azure", "TIMESTAMP,ContextTokens,GeneratedTokens,ContextTokens\n2023-11-16 18:15:46,4,5,6\n",
+         ":1: column 'ContextTokens' appears 2 times"),
+        # a span past the limit, said in a few digits
+        ("burstgpt", BURST_HEAD + "1e300,ChatGPT,472,18,490,Conversation log\n",
+         ": the trace spans 1e+300 s; at most 31,536,000 s"),
+    ],
+)
+def test_malformed_table_is_one_line_naming_the_file(tmp_path, fmt, text, what):
+    path = write(tmp_path, fmt, text)
+    with pytest.raises(ValueError) as info:
+        spec_for(path, fmt)
+    assert str(info.value).startswith(f"{path}{what}")
+    assert "\n" not in str(info.value) and len(str(info.value)) < 200
 
 
 @pytest.mark.parametrize(("fmt", "text", "field", "what"), BAD_ROWS)
