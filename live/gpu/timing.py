@@ -8,6 +8,10 @@
   target is reached (host wall time around a device sync).
 * :class:`LayerTimer`: marks at each decoder layer's entry and the last
   layer's exit (forward hooks), to split a forward into per-layer times.
+
+torch is imported where a clock is made, not with the module, so a script's plan
+(``bench.gpu.plan``: :class:`Reps`, :class:`Deadline`) and its flags are read
+before torch's seconds of loading.
 """
 
 from __future__ import annotations
@@ -15,27 +19,31 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 class Clock:
     """Device-side marks on CUDA, host ``perf_counter`` on the CPU."""
 
     def __init__(self, device: torch.device | str) -> None:
+        import torch
+
         self.cuda = torch.device(device).type == "cuda"
+        self._cuda = torch.cuda
 
     def mark(self) -> Any:
         if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
+            event = self._cuda.Event(enable_timing=True)
             event.record()
             return event
         return time.perf_counter()
 
     def sync(self) -> None:
         if self.cuda:
-            torch.cuda.synchronize()
+            self._cuda.synchronize()
 
     def between_s(self, a: Any, b: Any) -> float:
         """Seconds from mark ``a`` to mark ``b`` (call :meth:`sync` first on CUDA)."""

@@ -60,12 +60,26 @@ def test_rerun_measures_only_its_sections(tmp_path: Path) -> None:
     assert summary["ablation_share_table"][model] == measured
 
 
-def test_bad_section_name_exits_2(tmp_path: Path) -> None:
+# the flags are read before torch loads: a bad one costs no seconds of imports, and the run
+# reports whether torch was imported when the script stopped
+_PROBE = ("import runpy, sys\nsys.argv = sys.argv[1:]\ntry:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+          "finally:\n    print('torch loaded:', 'torch' in sys.modules)\n")
+
+
+@pytest.mark.parametrize(("flags", "culprit"), [
+    (["--sections", "decode,warp"], "--sections: unknown sections ['warp']"),
+    (["--models", "gpt-9"], "unknown models ['gpt-9']"),
+    (["--share-tables", "nope.json"], "--share-tables nope.json: not an earlier run's summary.json"),
+    (["--share-tables", "README.md"], "--share-tables README.md: not an earlier run's summary.json"),
+])
+def test_bad_flag_exits_2_before_torch_loads(tmp_path: Path, flags: list[str], culprit: str) -> None:
+    out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, SCRIPT, "--dry-run", "--out", str(tmp_path),
-         "--sections", "decode,warp"], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and "--sections" in proc.stderr
-    assert not any(tmp_path.iterdir())
+        [sys.executable, "-c", _PROBE, SCRIPT, "--dry-run", "--out", str(out), *flags],
+        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and culprit in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "torch loaded: False" in proc.stdout
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("model", ["ultravox-v0.6-gemma3-27b", "llava-v1.6-34b", "qwen2.5-vl-32b"])
