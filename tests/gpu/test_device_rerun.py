@@ -62,7 +62,8 @@ def test_rerun_measures_only_its_sections(tmp_path: Path) -> None:
 
 # the flags are read before torch loads: a bad one costs no seconds of imports, and the run
 # reports whether torch was imported when the script stopped
-_PROBE = ("import runpy, sys\nsys.argv = sys.argv[1:]\ntry:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+_PROBE = ("import runpy, sys\nsys.argv = sys.argv[1:]\n"
+          "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
           "finally:\n    print('torch loaded:', 'torch' in sys.modules)\n")
 
 
