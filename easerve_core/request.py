@@ -40,17 +40,26 @@ class Modality(StrEnum):
             raise ValueError(f"unknown {field_name} {value!r}; known: {known}") from None
 
 
-def check_modalities(requests: Iterable[Request], takes: Iterable[str | Modality], *, model: str,
-                     field_name: str = "workload.mix") -> None:
-    """Refuse a stream holding requests of a modality ``model`` does not take (``takes``; text it
-    always does): both engines would serve them at costs the model has no tower for, and a
-    typo'd mix would pass for a result. The ``ValueError`` names ``field_name``."""
+def check_modality(modality: str | Modality, takes: Iterable[str | Modality], *, model: str,
+                   field_name: str = "workload.mix") -> None:
+    """Refuse ``modality`` where ``model`` does not take it (``takes``; text it always does): both
+    engines would serve it at costs the model has no tower for, and a typo'd mix would pass for a
+    result. The ``ValueError`` names ``field_name``."""
     allowed = {Modality.parse(m) for m in takes} | {Modality.TEXT}
-    wrong = sorted({r.modality.value for r in requests if r.modality not in allowed})
-    if wrong:
+    if Modality.parse(modality) not in allowed:
         shown = ", ".join(sorted(m.value for m in allowed - {Modality.TEXT}))
         hint = "; choose a mix of that modality" if field_name.endswith("mix") else ""
-        raise ValueError(f"{field_name}: {wrong[0]} requests, but model {model} takes {shown} input{hint}")
+        raise ValueError(f"{field_name}: {Modality.parse(modality).value} requests, but model {model} "
+                         f"takes {shown} input{hint}")
+
+
+def check_modalities(requests: Iterable[Request], takes: Iterable[str | Modality], *, model: str,
+                     field_name: str = "workload.mix") -> None:
+    """:func:`check_modality` for a stream: the first (by name) of its modalities ``model`` does
+    not take is refused."""
+    takes = tuple(takes)
+    for modality in sorted({r.modality.value for r in requests}):
+        check_modality(modality, takes, model=model, field_name=field_name)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -31,9 +31,11 @@ from typing import Any
 
 import numpy as np
 
+from calibration.specs import model_spec
 from easerve.experiments.paper import MODALITIES
 from easerve_core import Request, checks
 from easerve_core.controller import SIGNALS
+from easerve_core.request import check_modality
 from easerve_core.settings import refuse_unknown
 from easerve_core.workload import GammaArrivals, RequestMix, WorkloadSpec, generate
 from easerve_core.workload.mixes import MIXES
@@ -109,7 +111,8 @@ class Shift:
             checks.positive(f"phase[{i}].duration_s", p.duration_s)
             if p.rate_hz is not None:
                 checks.positive(f"phase[{i}].rate_hz", p.rate_hz)
-            phase_mix(p.mix)
+            check_modality(phase_mix(p.mix).modality, model_spec(MODALITIES[self.model][0]).modalities,
+                           model=MODALITIES[self.model][0], field_name=f"phase[{i}].mix")
             if i and p.start_s < self.phases[i - 1].end_s:
                 raise ValueError(f"phase[{i}].start_s is {p.start_s:g} but phase[{i - 1}] runs to "
                                  f"{self.phases[i - 1].end_s:g}: phases must be in time order, "

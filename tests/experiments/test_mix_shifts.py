@@ -59,6 +59,9 @@ def test_a_shift_file_reads_and_streams_its_phases(tmp_path: Path) -> None:
 @pytest.mark.parametrize("edit, field", [
     (("start_s = 100", "start_s = 50"), "phase[1].start_s"),  # out of order: overlaps phase 0
     (("duration_s = 100\nrate_hz = 0.5", "duration_s = -5\nrate_hz = 0.5"), "phase[1].duration_s"),
+    # a phase the model has no tower for: before, it ran and reported 1.0 attainment
+    (('mix = "llava-chat"', 'mix = "ultravox-audio"'),
+     "phase[1].mix: audio requests, but model llava-v1.6-34b takes image input"),
 ])
 def test_a_bad_shift_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                  edit: tuple[str, str], field: str) -> None:
