@@ -88,14 +88,22 @@ def describe(exc: BaseException) -> tuple[str, int]:
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """While a command runs, SIGTERM raises :class:`Terminated` in the main thread."""
+    """While a command runs, SIGTERM raises :class:`Terminated` in the main thread. A library that
+    turns the interrupt it met into a plain ``KeyboardInterrupt`` (Ray's ``wait`` does) still
+    ends the command as terminated."""
+    received: list[int] = []
 
     def handler(signum: int, frame: Any) -> None:
+        received.append(signum)
         raise Terminated()
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:
         yield
+    except KeyboardInterrupt as exc:
+        if received and not isinstance(exc, Terminated):
+            raise Terminated() from exc
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous)
 

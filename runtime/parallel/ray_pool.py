@@ -10,6 +10,9 @@ pickled. Tasks are not retried (``max_retries=0``): a lost worker or node
 fails the map with one :class:`~runtime.parallel.base.BackendError`,
 and an exception a task raised is raised again here as itself.
 
+SIGTERM keeps the handler the process had before the pool started Ray (the
+CLI's: stop as on Ctrl-C), not the one ``ray.init`` installs.
+
 Leaving a map early (an error, Ctrl-C) force-cancels the tasks still running,
 but only after a short grace (:data:`CANCEL_GRACE_S`) in which the tasks that
 are finishing anyway may finish. Ray's cancel races a task's completion: a
@@ -24,6 +27,8 @@ from __future__ import annotations
 
 import importlib
 import logging
+import signal
+import threading
 from collections.abc import Callable, Sequence
 from types import ModuleType, TracebackType
 from typing import Any
@@ -47,6 +52,15 @@ def import_ray() -> ModuleType:
         raise ValueError("backend ray: Ray is not installed (pip install 'easerve[ray]')") from None
 
 
+def _keep_handler(signum: int, handler: Any) -> None:
+    """Put ``handler`` back for ``signum``. ``ray.init`` installs Abseil's failure handler in the
+    driver, and on SIGTERM it prints a C++ stack and ends the process at once; the command's own
+    handler (the CLI's SIGTERM as an interrupt: the run stops as on Ctrl-C, exit 143) comes back.
+    Only the main thread can set one; Python's view of the handler never saw Abseil's."""
+    if handler is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signum, handler)
+
+
 class RayPool:
     """Ray tasks, a window of ``num_jobs`` in flight; use it as a context manager."""
 
@@ -68,11 +82,14 @@ class RayPool:
             kwargs: dict[str, Any] = {"include_dashboard": False, "logging_level": logging.WARNING}
             if self._address is None:
                 kwargs["num_cpus"] = self._want_jobs
+            on_term = signal.getsignal(signal.SIGTERM)
             try:
                 ray.init(address=self._address, **kwargs)
             except (ConnectionError, RuntimeError) as exc:
                 raise ValueError(f"backend ray: cannot reach a cluster at {self._address!r}: "
                                  f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+            finally:
+                _keep_handler(signal.SIGTERM, on_term)
             self._owns = True
         self._ray = ray
         self.num_jobs = self._want_jobs or max(1, int(ray.cluster_resources().get("CPU", 1)))

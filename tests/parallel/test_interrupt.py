@@ -7,6 +7,8 @@ from /proc and then
 * sends SIGINT (Ctrl-C): the driver exits within seconds, with
   KeyboardInterrupt, not after the minute its tasks hold, and every
   descendant has exited;
+* sends SIGTERM: the same, through the CLI's handler (exit 143), with Ray's
+  handler not in the way;
 * sends SIGKILL (local only): the pool workers die with it (the lifeline);
   a local Ray's own processes outlive a SIGKILLed driver for about a
   minute, which is Ray's to fix, so Ray is tested with Ctrl-C only.
@@ -107,9 +109,39 @@ def test_ctrl_c_stops_the_run_and_every_process_it_started(backend: str, workers
     assert not left, {p: _cmd(p) for p in left}
 
 
+@pytest.mark.parametrize(("backend", "workers"), [
+    ("local", "multiprocessing.spawn"), pytest.param("ray", "ray::", marks=needs_ray)])
+def test_sigterm_stops_the_run_as_ctrl_c_does(backend: str, workers: str) -> None:
+    """The CLI's SIGTERM handler outlives ``ray.init``, which installs Abseil's: before, a SIGTERM
+    printed a C++ stack and ended the driver at once, past the command's own stop."""
+    proc, started = _start(backend, workers)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=EXIT_WITHIN_S)
+    assert proc.returncode == 143 and err.strip().splitlines()[-1] == "terminated", err[-2000:]
+    assert "SIGTERM received" not in err and "AbslFailureSignalHandler" not in err
+    left = _gone_within(started, EXIT_WITHIN_S)
+    assert not left, {p: _cmd(p) for p in left}
+
+
 def test_kill_9_of_the_driver_ends_its_pool_workers() -> None:
     proc, started = _start("local", "multiprocessing.spawn")
     proc.kill()
     proc.communicate(timeout=EXIT_WITHIN_S)
     left = _gone_within(started, EXIT_WITHIN_S)
     assert not left, {p: _cmd(p) for p in left}
+
+
+def test_sigterm_turned_into_a_plain_interrupt_still_ends_as_terminated() -> None:
+    """Ray's ``wait`` meets the handler's :class:`Terminated` and raises ``KeyboardInterrupt``
+    instead; the command still ends as terminated (143), not interrupted (130)."""
+    from easerve.cli import Terminated, sigterm_as_interrupt
+
+    with pytest.raises(Terminated), sigterm_as_interrupt():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises within this sleep
+        except Terminated:
+            raise KeyboardInterrupt from None
+    with pytest.raises(KeyboardInterrupt) as info, sigterm_as_interrupt():
+        raise KeyboardInterrupt  # Ctrl-C stays Ctrl-C
+    assert not isinstance(info.value, Terminated)
