@@ -202,6 +202,9 @@ def build(example: Example, out: Path, work: Path) -> Path:
     config = example.build()
     data = config if isinstance(config, dict) else config.to_dict()
     assert data["model_type"] == example.family, (example.name, data["model_type"])
+    for table in (data, *(v for v in data.values() if isinstance(v, dict))):
+        # a class default, not the checkpoint's context: a spec built here says none (no cap)
+        table.pop("max_position_embeddings", None)
     folder = work / example.name
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(data, indent=1))

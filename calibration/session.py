@@ -37,7 +37,7 @@ from calibration.specs import is_model, model_spec
 from easerve_core.cluster import Cluster
 from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Deployment
-from easerve_core.plan import DEFAULT_PRESET, RunPlan, assemble, replan, resolve
+from easerve_core.plan import DEFAULT_PRESET, RunPlan, assemble, replan, resolve, within_context
 from easerve_core.profile import ProfileDoc
 from easerve_core.request import Request, check_modalities
 from easerve_core.result import RunResult
@@ -219,18 +219,22 @@ def compose(source: ExperimentConfig | Parts, overrides: Overrides | None = None
                    requests=o.requests, slo=o.slo, sm_table=o.sm_table,
                    profile_table=None if doc is None else doc.sm_share_table,
                    item_scale=LiveOptions.from_dict(config.engine.get("live")).mm_token_scale)
-    _check_modalities(config, plan)
+    plan = _model_rules(config, plan)
     return Session(plan=plan, profile=profile, doc=doc, host=host, config=source, overrides=o)
 
 
-def _check_modalities(config: ExperimentConfig, plan: RunPlan) -> None:
-    """A stream of a modality the config's model spec does not take is refused, for both engines
-    (a model the live zoo alone knows is checked by the live trial, against its family)."""
+def _model_rules(config: ExperimentConfig, plan: RunPlan) -> RunPlan:
+    """The plan under what its model spec says, for both engines: a stream of a modality the model
+    does not take is refused, and outputs end where the model's context does (a model the live
+    zoo alone knows is checked by the live trial, against its family)."""
     if not is_model(config.model):
-        return
-    recorded = isinstance(config.workload.trace, RecordedTrace)
-    check_modalities(plan.requests, model_spec(config.model).modalities, model=config.model,
-                     field_name="workload.trace" if recorded else "workload.mix")
+        return plan
+    spec = model_spec(config.model)
+    field_name = "workload.trace" if isinstance(config.workload.trace, RecordedTrace) else "workload.mix"
+    check_modalities(plan.requests, spec.modalities, model=config.model, field_name=field_name)
+    context = spec.max_context_tokens or None
+    within_context(plan.requests, context, field_name=field_name)  # the refusal names the workload
+    return replace(plan, max_context_tokens=context)
 
 
 def _from_parts(p: Parts) -> Session:

@@ -107,6 +107,8 @@ class ModelSpec:
     #: the one its costs and typical request are for); a stream with others is refused
     #: (:func:`easerve_core.request.check_modalities`)
     modalities: tuple[str, ...] = ()
+    #: the LM's context (prompt, items, output) in tokens; 0: unsaid (easerve_core.plan.within_context)
+    max_context_tokens: int = 0
     provenance: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -128,6 +130,7 @@ class ModelSpec:
         out.pop("provenance")
         out.pop("processor")
         out.pop("modalities")
+        out.pop("max_context_tokens")
         out["typical_request"]["mm_tokens_per_item"] = list(self.typical_request.mm_tokens_per_item)
         if not self.lm.is_moe:  # a dense model's dict (and every profile embedding it) stays as before
             for key in MOE_FIELDS:
@@ -144,6 +147,7 @@ class ModelSpec:
                 typical_request=TypicalRequest(**data["typical_request"]),
                 processor=ProcessorSpec.from_dict(data["processor"]) if "processor" in data else None,
                 modalities=tuple(data.get("modalities", ())),
+                max_context_tokens=int(data.get("max_context_tokens", 0)),
                 provenance=dict(provenance or {}),
             )
         except (KeyError, TypeError) as exc:

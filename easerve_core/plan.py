@@ -79,6 +79,8 @@ class RunPlan:
     model_size: str = "full"
     workload: WorkloadSpec | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
+    #: the model's context (prompt, items and output, in tokens); None: not known, no cap
+    max_context_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.deployment, Deployment):
@@ -89,7 +91,7 @@ class RunPlan:
         if self.sm_table_source not in TABLE_SOURCES:
             raise ValueError(f"unknown sm_table_source {self.sm_table_source!r}; "
                              f"known: {', '.join(TABLE_SOURCES)}")
-        object.__setattr__(self, "requests", _ordered(self.requests))
+        object.__setattr__(self, "requests", within_context(_ordered(self.requests), self.max_context_tokens))
 
     def engine(self, name: str) -> Mapping[str, Any]:
         """The config's ``[name]`` table (``sim``, ``live``), empty when it has none."""
@@ -108,6 +110,24 @@ def _ordered(requests: Sequence[Request]) -> tuple[Request, ...]:
     if len(set(ids)) != len(ids):
         raise ValueError("requests: request_id values must be unique")
     return tuple(sorted(requests, key=lambda r: (r.arrival_s, r.request_id)))
+
+
+def within_context(requests: tuple[Request, ...], max_context_tokens: int | None, *,
+                   field_name: str = "requests") -> tuple[Request, ...]:
+    """``requests`` as an engine serves them on a model of ``max_context_tokens`` (prompt, items and
+    output together; None: no limit known): each output ends where the sequence fills the context
+    (vLLM's ``max_model_len``: the request finishes, capped by length). A request whose input
+    alone fills it is refused, as an engine refuses it: a ``ValueError`` naming ``field_name``,
+    how many and the first."""
+    if max_context_tokens is None:
+        return requests
+    over = [r for r in requests if r.input_tokens >= max_context_tokens]
+    if over:
+        raise ValueError(f"{field_name}: {len(over):,} request(s) have an input (prompt and items) at or "
+                         f"past the model's context of {max_context_tokens:,} tokens (request "
+                         f"{over[0].request_id}: {over[0].input_tokens:,}); an engine refuses them")
+    return tuple(r if r.input_tokens + r.output_tokens <= max_context_tokens else
+                 replace(r, output_tokens=max_context_tokens - r.input_tokens) for r in requests)
 
 
 _NETWORK_KEYS = ("num_nodes", "nic_bytes_per_s", "nic_latency_s", "link_sharing")

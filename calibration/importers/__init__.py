@@ -94,6 +94,9 @@ def import_model(
         "hf_id": hf_id or str(raw.get("_name_or_path") or name or file.parent.name),
         "modality": modality,
         "modalities": list(family.modalities),
+        # the checkpoint's own context, never a class default (the spec then says none: no cap)
+        **({"max_context_tokens": text.get("max_position_embeddings")}
+           if text.raw.get("max_position_embeddings") is not None else {}),
         "marks": MARKS,
         "imported_from": {"file": str(file), "model_type": model_type, "family": family.what},
         "lm": lm,

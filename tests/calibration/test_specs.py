@@ -103,6 +103,15 @@ def test_what_each_model_takes_beside_text():
     assert "modalities" not in model_spec("qwen2.5-vl-32b").to_dict()
 
 
+def test_the_context_each_hand_written_spec_says():
+    llava = model_spec("llava-v1.6-34b")
+    assert llava.max_context_tokens == 4096 and llava.provenance["max_context_tokens"].startswith("[V]")
+    # the notes' sources give no context for these two: none is claimed, so nothing is capped
+    assert model_spec("qwen2.5-vl-32b").max_context_tokens == 0
+    assert model_spec("ultravox-v0.6-gemma3-27b").max_context_tokens == 0
+    assert "max_context_tokens" not in llava.to_dict()
+
+
 @pytest.mark.parametrize(("takes", "what"), [
     (["audio"], r"modalities \['audio'\] must hold its modality 'image'"),
     (["image", "smell"], "unknown modality 'smell'"),

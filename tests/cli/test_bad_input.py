@@ -222,6 +222,10 @@ CASES = [
     # a stream the model has no tower for: refused by both engines, not simulated at an image's cost
     Case("sim-trace-other-modality", sim_trace(TRACE_HEADER + "0.5,audio,10,4,60\n"),
          "workload.trace: audio requests, but model llava-v1.6-34b takes image input"),
+    # an input past LLaVA-34B's 4,096-token context: an engine refuses it (outputs are capped instead)
+    Case("sim-trace-past-context", sim_trace(TRACE_HEADER + "0.5,image,2000,4,2928\n"),
+         "workload.trace: 1 request(s) have an input (prompt and items) at or past the model's context of "
+         "4,096 tokens (request 0: 4,928)"),
     Case("sim-mix-other-modality", sim(("workload.mix", "ultravox-audio")),
          "workload.mix: audio requests, but model llava-v1.6-34b takes image input; choose a mix"),
     Case("sim-video-on-an-image-model", sim(("workload.mix", "qwen-video")),

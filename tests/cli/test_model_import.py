@@ -80,6 +80,18 @@ def test_paper_models_equal_hand_written(tmp_path: Path, name: str) -> None:
     assert model_spec(str(out)).modalities == model_spec(name).modalities  # what the family takes
 
 
+def test_the_context_comes_from_the_file_never_a_class_default(tmp_path: Path) -> None:
+    folder = cfgs.write(tmp_path / "a", cfgs.tiny_configs()["llava_next"])
+    raw = json.loads((folder / "config.json").read_text())
+    assert _import(folder, tmp_path / "a.json") == 0
+    context = raw["text_config"]["max_position_embeddings"]
+    assert model_spec(str(tmp_path / "a.json")).max_context_tokens == context
+    del raw["text_config"]["max_position_embeddings"]  # the class has a default; the checkpoint said none
+    (folder / "config.json").write_text(json.dumps(raw))
+    assert _import(folder, tmp_path / "b.json") == 0
+    assert model_spec(str(tmp_path / "b.json")).max_context_tokens == 0
+
+
 def test_spec_path_env_and_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                 capsys: pytest.CaptureFixture[str]) -> None:
     folder = cfgs.write(tmp_path / "m", cfgs.tiny_configs()["qwen2_5_vl"])

@@ -177,3 +177,20 @@ def test_check_modalities_takes_text_always_and_names_the_field():
                                          r"video input$"):
         check_modalities([*stream, req(2, Modality.AUDIO)], ["video", "image"], model="m",
                          field_name="workload.trace")
+
+
+def test_outputs_end_where_the_model_context_does():
+    from easerve_core.plan import within_context
+    from easerve_core.request import Modality, Request
+
+    def req(i, prompt, output):
+        return Request(request_id=i, arrival_s=float(i), modality=Modality.IMAGE, prompt_tokens=prompt,
+                       output_tokens=output, mm_tokens_per_item=(2928,))
+
+    stream = (req(0, 100, 50), req(1, 100, 2000), req(2, 1167, 5))
+    assert within_context(stream, None) == stream  # no context known: as given
+    capped = within_context(stream, 4096)
+    assert [r.output_tokens for r in capped] == [50, 4096 - 3028, 1]  # vLLM's max_model_len
+    with pytest.raises(ValueError, match=r"^workload.trace: 2 request\(s\) have an input .* context of "
+                                         r"4,096 tokens \(request 2: 4,096\); an engine refuses them$"):
+        within_context((req(2, 1168, 5), req(3, 2000, 5)), 4096, field_name="workload.trace")
