@@ -6,7 +6,10 @@ output lengths 128 and 1,024 tokens at 0.5 req/s (stable at both), and a
 high-load row at the config's 2 req/s with 512-token outputs (Decode queues
 build up). Events per request must not grow with output length (decode
 advances to its next join or leave in one timeout); the ratio of the first
-two rows is printed.
+two rows is printed. Outputs end at LLaVA-34B's 4,096-token context (docs/models.md, "The
+context"; since 2026-12-03): in the 1,024-token row 38% of them end early (656-1,024 tokens, mean
+954), so a ``--against`` run with an older tree compares other work on that row; the other two
+rows are the same work in both.
 
 ``--against DIR``: a paired comparison with another checkout (e.g. a
 ``git worktree`` of an older commit): every row runs ``--repeat`` times in
