@@ -1,4 +1,4 @@
-"""Text already read, parsed in memory: JSON Lines objects and CSV lines; text built in memory.
+"""Text already read, parsed in memory: JSON Lines objects and CSV rows; text built in memory.
 
 Pure: the runtime reads and writes the files (``runtime.files``); the core
 gets and gives strings. ``path`` arguments only name the file in errors.
@@ -6,9 +6,10 @@ gets and gives strings. ``path`` arguments only name the file in errors.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 
@@ -34,6 +35,25 @@ def lines(text: str) -> list[str]:
     if parts[-1]:
         out.append(parts[-1])
     return out
+
+
+def csv_rows(path: str | os.PathLike[str], text: str, check_header: Callable[[list[str]], None],
+             read: Collection[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, fields) for every row of the CSV ``text`` read from ``path``, once
+    ``check_header`` has passed its column names (stripped). A column of ``read`` named twice, or
+    a row longer than the header, is a ``ValueError`` naming the file and the line: a
+    ``csv.DictReader`` would keep the last column's values, or file the extra fields unread."""
+    reader = csv.DictReader(lines(text))
+    names = reader.fieldnames = [name.strip() for name in reader.fieldnames or ()]
+    check_header(names)
+    twice = next((name for name in names if name in read and names.count(name) > 1), None)
+    if twice is not None:
+        raise ValueError(f"{path}:1: column {twice!r} appears {names.count(twice)} times")
+    for row in reader:
+        if None in row:  # DictReader's key for the fields past the header's
+            raise ValueError(f"{path}:{reader.line_num}: {len(row[None])} more field(s) than the "
+                             f"header's {len(names)} ({', '.join(names)})")
+        yield reader.line_num, row
 
 
 class TextSink:

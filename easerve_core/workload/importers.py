@@ -30,7 +30,6 @@ unread). Pure: no clock, no randomness.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -41,7 +40,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from easerve_core import checks, limits
-from easerve_core.text import jsonl_objects, lines
+from easerve_core.text import csv_rows, jsonl_objects
 from easerve_core.workload.replay import TokenTrace
 
 Row = tuple[str, Mapping[str, Any]]  # (file:line, fields)
@@ -52,22 +51,16 @@ BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
 
 
 def _csv_rows(path: Path, text: str, fmt: str, columns: Sequence[str]) -> Iterator[Row]:
-    reader = csv.DictReader(lines(text))
-    if not reader.fieldnames:
-        raise ValueError(f"{path}: empty file; a {fmt} trace needs the columns {', '.join(columns)}")
-    names = reader.fieldnames = [name.strip() for name in reader.fieldnames]
-    missing = [c for c in columns if c not in names]
-    if missing:
-        raise ValueError(f"{path}: missing column {missing[0]!r} for a {fmt} trace "
-                         f"(needs {', '.join(columns)}; found {', '.join(names)})")
-    twice = next((c for c in columns if names.count(c) > 1), None)
-    if twice is not None:  # DictReader would keep the last one's values without a word
-        raise ValueError(f"{path}:1: column {twice!r} appears {names.count(twice)} times")
-    for row in reader:
-        if None in row:  # DictReader's key for the fields past the header's
-            raise ValueError(f"{path}:{reader.line_num}: {len(row[None])} more field(s) than the "
-                             f"header's {len(names)} ({', '.join(names)})")
-        yield f"{path}:{reader.line_num}", row
+    def check(names: list[str]) -> None:
+        if not names:
+            raise ValueError(f"{path}: empty file; a {fmt} trace needs the columns {', '.join(columns)}")
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise ValueError(f"{path}: missing column {missing[0]!r} for a {fmt} trace "
+                             f"(needs {', '.join(columns)}; found {', '.join(names)})")
+
+    for line_no, row in csv_rows(path, text, check, columns):
+        yield f"{path}:{line_no}", row
 
 
 def _jsonl_rows(path: Path, text: str) -> Iterator[Row]:

@@ -30,7 +30,7 @@ from typing import Any
 
 from easerve_core import checks
 from easerve_core.request import Request
-from easerve_core.text import TextSink, jsonl_objects, lines
+from easerve_core.text import TextSink, csv_rows, jsonl_objects
 
 TRACE_FIELDS = ("request_id", "arrival_s", "modality", "prompt_tokens", "output_tokens",
                 "mm_tokens_per_item")
@@ -92,23 +92,15 @@ def _row_to_request(row: Mapping[str, Any], index: int, where: str) -> Request:
 
 
 def _csv_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
-    """(line, fields) of each CSV row: no unknown column, no row longer than the header."""
-    reader = csv.DictReader(lines(text))
-    names = list(reader.fieldnames or ())
-    unknown = [name for name in names if name not in TRACE_FIELDS]
-    if unknown:
-        raise ValueError(f"{path}:1: unknown trace column(s): {', '.join(map(repr, unknown))}; "
-                         f"known: {', '.join(TRACE_FIELDS)}")
-    twice = next((name for name in TRACE_FIELDS if names.count(name) > 1), None)
-    if twice is not None:  # DictReader would keep the last one's values without a word
-        raise ValueError(f"{path}:1: column {twice!r} appears {names.count(twice)} times")
-    rows = []
-    for row in reader:
-        if None in row:  # DictReader's key for the fields past the header's
-            raise ValueError(f"{path}:{reader.line_num}: {len(row[None])} more field(s) than the header's "
-                             f"{len(reader.fieldnames or ())} ({', '.join(reader.fieldnames or ())})")
-        rows.append((reader.line_num, dict(row)))
-    return rows
+    """(line, fields) of each CSV row: no unknown column, no column twice, no row longer than the
+    header."""
+    def check(names: list[str]) -> None:
+        unknown = [name for name in names if name not in TRACE_FIELDS]
+        if unknown:
+            raise ValueError(f"{path}:1: unknown trace column(s): {', '.join(map(repr, unknown))}; "
+                             f"known: {', '.join(TRACE_FIELDS)}")
+
+    return [(line_no, dict(row)) for line_no, row in csv_rows(path, text, check, TRACE_FIELDS)]
 
 
 def _jsonl_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
