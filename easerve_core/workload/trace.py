@@ -46,7 +46,7 @@ def trace_suffix(path: str | os.PathLike[str]) -> str:
 
 
 def _parse_items(value: Any, where: str) -> tuple[int, ...]:
-    if value is None or value == "":
+    if value is None or (isinstance(value, str) and not value.strip()):  # a text request
         return ()
     if isinstance(value, str):
         try:  # an empty item ("576;;576", "576;") is malformed, not skipped
