@@ -79,6 +79,12 @@ def test_trace_round_trip(tmp_path, suffix):
     assert generate(replay, np.random.default_rng(99)) == reqs
 
 
+def test_a_blank_item_cell_is_a_text_request(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,modality,prompt_tokens,output_tokens,mm_tokens_per_item\n0.5,text,10,10,  \n")
+    assert read_trace(path)[0].mm_tokens_per_item == ()
+
+
 @pytest.mark.parametrize(
     ("row", "field"),
     [
@@ -88,6 +94,9 @@ def test_trace_round_trip(tmp_path, suffix):
         ("0,1.0,image,10,10,", "mm_tokens_per_item"),
         ("0,-1.0,image,10,10,5", "arrival_s"),
         ("0,1.0,image,10,10,x;y", "mm_tokens_per_item"),
+        ("0,1.0,image,10,10,5;;5", "mm_tokens_per_item"),  # an empty item, not skipped
+        ("0,1.0,image,10,10,5;", "mm_tokens_per_item"),
+        ("0,1.0,image,10,10, ", "mm_tokens_per_item"),  # blank: no item, and an image needs one
     ],
 )
 def test_malformed_trace_row_names_line_and_field(tmp_path, row, field):
