@@ -75,7 +75,8 @@ def run_import(args: argparse.Namespace) -> int:
     lm = loaded.lm
     print(f"wrote {args.out}: {loaded.name} ({spec['imported_from']['family']}, {loaded.modality}); "
           f"LM {lm.params / 1e9:.2f} B params ({lm.active_params / 1e9:.2f} B active), "
-          f"encoder {loaded.encoder.params / 1e6:.0f} M")
+          f"encoder {loaded.encoder.params / 1e6:.0f} M; takes {', '.join(loaded.modalities)}; "
+          f"{_context(loaded.max_context_tokens)}")
     for note in spec["unmodelled"]:
         print(f"  not modelled: {note}")
     return 0
@@ -94,9 +95,14 @@ def print_specs(kind: str, title: str, describe: Callable[[str], str], *, width:
     return found
 
 
+def _context(tokens: int) -> str:
+    return f"context {tokens:,}" if tokens else "context unsaid"
+
+
 def _describe(path: str) -> str:
     spec = model_spec(path)
-    return f"{spec.modality:5}  LM {spec.lm.params / 1e9:7.2f} B"
+    return (f"{spec.modality:5}  LM {spec.lm.params / 1e9:7.2f} B  takes {'+'.join(spec.modalities):11}  "
+            f"{_context(spec.max_context_tokens):18}")
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -101,6 +101,9 @@ def test_spec_path_env_and_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert main(["model", "list"]) == 0
     listed = capsys.readouterr().out
     assert "tiny-qwen" in listed and str(tmp_path / "specs" / "models") in listed
+    llava = next(line for line in listed.splitlines() if "llava-v1.6-34b" in line)
+    assert "takes image " in llava and "context 4,096" in llava  # what a run is held to
+    assert "takes image+video" in next(line for line in listed.splitlines() if "tiny-qwen" in line)
     assert model_spec("tiny-qwen").name == "tiny-qwen"
 
 
