@@ -35,7 +35,7 @@ import pandas as pd
 from calibration.bench.readers import BenchRun
 from calibration.loop.fidelity import side_metrics
 from calibration.plans import Profile
-from calibration.session import Overrides, Session, compose
+from calibration.session import Overrides, Session, compose, model_context
 from easerve_core.config import ExperimentConfig
 from easerve_core.profile import ProfileDoc
 from easerve_core.request import Record, Request, Status, records_to_frame
@@ -133,6 +133,7 @@ def prepare(run: BenchRun, config: ExperimentConfig, profile: Profile, doc: Prof
     mix = config.workload.mix
     check_workload(run, mix)
     requests = bench_requests(run, mix, config.seed)
+    _check_context(run, requests, config)
     slo = _session(config, profile, doc, requests=requests).plan.slo
     if slo is None:
         raise ValueError("the config has no SLO to judge goodput by")
@@ -141,6 +142,22 @@ def prepare(run: BenchRun, config: ExperimentConfig, profile: Profile, doc: Prof
     rate = run.rate_hz if math.isfinite(run.rate_hz) else (len(requests) / span if span > 0 else math.inf)
     return BenchCase(requests=tuple(requests), bench=frame, slo=slo, rate_hz=rate,
                      bench_metrics=metrics_of(frame, slo, duration_s=run.duration_s))
+
+
+def _check_context(run: BenchRun, requests: Sequence[Request], config: ExperimentConfig) -> None:
+    """The engine served every request within the model's context; ours must fit it too, or the
+    rule that a benchmark's input lengths count text only, with the mix's items added, does not
+    hold for this benchmark (the simulator would cap or refuse what the engine served)."""
+    context = model_context(config)
+    past = [r for r in requests if context is not None and r.input_tokens + r.output_tokens > context]
+    if past:
+        r = past[0]
+        raise ValueError(f"{run.path}: {len(past):,} of its {len(requests):,} requests run past "
+                         f"{config.model}'s context of {context:,} tokens once the mix's items are added "
+                         f"to their input lengths (request {r.request_id}: {r.prompt_tokens:,} + items "
+                         f"{sum(r.mm_tokens_per_item):,} + output {r.output_tokens:,}); the engine served "
+                         "them, so its input lengths count the items too, or its items were smaller than "
+                         "the mix's: the two are not comparable (docs/calibration.md, 6.2)")
 
 
 def simulate_case(case: BenchCase, config: ExperimentConfig, profile: Profile,

@@ -110,3 +110,18 @@ def test_a_benchmark_of_another_workload_says_how_it_differs(setup, tmp_path, ca
     line = _fails(argv, capsys, out)
     assert "do not match the config's workload" in line
     assert "prompt_tokens [1024, 2048]" in line and "output_tokens [16, 32]" in line
+
+
+def test_a_benchmark_past_the_model_context_is_not_comparable(setup, tmp_path, capsys):
+    """The engine served every request within LLaVA-34B's 4,096 tokens. Taken as text with the mix's
+    items added, these requests do not fit: the assumption does not hold, and the run says so."""
+    _, _, rec = setup
+    config = write_config(tmp_path, prompt_tokens=[100, 1100])  # the config's own stream fits
+    long = vllm_result(rec)
+    long["input_lens"] = [1100] * len(long["input_lens"])  # + a 2,928-token grid + output: past 4,096
+    (tmp_path / "long.json").write_text(json.dumps(long))
+    out = tmp_path / "out"
+    line = _fails(["validate", str(config), "--bench", str(tmp_path / "long.json"), "--out", str(out)],
+                  capsys, out)
+    assert "requests run past llava-v1.6-34b's context of 4,096 tokens once the mix's items are added" in line
+    assert "not comparable" in line
