@@ -229,10 +229,10 @@ def _model_rules(config: ExperimentConfig, plan: RunPlan) -> RunPlan:
     zoo alone knows is checked by the live trial, against its family)."""
     if not is_model(config.model):
         return plan
+    spec = model_spec(config.model)
     field_name = "workload.trace" if isinstance(config.workload.trace, RecordedTrace) else "workload.mix"
-    check_modalities(plan.requests, model_spec(config.model).modalities, model=config.model,
-                     field_name=field_name)
-    context = model_context(config)
+    check_modalities(plan.requests, spec.modalities, model=config.model, field_name=field_name)
+    context = spec.max_context_tokens or None
     within_context(plan.requests, context, field_name=field_name)  # the refusal names the workload
     return replace(plan, max_context_tokens=context)
 

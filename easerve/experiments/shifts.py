@@ -106,13 +106,14 @@ class Shift:
         checks.fraction("load_frac", self.load_frac)
         if not self.phases:
             raise ValueError("phase: a shift needs at least one phase")
+        model = MODALITIES[self.model][0]
+        takes = model_spec(model).modalities
         for i, p in enumerate(self.phases):
             checks.non_negative(f"phase[{i}].start_s", p.start_s)
             checks.positive(f"phase[{i}].duration_s", p.duration_s)
             if p.rate_hz is not None:
                 checks.positive(f"phase[{i}].rate_hz", p.rate_hz)
-            check_modality(phase_mix(p.mix).modality, model_spec(MODALITIES[self.model][0]).modalities,
-                           model=MODALITIES[self.model][0], field_name=f"phase[{i}].mix")
+            check_modality(phase_mix(p.mix).modality, takes, model=model, field_name=f"phase[{i}].mix")
             if i and p.start_s < self.phases[i - 1].end_s:
                 raise ValueError(f"phase[{i}].start_s is {p.start_s:g} but phase[{i - 1}] runs to "
                                  f"{self.phases[i - 1].end_s:g}: phases must be in time order, "
