@@ -98,10 +98,23 @@ class RunPlan:
         table = self.config.get(name, {})
         return table if isinstance(table, Mapping) else {}
 
+    @property
+    def outputs_at_context(self) -> int:
+        """How many requests' outputs end where the sequence fills the model's context: capped there
+        (:func:`within_context`), or drawn to end exactly there (an engine cannot tell them apart)."""
+        if self.max_context_tokens is None:
+            return 0
+        return sum(r.input_tokens + r.output_tokens == self.max_context_tokens for r in self.requests)
+
     def describe(self) -> dict[str, Any]:
-        """What a run reports about its plan (its ``summary.json`` meta)."""
-        return {"preset": self.preset, "deployment": self.deployment.label(), "seed": self.seed,
-                "sm_share_table": self.sm_table.to_dict(), "sm_share_table_source": self.sm_table_source}
+        """What a run reports about its plan (its ``summary.json`` meta; ``outputs_at_context`` only
+        where some output ends at the model's context, so other runs' summaries read as before)."""
+        out: dict[str, Any] = {"preset": self.preset, "deployment": self.deployment.label(),
+                               "seed": self.seed, "sm_share_table": self.sm_table.to_dict(),
+                               "sm_share_table_source": self.sm_table_source}
+        if capped := self.outputs_at_context:
+            out |= {"outputs_at_context": capped, "max_context_tokens": self.max_context_tokens}
+        return out
 
 
 def _ordered(requests: Sequence[Request]) -> tuple[Request, ...]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from calibration.session import Overrides, Session, compose
 from easerve.resources import load_config
+from easerve_core.checks import notice
 from easerve_core.config import ExperimentConfig
 from runtime.parallel import BACKENDS, BackendSettings
 
@@ -73,7 +74,13 @@ def open_session(config: str | Path | ExperimentConfig, overrides: Overrides | N
     the command loaded already) composed with ``overrides`` (:func:`calibration.session.compose`)."""
     if not isinstance(config, ExperimentConfig):
         config = load_config(config, runs_deployment=runs_deployment)
-    return compose(config, overrides)
+    session = compose(config, overrides)
+    plan = session.plan
+    if capped := plan.outputs_at_context:  # a choice made for the user (docs/cli.md): a note
+        notice(f"workload: {capped:,} of {len(plan.requests):,} outputs end at the model's context of "
+               f"{plan.max_context_tokens:,} tokens (prompt, items and output); they stop there, as an "
+               "engine stops them")
+    return session
 
 
 def given(args: argparse.Namespace, flags: Iterable[str], *,

@@ -8,7 +8,10 @@ the note named once, the outputs written.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pandas as pd
 
 from easerve.cli import main
 from easerve.cli.search_cmd import dump_toml
@@ -70,3 +73,16 @@ def test_missing_out_parents_are_created_with_a_note(tmp_path, monkeypatch, caps
     assert (tmp_path / "w" / "t.csv").is_file()
     status, lines = _run(["sim", config, "--out", "a/b/again", "--no-plots"], capsys)
     assert (status, lines) == (0, [])  # the folders exist now: nothing to say
+
+
+def test_outputs_past_the_context_stop_there_with_a_note_and_the_summary_counts_them(tmp_path, monkeypatch,
+                                                                                     capsys):
+    monkeypatch.chdir(tmp_path)  # LLaVA-1.6-34B's 4,096: 10 + 2,928 + 1,200 runs past, 10 + 2,928 + 4 not
+    status, lines = _sim_on_trace(tmp_path, "0.5,image,10,1200,2928\n1.0,image,10,4,2928\n", capsys)
+    assert status == 0, lines
+    assert lines == ["easerve sim: note: workload: 1 of 2 outputs end at the model's context of 4,096 tokens "
+                     "(prompt, items and output); they stop there, as an engine stops them"]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert (summary["outputs_at_context"], summary["max_context_tokens"]) == (1, 4096)
+    records = pd.read_parquet(tmp_path / "out" / "records.parquet")
+    assert sorted(records["output_tokens"]) == [4, 4096 - 10 - 2928]

@@ -194,3 +194,19 @@ def test_outputs_end_where_the_model_context_does():
     with pytest.raises(ValueError, match=r"^workload.trace: 2 request\(s\) have an input .* context of "
                                          r"4,096 tokens \(request 2: 4,096\); an engine refuses them$"):
         within_context((req(2, 1168, 5), req(3, 2000, 5)), 4096, field_name="workload.trace")
+
+
+def test_a_run_reports_the_outputs_that_end_at_the_context_and_keeps_the_count_on_replan() -> None:
+    from dataclasses import replace as with_fields
+
+    plan = resolve(_config(), PROFILE, base_cluster=BASE)
+    assert plan.outputs_at_context == 0 and "outputs_at_context" not in plan.describe()
+    longest = max(r.input_tokens + r.output_tokens for r in plan.requests)
+    context = longest - 1  # the longest request loses one output token, any as long with it
+    capped = with_fields(plan, max_context_tokens=context)
+    expected = sum(r.input_tokens + r.output_tokens >= context for r in plan.requests)
+    assert capped.outputs_at_context == expected >= 1
+    assert capped.describe()["outputs_at_context"] == expected
+    assert capped.describe()["max_context_tokens"] == context
+    moved = replan(capped, deployment=capped.deployment, profile=PROFILE)  # already capped: still counted
+    assert moved.outputs_at_context == expected
