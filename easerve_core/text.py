@@ -13,15 +13,32 @@ from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 
+class _RepeatedKey(Exception):
+    """A JSON object names one key twice (its name is the argument)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKey(key)
+        out[key] = value
+    return out
+
+
 def jsonl_objects(path: str | os.PathLike[str], text: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) for every non-blank line of the JSON Lines ``text`` read from ``path``."""
+    """(line number, object) for every non-blank line of the JSON Lines ``text`` read from ``path``.
+    A key named twice in one object is a ``ValueError`` naming the line and the key (``json`` would
+    keep the last value; a CSV column named twice is refused the same way, :func:`csv_rows`)."""
     for line_no, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError:
             raise ValueError(f"{path}:{line_no}: not valid JSON") from None
+        except _RepeatedKey as exc:
+            raise ValueError(f"{path}:{line_no}: key {exc.args[0]!r} is named twice") from None
         if not isinstance(obj, dict):
             raise ValueError(f"{path}:{line_no}: each line must be a JSON object")
         yield line_no, obj

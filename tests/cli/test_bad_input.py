@@ -242,6 +242,10 @@ CASES = [
          sim_trace('{"arrival_s": 0.5, "modality": "image", "prompt_tokens": 10, '
                    '"output_tokens": 4, "mm_tokens_per_item": [2928], "prio": 1}\n', name="t.jsonl"),
          "t.jsonl:1: unknown field(s) 'prio'"),
+    Case("sim-trace-jsonl-key-twice",
+         sim_trace('{"arrival_s": 0.5, "modality": "image", "prompt_tokens": 10, '
+                   '"output_tokens": 4, "mm_tokens_per_item": [2928], "output_tokens": 9}\n', name="t.jsonl"),
+         "t.jsonl:1: key 'output_tokens' is named twice"),
     Case("workload-trace-prompt-huge",
          with_file(raw("t.csv", TRACE_HEADER + "0.5,image,1000000000000,4,2928\n"),
                    lambda tmp: ["workload", str(config(SIM, ("workload.trace", "t.csv"))(tmp)),

@@ -196,6 +196,9 @@ BAD_ROWS = [
          ":1: column 'Timestamp' appears 2 times"),
         ("azure", "TIMESTAMP,ContextTokens,GeneratedTokens,ContextTokens\n2023-11-16 18:15:46,4,5,6\n",
          ":1: column 'ContextTokens' appears 2 times"),
+        # a key twice in one JSON object: json.loads would keep the last value
+        ("mooncake", MOON_HEAD + '{"timestamp": 5, "input_length": 1, "output_length": 5, "timestamp": 9}\n',
+         ":2: key 'timestamp' is named twice"),
         # a span past the limit, said in a few digits
         ("burstgpt", BURST_HEAD + "1e300,ChatGPT,472,18,490,Conversation log\n",
          ": the trace spans 1e+300 s; at most 31,536,000 s"),
