@@ -234,6 +234,13 @@ def _model_rules(config: ExperimentConfig, plan: RunPlan) -> RunPlan:
     check_modalities(plan.requests, spec.modalities, model=config.model, field_name=field_name)
     context = spec.max_context_tokens or None
     within_context(plan.requests, context, field_name=field_name)  # the refusal names the workload
+    if context is not None and plan.workload is not None:  # a stream drawn on another seed, too
+        longest = plan.workload.longest_input_tokens
+        if longest >= context:
+            raise ValueError(f"{field_name}: inputs (prompt and items) of up to {longest:,} tokens can be "
+                             f"drawn, at or past the model's context of {context:,}, which an engine refuses "
+                             "(any seed's stream, a HAS trial's too, may hold one; narrow "
+                             "workload.prompt_tokens or the items)")
     return replace(plan, max_context_tokens=context)
 
 

@@ -108,6 +108,18 @@ class RequestMix:
         probs = np.array(weights or [1.0] * len(tokens), dtype=float)
         set_(self, "_probs", probs / probs.sum() if probs.size else probs)
 
+    @property
+    def longest_items_tokens(self) -> int:
+        """The most LM tokens one request's items can hold (the most items, each of the largest
+        size the weights can draw; 0 for a text mix)."""
+        drawn = [t for t, p in zip(self.item_tokens, self._probs, strict=True) if p > 0]
+        return self.items_per_request[1] * max(drawn) if drawn else 0
+
+    @property
+    def longest_input_tokens(self) -> int:
+        """The longest input (prompt and items) this mix can draw."""
+        return self.prompt_tokens[1] + self.longest_items_tokens
+
     def with_item_scale(self, scale: float) -> RequestMix:
         """This mix with every item's LM tokens times ``scale`` (rounded, at least 1)."""
         return replace(self, item_tokens=scale_items(self.item_tokens, scale))

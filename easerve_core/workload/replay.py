@@ -48,6 +48,10 @@ class Trace(Protocol):
 
     def draw(self, mix: RequestMix, rng: np.random.Generator) -> list[Request]: ...
 
+    def longest_input_tokens(self, mix: RequestMix) -> int:
+        """The longest input (prompt and items) :meth:`draw` can give with ``mix``, on any seed."""
+        ...
+
 
 class TraceReader(Protocol):
     """Reads the trace file a ``[workload]`` table names, as ``trace_format`` (``field`` names
@@ -87,6 +91,9 @@ class RecordedTrace:
     def draw(self, mix: RequestMix, rng: np.random.Generator) -> list[Request]:
         return list(self.requests)
 
+    def longest_input_tokens(self, mix: RequestMix) -> int:
+        return max(r.input_tokens for r in self.requests)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TokenTrace:
@@ -117,6 +124,10 @@ class TokenTrace:
     def scaled(self, factor: float) -> TokenTrace:
         factor = checks.positive("factor", factor)
         return replace(self, arrival_s=tuple(t * factor for t in self.arrival_s))
+
+    def longest_input_tokens(self, mix: RequestMix) -> int:
+        """A row's input, or one prompt token and the most items ``mix`` can draw (:meth:`draw`)."""
+        return max(max(self.input_tokens), 1 + mix.longest_items_tokens)
 
     def draw(self, mix: RequestMix, rng: np.random.Generator) -> list[Request]:
         """Requests ``0..n-1`` in arrival order, items from ``mix`` (the module's rule)."""

@@ -109,6 +109,14 @@ class WorkloadSpec:
         return replace(self, arrivals=self.arrivals.with_rate(rate_hz))
 
     @property
+    def longest_input_tokens(self) -> int:
+        """The longest input (prompt and items) :func:`generate` can draw, on any seed: what a
+        stream drawn for another seed (a HAS trial, a sweep point) may hold."""
+        if self.trace is not None:
+            return self.trace.longest_input_tokens(self.mix)
+        return self.mix.longest_input_tokens
+
+    @property
     def needs_size_tokens(self) -> bool:
         """Whether raw sizes still wait for the model's processor rule."""
         return self.sizes is not None and not self.sizes.is_resolved

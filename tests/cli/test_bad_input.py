@@ -226,6 +226,13 @@ CASES = [
     Case("sim-trace-past-context", sim_trace(TRACE_HEADER + "0.5,image,2000,4,2928\n"),
          "workload.trace: 1 request(s) have an input (prompt and items) at or past the model's context of "
          "4,096 tokens (request 0: 4,928)"),
+    # a range whose longest input reaches the context: the stream drawn may miss it, another seed's not
+    Case("sim-mix-range-past-context", sim(("workload.prompt_tokens", [128, 1168])),
+         "workload.mix: inputs (prompt and items) of up to 4,096 tokens can be drawn, at or past the model's "
+         "context of 4,096, which an engine refuses"),
+    Case("search-mix-range-past-context",
+         search("--rate", "2", changes=(("workload.prompt_tokens", [128, 1168]),)),
+         "workload.mix: inputs (prompt and items) of up to 4,096 tokens can be drawn"),
     Case("sim-mix-other-modality", sim(("workload.mix", "ultravox-audio")),
          "workload.mix: audio requests, but model llava-v1.6-34b takes image input; choose a mix"),
     Case("sim-video-on-an-image-model", sim(("workload.mix", "qwen-video")),

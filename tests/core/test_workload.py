@@ -135,3 +135,26 @@ def test_item_tokens_override():
     assert {t for r in generate(spec, np.random.default_rng(0)) for t in r.mm_tokens_per_item} <= {64, 128}
     with pytest.raises(ValueError, match="item_weights"):
         WorkloadSpec.from_dict({"rate_hz": 1.0, "item_tokens": [64], "item_weights": [1, 2]})
+
+
+def test_the_longest_input_bounds_every_seed_s_stream() -> None:
+    from easerve_core.workload.mixes import RequestMix
+    from easerve_core.workload.replay import RecordedTrace, TokenTrace
+
+    mix = RequestMix(modality=Modality.IMAGE, item_tokens=(576, 2928, 9000), item_weights=(1.0, 1.0, 0.0),
+                     items_per_request=(1, 2), prompt_tokens=(10, 40))
+    assert mix.longest_items_tokens == 2 * 2928  # a weight of 0 is never drawn
+    assert mix.longest_input_tokens == 40 + 2 * 2928
+    spec = WorkloadSpec(mix=mix, arrivals=PoissonArrivals(rate_hz=5.0), num_requests=400)
+    assert spec.longest_input_tokens == mix.longest_input_tokens
+    drawn = [r.input_tokens for seed in range(3) for r in generate(spec, np.random.default_rng(seed))]
+    assert max(drawn) == spec.longest_input_tokens  # reached, never passed
+
+    rows = TokenTrace(arrival_s=(0.0, 1.0), input_tokens=(100, 7000), output_tokens=(5, 5))
+    assert rows.longest_input_tokens(mix) == 7000  # a row longer than any items
+    short = TokenTrace(arrival_s=(0.0, 1.0), input_tokens=(100, 200), output_tokens=(5, 5))
+    assert short.longest_input_tokens(mix) == 1 + 2 * 2928  # one prompt token beside the most items
+    recorded = RecordedTrace(tuple(generate(spec, np.random.default_rng(0))))
+    assert recorded.longest_input_tokens(mix) == max(r.input_tokens for r in recorded.requests)
+    text = RequestMix(modality=Modality.TEXT, prompt_tokens=(1, 9))
+    assert (text.longest_items_tokens, text.longest_input_tokens) == (0, 9)
