@@ -51,7 +51,8 @@ def _pick_doc(rechecked: list[Rechecked]) -> dict[str, Any] | None:
     return {"label": pick.label, "goodput_rps": merged.goodput_rps, "ci95_rps": [low, high],
             "attainment": merged.attainment, "unstable": merged.unstable,
             "goodput_per_seed_rps": pick.goodputs, "num_seeds": len(pick.verdicts),
-            "requests_per_stream": merged.num_requests // len(pick.verdicts)}
+            "requests_per_stream": merged.num_requests // len(pick.verdicts),
+            "ties": [r.label for r in rechecked[1:] if pick.ties(r)]}
 
 
 def _write_files(out: Path, config: ExperimentConfig, args: argparse.Namespace,
@@ -106,15 +107,33 @@ def _write_files(out: Path, config: ExperimentConfig, args: argparse.Namespace,
         mark = "  UNSTABLE" if row["unstable"] else ""
         print(f"  {row['goodput_rps']:.3f}  {row['label']}  ({row['sampler']} trial {row['trial']}){mark}")
     if rechecked:
-        print(f"recheck on {len(rechecked[0].verdicts)} streams of "
-              f"{rechecked[0].merged.num_requests // len(rechecked[0].verdicts)} requests "
-              "(goodput req/s, 95% interval, attainment):")
+        pick = rechecked[0]
+        print(f"recheck on {len(pick.verdicts)} streams of "
+              f"{pick.merged.num_requests // len(pick.verdicts)} requests (goodput req/s, 95% interval, "
+              "attainment; the pick's lead over each, paired on the same streams):")
         for r in rechecked:
             low, high = r.interval()
             mark = "  UNSTABLE" if r.merged.unstable else ""
+            lead, lead_low, lead_high = pick.lead_over(r)
+            tie = {True: ": a tie", False: "", None: ""}[pick.ties(r)]
+            behind = "" if r is pick else f"  (lead {lead:+.3f} [{lead_low:+.3f}, {lead_high:+.3f}]{tie})"
             print(f"  {r.merged.goodput_rps:.3f} [{low:.3f}, {high:.3f}]  {r.merged.attainment:.3f}  "
-                  f"{r.label}{mark}")
-        print(f"pick: {rechecked[0].label}")
+                  f"{r.label}{mark}{behind}")
+        print(f"pick: {pick.label}{_how_sure(rechecked)}")
+
+
+def _how_sure(rechecked: list[Rechecked]) -> str:
+    """What the recheck says of the pick against the rest (docs/has.md §9, "How sure")."""
+    pick, rest = rechecked[0], rechecked[1:]
+    if not rest:
+        return ""
+    if len(pick.verdicts) < 2:
+        return " (one stream each: no interval to say how sure)"
+    ties = [r for r in rest if pick.ties(r)]
+    if not ties:
+        return f" (ahead of the other {len(rest)} on these streams: each lead's 95% interval is above 0)"
+    return (f" (ties {len(ties)} of the other {len(rest)}: their leads' 95% intervals hold 0, so any of "
+            "them serves this rate as well on these streams)")
 
 
 def _plot(path: Path, frames: list[pd.DataFrame], grid_best: float | None) -> None:

@@ -42,7 +42,8 @@ R = TypeVar("R")
 
 #: columns of the recheck table (one row per rechecked deployment, the pick first)
 RECHECK_COLUMNS = ("rank", "label", "search_score", "goodput_rps", "ci_low_rps", "ci_high_rps",
-                   "attainment", "unstable", "num_seeds", "requests_per_stream", "key", "deployment_json")
+                   "attainment", "unstable", "num_seeds", "requests_per_stream", "key", "deployment_json",
+                   "pick_lead_rps", "pick_lead_low_rps", "pick_lead_high_rps", "ties_pick")
 
 
 class Mapper(Protocol):
@@ -86,16 +87,42 @@ class Rechecked:
 
     def interval(self, confidence: float = 0.95) -> tuple[float, float]:
         """Student-t interval of the mean goodput over the seeds (a point with one seed)."""
-        values = np.asarray(self.goodputs, dtype=float)
-        mean = float(values.mean())
-        if len(values) < 2:
-            return mean, mean
-        half = float(stdtrit(len(values) - 1, 0.5 + confidence / 2)) * float(
-            values.std(ddof=1)) / math.sqrt(len(values))
-        return mean - half, mean + half
+        _, low, high = _t_interval(self.goodputs, confidence)
+        return low, high
+
+    def lead_over(self, other: Rechecked, confidence: float = 0.95) -> tuple[float, float, float]:
+        """This deployment's goodput minus ``other``'s, paired seed by seed (the recheck runs every
+        deployment on the same streams): the mean and its Student-t interval (a point with one
+        seed). Pairing takes out what the streams share, so it parts deployments the two separate
+        intervals cannot."""
+        if len(other.verdicts) != len(self.verdicts):
+            raise ValueError(f"lead_over: {self.label} has {len(self.verdicts)} streams, "
+                             f"{other.label} {len(other.verdicts)}")
+        return _t_interval([a - b for a, b in zip(self.goodputs, other.goodputs, strict=True)], confidence)
+
+    def ties(self, other: Rechecked, confidence: float = 0.95) -> bool | None:
+        """Whether the recheck cannot part the two: both stable or both not, and the paired
+        interval of the lead holds 0 (None: one stream, no interval to judge by)."""
+        if len(self.verdicts) < 2:
+            return None
+        if self.merged.unstable != other.merged.unstable:
+            return False
+        _, low, high = self.lead_over(other, confidence)
+        return low <= 0.0 <= high
 
     def rank_key(self) -> tuple[bool, float]:
         return (not self.merged.unstable, self.merged.goodput_rps)
+
+
+def _t_interval(values: Sequence[float], confidence: float) -> tuple[float, float, float]:
+    """The mean of ``values`` and its two-sided Student-t interval (a point with one value)."""
+    data = np.asarray(values, dtype=float)
+    mean = float(data.mean())
+    if len(data) < 2:
+        return mean, mean, mean
+    t = float(stdtrit(len(data) - 1, 0.5 + confidence / 2))
+    half = t * float(data.std(ddof=1)) / math.sqrt(len(data))
+    return mean, mean - half, mean + half
 
 
 def _attr(key: str, k: int) -> str:
@@ -140,17 +167,22 @@ def recheck(study: optuna.Study, evaluator: LadderEvaluator, ladder: Ladder, *,
 
 
 def recheck_frame(rechecked: list[Rechecked]) -> pd.DataFrame:
-    """The recheck as a table (:data:`RECHECK_COLUMNS`), the pick first."""
+    """The recheck as a table (:data:`RECHECK_COLUMNS`), the pick first; each row's ``pick_lead``
+    is the pick's paired lead over it (:meth:`Rechecked.lead_over`; 0 on the pick's own row) and
+    ``ties_pick`` whether the recheck cannot part them (:meth:`Rechecked.ties`; empty: one stream)."""
     rows = []
     for rank, r in enumerate(rechecked, start=1):
         low, high = r.interval()
         merged = r.merged
+        lead, lead_low, lead_high = rechecked[0].lead_over(r)
         rows.append({"rank": rank, "label": r.label, "search_score": r.search_score,
                      "goodput_rps": merged.goodput_rps, "ci_low_rps": low, "ci_high_rps": high,
                      "attainment": merged.attainment, "unstable": merged.unstable,
                      "num_seeds": len(r.verdicts),
                      "requests_per_stream": merged.num_requests // max(1, len(r.verdicts)),
-                     "key": r.key, "deployment_json": _dumps(r.deployment)})
+                     "key": r.key, "deployment_json": _dumps(r.deployment),
+                     "pick_lead_rps": lead, "pick_lead_low_rps": lead_low, "pick_lead_high_rps": lead_high,
+                     "ties_pick": None if rank == 1 else rechecked[0].ties(r)})
     return pd.DataFrame(rows, columns=list(RECHECK_COLUMNS))
 
 

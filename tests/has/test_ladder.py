@@ -140,3 +140,28 @@ def test_a_trial_pruned_while_the_budget_is_counted_is_counted_once(tmp_path: Pa
     if reads["n"] < 2:  # one read: the racing trial is pruned after it, as it may be
         study.tell(racing, state=TrialState.PRUNED)
     assert sum(t.number < 5 for t in finished_trials(study)) == 5
+
+
+def test_the_pick_s_lead_is_paired_over_the_shared_streams_and_names_the_ties() -> None:
+    from easerve_core.deployment import Deployment
+    from easerve_core.has import Rechecked
+
+    def rechecked(label: str, goodputs: list[float], unstable: bool = False) -> Rechecked:
+        verdicts = tuple(Verdict(goodput_rps=g, attainment=1.0, unstable=unstable, offered_rps=10.0,
+                                 num_requests=100) for g in goodputs)
+        return Rechecked(key=label, label=label, deployment=Deployment(), search_score=0.0, verdicts=verdicts)
+
+    streams = [8.0, 10.0, 12.0]  # the streams differ far more than the deployments do
+    pick = rechecked("pick", [g + 0.10 for g in streams])
+    steady = rechecked("steady", [g + 0.05 for g in streams])  # always 0.05 behind: parted
+    noisy = rechecked("noisy", [g + d for g, d in zip(streams, (0.3, -0.1, 0.1), strict=True)])
+    unstable = rechecked("unstable", [g + 0.10 for g in streams], unstable=True)
+    assert pick.interval()[0] < steady.interval()[1]  # the separate intervals overlap...
+    lead, low, high = pick.lead_over(steady)
+    assert lead == pytest.approx(0.05) and low == pytest.approx(0.05) == pytest.approx(high)
+    assert pick.ties(steady) is False  # ...the paired lead does not hold 0
+    assert pick.ties(noisy) is True and pick.ties(unstable) is False
+    assert rechecked("one", [9.0]).ties(rechecked("other", [8.0])) is None  # one stream: no verdict
+    table = recheck_frame([pick, steady, noisy])
+    assert list(table["ties_pick"]) == [None, False, True]
+    assert table["pick_lead_rps"].iloc[0] == 0.0 and table["pick_lead_rps"].iloc[1] == pytest.approx(0.05)
