@@ -15,7 +15,9 @@ line, exit status 1, and the traceback with ``easerve --debug ...`` or
 them whole (:mod:`easerve.cli.outputs`), so nothing is half-written. A choice
 made for the user (:class:`easerve_core.checks.Notice`: a trace sorted, a
 default deployment, folders created for ``--out``) is one line on stderr,
-``easerve CMD: note: ...``, and the command goes on.
+``easerve CMD: note: ...``, and the command goes on. A reader that closes the
+output early (``easerve model list | head``) ends the command quietly, with
+exit status 141 as for SIGPIPE.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import select
 import signal
 import sys
 import warnings
@@ -125,6 +128,16 @@ def notices_on_stderr(command: str) -> Iterator[None]:
         yield
 
 
+def stdout_reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (``| head`` read enough)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll here, or stdout is no file
+        return False
+
+
 def named_command(argv: Sequence[str]) -> str | None:
     """The subcommand ``argv`` names: its first word that is not an option, if it is a command
     (None after a top-level ``--help``, which lists every command)."""
@@ -169,12 +182,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     try:
         with sigterm_as_interrupt(), notices_on_stderr(args.command):
-            return int(args.func(args) or 0)
+            status = int(args.func(args) or 0)
+            sys.stdout.flush()  # here, not at exit: a reader gone is then the case below
+            return status
     except KeyboardInterrupt as exc:
         why = "terminated" if isinstance(exc, Terminated) else "interrupted"
         print(f"easerve {args.command}: {why}", file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130
     except Exception as exc:
+        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():  # not a worker's pipe: `| head`
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            return 128 + signal.SIGPIPE  # as a command killed by SIGPIPE
         if debug:
             raise
         message, status = describe(exc)
