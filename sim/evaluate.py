@@ -97,6 +97,12 @@ class SimEvaluator:
             verdicts.append(self._judge(deployment, requests[:n]))
         return Verdict.mean(verdicts)
 
+    @property
+    def distinct_long_streams(self) -> int | None:
+        """One for a trace (its recheck replays it), else as many as asked."""
+        spec = self.plan.workload
+        return 1 if spec is not None and spec.trace is not None else None
+
     def recheck(self, deployment: Deployment, *, factor: float, index: int) -> Verdict:
         """The deployment on the ``index``-th long stream, ``factor`` times as long as a trial's.
 

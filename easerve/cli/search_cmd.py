@@ -234,6 +234,9 @@ def run(args: argparse.Namespace) -> int:
     samplers = _validate(args)
     backend = backend_settings(args, num_jobs=args.workers)
     plan = plan_search(args.config, rate_hz=args.rate, tier=args.tier, length=trial_length(args))
+    if (args.recheck_seeds or 1) > 1 and plan.evaluator.distinct_long_streams == 1:
+        raise ValueError(f"--recheck-seeds {args.recheck_seeds}: the workload is a trace, one stream, which "
+                         "the recheck replays once; drop the flag")
     out = Path(args.out)
     check_study_folder(out)  # the study's home: a rerun resumes the study kept there
     confirm_step.check(args, plan.session, out)  # before the search: a confirmation it cannot run

@@ -107,28 +107,41 @@ def _write_files(out: Path, config: ExperimentConfig, args: argparse.Namespace,
         mark = "  UNSTABLE" if row["unstable"] else ""
         print(f"  {row['goodput_rps']:.3f}  {row['label']}  ({row['sampler']} trial {row['trial']}){mark}")
     if rechecked:
-        pick = rechecked[0]
-        print(f"recheck on {len(pick.verdicts)} streams of "
-              f"{pick.merged.num_requests // len(pick.verdicts)} requests (goodput req/s, 95% interval, "
-              "attainment; the pick's lead over each, paired on the same streams):")
-        for r in rechecked:
+        _print_recheck(rechecked, trace=config.workload.trace is not None)
+
+
+def _print_recheck(rechecked: list[Rechecked], *, trace: bool) -> None:
+    """Each rechecked deployment's goodput (and interval, and the pick's paired lead over it, where
+    there are several streams), then the pick and how sure it is."""
+    pick = rechecked[0]
+    several = len(pick.verdicts) > 1
+    per_stream = pick.merged.num_requests // len(pick.verdicts)
+    what = (f"{len(pick.verdicts)} streams" if several else "1 stream" + (", the trace" if trace else ""))
+    print(f"recheck on {what} of {per_stream} requests (goodput req/s"
+          + (", 95% interval, attainment; the pick's lead over each, paired on the same streams):"
+             if several else ", attainment):"))
+    for r in rechecked:
+        line = f"  {r.merged.goodput_rps:.3f}"
+        if several:
             low, high = r.interval()
-            mark = "  UNSTABLE" if r.merged.unstable else ""
+            line += f" [{low:.3f}, {high:.3f}]"
+        line += f"  {r.merged.attainment:.3f}  {r.label}" + ("  UNSTABLE" if r.merged.unstable else "")
+        if several and r is not pick:
             lead, lead_low, lead_high = pick.lead_over(r)
-            tie = {True: ": a tie", False: "", None: ""}[pick.ties(r)]
-            behind = "" if r is pick else f"  (lead {lead:+.3f} [{lead_low:+.3f}, {lead_high:+.3f}]{tie})"
-            print(f"  {r.merged.goodput_rps:.3f} [{low:.3f}, {high:.3f}]  {r.merged.attainment:.3f}  "
-                  f"{r.label}{mark}{behind}")
-        print(f"pick: {pick.label}{_how_sure(rechecked)}")
+            line += f"  (lead {lead:+.3f} [{lead_low:+.3f}, {lead_high:+.3f}]" + (
+                ": a tie)" if pick.ties(r) else ")")
+        print(line)
+    print(f"pick: {pick.label}{_how_sure(rechecked, trace=trace)}")
 
 
-def _how_sure(rechecked: list[Rechecked]) -> str:
+def _how_sure(rechecked: list[Rechecked], *, trace: bool) -> str:
     """What the recheck says of the pick against the rest (docs/has.md §9, "How sure")."""
     pick, rest = rechecked[0], rechecked[1:]
     if not rest:
         return ""
     if len(pick.verdicts) < 2:
-        return " (one stream each: no interval to say how sure)"
+        why = "a trace is one stream" if trace else "one stream each (--recheck-seeds 1)"
+        return f" ({why}: no interval says how sure)"
     ties = [r for r in rest if pick.ties(r)]
     if not ties:
         return f" (ahead of the other {len(rest)} on these streams: each lead's 95% interval is above 0)"

@@ -87,6 +87,12 @@ class LadderEvaluator(Protocol):
         (drawn with :func:`easerve_core.has.recheck.recheck_seed` of the evaluator's seed)."""
         ...
 
+    @property
+    def distinct_long_streams(self) -> int | None:
+        """How many different long streams :meth:`recheck` can give (None: as many as asked; a
+        trace, replayed as is, gives one)."""
+        ...
+
 
 def _rungs(name: str, rungs: Any) -> Any:
     if (not rungs or any(not 0 < r <= 1 for r in rungs) or list(rungs) != sorted(set(rungs))

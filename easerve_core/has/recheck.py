@@ -7,7 +7,8 @@ show in a trial, or that was lucky on those streams, can lead. The recheck
 finished the ladder (by score: stable ones first), runs each on
 ``recheck_seeds`` new streams ``recheck_factor`` times the full trial
 length (the first drawn with the search's seed, as ``easerve sim`` draws
-the config's workload, the others with seeds derived from it), and picks
+the config's workload, the others with seeds derived from it; a trace has
+one stream, replayed once, :attr:`LadderEvaluator.distinct_long_streams`), and picks
 the best by the mean over those streams: stable first (a deployment
 unstable on any long stream ranks below every stable one), then mean
 goodput. The pick's goodput is reported with a 95%
@@ -148,9 +149,11 @@ def recheck(study: optuna.Study, evaluator: LadderEvaluator, ladder: Ladder, *,
     rows = [(str(r["key"]), str(r["label"]), float(r["score"]),
              Deployment.from_dict(_json(r["deployment_json"])))
             for _, r in top_k(trials, ladder.recheck_top).iterrows()]
+    distinct = evaluator.distinct_long_streams
+    seeds = ladder.recheck_seeds if distinct is None else min(ladder.recheck_seeds, distinct)
     runs = {(key, k): Verdict.from_dict(held[_attr(key, k)])
-            for key, *_ in rows for k in range(ladder.recheck_seeds) if _attr(key, k) in held}
-    missing = [(key, dep, k) for key, _, _, dep in rows for k in range(ladder.recheck_seeds)
+            for key, *_ in rows for k in range(seeds) if _attr(key, k) in held}
+    missing = [(key, dep, k) for key, _, _, dep in rows for k in range(seeds)
                if (key, k) not in runs]
     jobs = [(evaluator, dep, ladder.recheck_factor, k) for _, dep, k in missing]
     if backend is not None and len(jobs) > 1:
@@ -161,7 +164,7 @@ def recheck(study: optuna.Study, evaluator: LadderEvaluator, ladder: Ladder, *,
         study.set_user_attr(_attr(key, k), verdict.to_dict())
         runs[(key, k)] = verdict
     out = [Rechecked(key=key, label=label, deployment=dep, search_score=score,
-                     verdicts=tuple(runs[(key, k)] for k in range(ladder.recheck_seeds)))
+                     verdicts=tuple(runs[(key, k)] for k in range(seeds)))
            for key, label, score, dep in rows]
     return sorted(out, key=lambda r: r.rank_key(), reverse=True)
 

@@ -230,6 +230,11 @@ CASES = [
     Case("sim-mix-range-past-context", sim(("workload.prompt_tokens", [128, 1168])),
          "workload.mix: inputs (prompt and items) of up to 4,096 tokens can be drawn, at or past the model's "
          "context of 4,096, which an engine refuses"),
+    # a trace is one stream: a recheck over several would replay it several times, an interval of 0
+    Case("search-trace-recheck-seeds",
+         with_file(raw("t.csv", TRACE_HEADER + "0.5,image,10,4,2928\n1.0,image,10,4,2928\n"),
+                   search("--rate", "2", "--recheck-seeds", "3", changes=(("workload.trace", "t.csv"),))),
+         "--recheck-seeds 3: the workload is a trace, one stream, which the recheck replays once"),
     Case("search-mix-range-past-context",
          search("--rate", "2", changes=(("workload.prompt_tokens", [128, 1168]),)),
          "workload.mix: inputs (prompt and items) of up to 4,096 tokens can be drawn"),

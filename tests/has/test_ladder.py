@@ -165,3 +165,16 @@ def test_the_pick_s_lead_is_paired_over_the_shared_streams_and_names_the_ties() 
     table = recheck_frame([pick, steady, noisy])
     assert list(table["ties_pick"]) == [None, False, True]
     assert table["pick_lead_rps"].iloc[0] == 0.0 and table["pick_lead_rps"].iloc[1] == pytest.approx(0.05)
+
+
+def test_a_trace_is_rechecked_once_and_claims_no_interval(tmp_path: Path, space: SearchSpace) -> None:
+    from dataclasses import replace
+
+    settings = _settings(tmp_path, num_trials=20)
+    study = run_search(space, LadderToy(AnalyticEvaluator(BEST)), settings)
+    frame = trials_frame(study)
+    toy = replace(LadderToy(AnalyticEvaluator(BEST)), distinct_long_streams=1)  # a trace: one stream
+    picked = recheck(study, toy, Ladder(), trials=frame)
+    assert all(len(r.verdicts) == 1 for r in picked)
+    assert len([c for c in toy.calls if c[0] == "recheck"]) == len(picked)  # once each, not three times
+    assert picked[0].ties(picked[1]) is None  # one stream: no verdict either way

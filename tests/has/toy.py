@@ -104,6 +104,8 @@ class LadderToy:
         return self._verdict(deployment, unstable=alloc_label(deployment) == self.unstable_label,
                              jitter=0.01 * fraction)
 
+    distinct_long_streams: int | None = None
+
     def recheck(self, deployment: Deployment, *, factor: float, index: int) -> Verdict:
         self.calls.append(("recheck", deployment.label(), index))
         unstable = alloc_label(deployment) == self.unstable_label or deployment.label() in self.fragile
