@@ -120,18 +120,29 @@ def controller_plot(meta: dict, path: Path, *, end_s: float, title: str = "") ->
     return path
 
 
+#: one colour per stream of a capacity search (green marks a sustained run, red the target)
+_STREAM_COLORS = ("tab:blue", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
+
+
 def capacity_plot(curve: pd.DataFrame, path: Path, *, capacity_hz: float,
                   attainment_target: float | None = None, title: str = "") -> Path:
-    """The curve of a capacity search (columns of ``easerve.cli.capacity_cmd.CURVE_COLUMNS``)."""
-    curve = curve.sort_values("rate_hz")
+    """The curve of a capacity search (columns of ``easerve.cli.capacity_cmd.CURVE_COLUMNS``): one
+    line per stream where the search ran on several (``seed``), the capacity the worst one's."""
+    streams = list(curve.groupby("seed", sort=False)) if "seed" in curve else [(None, curve)]
     fig, axes = plt.subplots(1, 2, figsize=FIGSIZE_IN)
-    rate = curve["rate_hz"]
-    good = curve["sustained"].astype(bool)
-    axes[0].plot(rate, curve["throughput_rps"], color="tab:gray", marker=".", label="throughput")
-    axes[0].plot(rate, curve["goodput_rps"], color="tab:blue", marker="o", label="goodput")
-    axes[0].scatter(rate[good], curve["goodput_rps"][good], color="tab:green", zorder=3, label="sustained")
+    for i, (seed, one) in enumerate(streams):
+        one = one.sort_values("rate_hz")
+        rate = one["rate_hz"]
+        good = one["sustained"].astype(bool)
+        color = _STREAM_COLORS[i % len(_STREAM_COLORS)]
+        tag = "" if len(streams) == 1 else f" (seed {seed})"
+        if len(streams) == 1:
+            axes[0].plot(rate, one["throughput_rps"], color="tab:gray", marker=".", label="throughput")
+        axes[0].plot(rate, one["goodput_rps"], color=color, marker="o", label=f"goodput{tag}")
+        axes[0].scatter(rate[good], one["goodput_rps"][good], color="tab:green", zorder=3,
+                        label="sustained" if i == 0 else None)
+        axes[1].plot(rate, one["attainment"], color=color, marker="o")
     axes[0].set_ylabel("req/s")
-    axes[1].plot(rate, curve["attainment"], color="tab:blue", marker="o")
     axes[1].set_ylim(0, 1.05)
     axes[1].set_ylabel("attainment")
     if attainment_target is not None:

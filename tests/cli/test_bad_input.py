@@ -374,6 +374,12 @@ CASES = [
     Case("search-bad-config", search("--rate", "1", changes=(("deployment.max_encode_batch", 0),)),
          "deployment.max_encode_batch must be >= 1"),
     # -- capacity --------------------------------------------------------------------------------
+    Case("capacity-seeds-zero", capacity("--seeds", "0"), "--seeds must be >= 1, got 0"),
+    Case("capacity-seeds-huge", capacity("--seeds", "101"), "--seeds must be <= 100"),
+    Case("capacity-seeds-on-a-trace",
+         with_file(raw("t.csv", TRACE_HEADER + "0.5,image,10,4,2928\n1.0,image,10,4,2928\n"),
+                   capacity("--seeds", "2", changes=(("workload.trace", "t.csv"),))),
+         "--seeds 2: the workload is a trace, one stream; drop the flag"),
     Case("capacity-tolerance-zero", capacity("--tolerance", "0"), "--tolerance must be > 0, got 0.0"),
     Case("capacity-tolerance-one", capacity("--tolerance", "1"), "--tolerance must be < 1"),
     Case("capacity-start-rate", capacity("--start-rate", "-1"), "--start-rate must be > 0, got -1.0"),

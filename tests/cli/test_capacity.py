@@ -52,3 +52,23 @@ def test_capacity_under_an_absolute_slo_with_an_attainment_target(tmp_path, caps
     assert (curve["sustained"] == ((curve["attainment"] >= 0.9) & ~curve["unstable"])).all()
     assert answer["outcome"] in ("found", "censored") and answer["capacity_rps"] > 0
     assert "attainment >= 0.9" in capsys.readouterr().out
+
+
+def test_capacity_on_several_streams_answers_with_the_worst_and_reports_each(tmp_path, capsys):
+    one, single, _ = _capacity(tmp_path, "one", SIM, "--tolerance", "0.05", "--no-plots")
+    capsys.readouterr()
+    curve, answer, out = _capacity(tmp_path, "three", SIM, "--tolerance", "0.05", "--seeds", "3")
+    printed = capsys.readouterr().out.splitlines()[-1]
+    streams = answer["streams"]
+    assert [s["seed"] for s in streams][0] == SIM["seed"] and len({s["seed"] for s in streams}) == 3
+    assert single["streams"] == streams[:1]  # the first stream is the one a single search runs
+    assert curve[curve["seed"] == SIM["seed"]].reset_index(drop=True).equals(one)
+    worst = min(streams, key=lambda s: s["capacity_rps"])
+    assert (answer["capacity_rps"], answer["failed_rps"]) == (worst["capacity_rps"], worst["failed_rps"])
+    assert answer["num_runs"] == sum(s["num_runs"] for s in streams) == len(curve)
+    for s in streams:  # each stream's own bracket, in its own rows
+        rows = curve[curve["seed"] == s["seed"]].set_index("rate_hz")
+        assert rows.loc[s["capacity_rps"], "sustained"] and not rows.loc[s["failed_rps"], "sustained"]
+    assert printed.startswith(f"easerve: on the worst of 3 streams (seed {worst['seed']}) sustains ")
+    assert "per stream " + ", ".join(f"{s['capacity_rps']:.4g}" for s in streams) + " req/s" in printed
+    assert (out / "capacity.png").is_file()
