@@ -60,7 +60,7 @@ def test_capacity_on_several_streams_answers_with_the_worst_and_reports_each(tmp
     curve, answer, out = _capacity(tmp_path, "three", SIM, "--tolerance", "0.05", "--seeds", "3")
     printed = capsys.readouterr().out.splitlines()[-1]
     streams = answer["streams"]
-    assert [s["seed"] for s in streams][0] == SIM["seed"] and len({s["seed"] for s in streams}) == 3
+    assert streams[0]["seed"] == SIM["seed"] and len({s["seed"] for s in streams}) == 3
     assert single["streams"] == streams[:1]  # the first stream is the one a single search runs
     assert curve[curve["seed"] == SIM["seed"]].reset_index(drop=True).equals(one)
     worst = min(streams, key=lambda s: s["capacity_rps"])
