@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Protocol
 
 from easerve_core import checks
@@ -89,6 +89,12 @@ class ConfigFiles(Protocol):
     def trace(self, path: str, trace_format: str, *, field: str) -> Trace:
         """The trace file ``path`` read as ``trace_format`` (``[workload] trace``)."""
         ...
+
+
+def model_label(model: str) -> str:
+    """A model as a title shows it: a spec file (``[model] spec``, named by its resolved path) by
+    its file's stem, a built-in spec or zoo family by its name."""
+    return PurePath(model).stem if model.endswith(".json") else model
 
 
 def _refuse_moved(data: Mapping[str, Any]) -> None:

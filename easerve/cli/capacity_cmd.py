@@ -47,7 +47,7 @@ from easerve.cli.outputs import RunFolder
 from easerve.experiments.sweep import HorizonLength, StreamLength
 from easerve.resources import load_config
 from easerve_core import checks, limits
-from easerve_core.config import ExperimentConfig
+from easerve_core.config import ExperimentConfig, model_label
 from easerve_core.presets import PRESETS
 from easerve_core.rate_search import Capacity, RateBisection
 from easerve_core.slo import SLO, TIER_NAMES, sustains
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     answer = min((c for _, c in streams), key=lambda c: c.capacity_hz)  # the worst stream's
     curve = pd.DataFrame(rows, columns=list(CURVE_COLUMNS))
     plan = base.plan
-    title = f"{plan.model} {plan.preset} {plan.deployment.label()}, SLO {_slo_words(slo)}"
+    title = f"{model_label(plan.model)} {plan.preset} {plan.deployment.label()}, SLO {_slo_words(slo)}"
     with folder as staging:
         curve.to_csv(staging / "capacity.csv", index=False)
         doc = _answer_doc(answer, slo, settings, plan.preset, streams)

@@ -36,6 +36,7 @@ from calibration.session import Overrides, Session
 from easerve.cli.common import add_config, add_force, add_out, command_parser, open_session
 from easerve.cli.outputs import RunFolder
 from easerve_core import Architecture, Deployment
+from easerve_core.config import model_label
 from easerve_core.controller import Controller, ControllerSettings, PlanTable
 from easerve_core.presets import PRESETS
 from runtime.files import read_text
@@ -81,12 +82,12 @@ def run(args: argparse.Namespace) -> int:
         write_result(result, staging, slo=plan.slo)
         if not args.no_plots:
             _plots(result, plan.deployment, staging, plan.slo,
-                   title=f"{plan.model} {plan.preset} {plan.deployment.label()}")
+                   title=f"{model_label(plan.model)} {plan.preset} {plan.deployment.label()}")
             if controller is not None:
                 end = float(result.records["finish_s"].max())
                 controller_plot(result.meta["controller"], staging / "controller.png",
                                 end_s=end if math.isfinite(end) else 0.0,
-                                title=f"online controller: {plan.model}")
+                                title=f"online controller: {model_label(plan.model)}")
     out = args.out
     s = result.summary(plan.slo)
     tier = plan.slo.tier if plan.slo is not None else "no SLO"

@@ -26,7 +26,7 @@ from calibration.loop.fidelity import (
     ranking,
     side_metrics,
 )
-from easerve_core.config import ExperimentConfig
+from easerve_core.config import ExperimentConfig, model_label
 from runtime.results import write_result
 
 
@@ -49,7 +49,7 @@ def write_outputs(args: argparse.Namespace, config: ExperimentConfig, slo: Any, 
     bars = bar_check(table, BARS_BY_DEVICE[device])
     rank = ranking(table, args.rank_by) if len(results) > 1 else None
     distribution_plot(sides, out / "latency_cdf.png",
-                      title=f"{config.model} {config.model_size}: sim vs live")
+                      title=f"{model_label(config.model)} {config.model_size}: sim vs live")
     command = " ".join(shlex.quote(str(a)) for a in _argv(args))
     repeats: Any = args.repeats if args.live_from is None else {c.name: len(c.live) for c in results}
     summary = {"config": str(args.config), "profile": str(args.profile), "repeats": repeats,

@@ -210,3 +210,10 @@ def test_a_run_reports_the_outputs_that_end_at_the_context_and_keeps_the_count_o
     assert capped.describe()["max_context_tokens"] == context
     moved = replan(capped, deployment=capped.deployment, profile=PROFILE)  # already capped: still counted
     assert moved.outputs_at_context == expected
+
+
+def test_a_spec_file_model_is_titled_by_its_stem() -> None:
+    from easerve_core.config import model_label
+
+    assert model_label("/work/configs/specs/models/qwen2-vl-7b.json") == "qwen2-vl-7b"
+    assert model_label("llava-v1.6-34b") == "llava-v1.6-34b"
