@@ -12,6 +12,7 @@ from calibration.session import Overrides, Session, compose
 from easerve.resources import load_config
 from easerve_core.checks import notice
 from easerve_core.config import ExperimentConfig
+from easerve_core.workload.replay import TokenTrace
 from runtime.parallel import BACKENDS, BackendSettings
 
 
@@ -76,6 +77,11 @@ def open_session(config: str | Path | ExperimentConfig, overrides: Overrides | N
         config = load_config(config, runs_deployment=runs_deployment)
     session = compose(config, overrides)
     plan = session.plan
+    trace = plan.workload.trace if plan.workload is not None else None
+    if isinstance(trace, TokenTrace) and (under := trace.rows_under_items(plan.requests)):
+        notice(f"workload.trace: {under:,} of {len(plan.requests):,} rows have no more input tokens than the "
+               "items drawn for them; each of those prompts is 1 token, and its input is longer than the "
+               "trace's (the trace's input counts text and items together)")
     if capped := plan.outputs_at_context:  # a choice made for the user (docs/cli.md): a note
         notice(f"workload: {capped:,} of {len(plan.requests):,} outputs end at the model's context of "
                f"{plan.max_context_tokens:,} tokens (prompt, items and output); they stop there, as an "

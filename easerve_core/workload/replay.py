@@ -129,6 +129,11 @@ class TokenTrace:
         """A row's input, or one prompt token and the most items ``mix`` can draw (:meth:`draw`)."""
         return max(max(self.input_tokens), 1 + mix.longest_items_tokens)
 
+    def rows_under_items(self, requests: Sequence[Request]) -> int:
+        """How many of :meth:`draw`'s ``requests`` got items of at least the row's input: their
+        prompt is the one token the rule keeps, more than the trace says (the module docstring)."""
+        return sum(given <= r.mm_tokens for given, r in zip(self.input_tokens, requests, strict=True))
+
     def draw(self, mix: RequestMix, rng: np.random.Generator) -> list[Request]:
         """Requests ``0..n-1`` in arrival order, items from ``mix`` (the module's rule)."""
         out = []

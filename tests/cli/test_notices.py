@@ -86,3 +86,19 @@ def test_outputs_past_the_context_stop_there_with_a_note_and_the_summary_counts_
     assert (summary["outputs_at_context"], summary["max_context_tokens"]) == (1, 4096)
     records = pd.read_parquet(tmp_path / "out" / "records.parquet")
     assert sorted(records["output_tokens"]) == [4, 4096 - 10 - 2928]
+
+
+def test_a_public_trace_whose_inputs_the_items_exceed_is_told(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # BurstGPT rows of 100-5,000 input tokens beside llava-image's items
+    (tmp_path / "b.csv").write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                                    "0,ChatGPT,100,20,120,Conversation log\n"
+                                    "1,ChatGPT,3500,20,3520,Conversation log\n")
+    config = _write(tmp_path, _set(SIM, "workload", {"mix": "llava-image", "trace": "b.csv",
+                                                     "trace_format": "burstgpt"}))
+    status, lines = _run(["sim", config, "--out", "out", "--no-plots"], capsys)
+    assert status == 0, lines
+    assert lines == ["easerve sim: note: workload.trace: 1 of 2 rows have no more input tokens than the "
+                     "items drawn for them; each of those prompts is 1 token, and its input is longer than "
+                     "the trace's (the trace's input counts text and items together)"]
+    records = pd.read_parquet(tmp_path / "out" / "records.parquet").sort_values("arrival_s")
+    assert records["prompt_tokens"].iloc[0] == 1 and records["prompt_tokens"].iloc[1] > 1
