@@ -205,7 +205,8 @@ def _answer_line(answer: Capacity, slo: SLO, preset: str, out: Path,
                      "closed"}[str(answer.outcome)]
     runs = sum(c.num_steps for _, c in streams)
     if len(streams) == 1:
-        return f"{preset}: {what} within SLO {_slo_words(slo)}, {runs} runs -> {out}"
+        return (f"{preset}: {what} within SLO {_slo_words(slo)}, {runs} runs on one stream "
+                f"(--seeds N: on several) -> {out}")
     worst = next(seed for seed, c in streams if c is answer)
     each = ", ".join(f"{c.capacity_hz:.4g}" for _, c in streams)
     return (f"{preset}: on the worst of {len(streams)} streams (seed {worst}) {what}; per stream {each} "
