@@ -43,7 +43,7 @@ from easerve.recipes import ENGINES
 from easerve.resources import load_config
 from easerve_core import checks, limits
 from easerve_core.config import ExperimentConfig
-from easerve_core.has import Ladder, ScreenReport, SearchSpace, recheck, screen, trials_frame
+from easerve_core.has import Ladder, ScreenReport, SearchSpace, ranked, recheck, screen, trials_frame
 from easerve_core.slo import TIER_NAMES
 from easerve_core.trial_length import (
     DEFAULT_MAX_REQUESTS,
@@ -271,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
                 rechecked += recheck(study, plan.evaluator, steps, trials=frame, backend=runs_on)
             walls[sampler] = time.perf_counter() - start
             frames.append(frame)
-    rechecked.sort(key=lambda r: r.rank_key(), reverse=True)
+    rechecked = ranked(rechecked)  # --compare: each sampler's recheck, merged
     write_outputs(out, plan.config, args, plan.report, frames, walls, rechecked)
     if args.confirm:
         return confirm_step.run(args, plan.config, plan.session, pd.concat(frames, ignore_index=True), out)

@@ -17,7 +17,7 @@ workers), is the runtime's: :mod:`runtime.has`. Background: docs/has.md.
 
 from easerve_core.has.ladder import SINGLE_RUNG, Ladder, LadderEvaluator, Verdict
 from easerve_core.has.objective import Evaluator, Objective, Seen, short_key
-from easerve_core.has.recheck import RECHECK_COLUMNS, Rechecked, recheck, recheck_frame, recheck_seed
+from easerve_core.has.recheck import RECHECK_COLUMNS, Rechecked, ranked, recheck, recheck_frame, recheck_seed
 from easerve_core.has.results import best_deployment, top_k, trials_frame, trials_to_reach
 from easerve_core.has.screen import (
     AllocationCapacity,
@@ -62,6 +62,7 @@ __all__ = [
     "finished_trials",
     "local_prefill_fits",
     "memory_need",
+    "ranked",
     "recheck",
     "recheck_frame",
     "recheck_seed",

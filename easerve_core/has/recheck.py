@@ -169,6 +169,15 @@ def recheck(study: optuna.Study, evaluator: LadderEvaluator, ladder: Ladder, *,
     return sorted(out, key=lambda r: r.rank_key(), reverse=True)
 
 
+def ranked(rechecked: Sequence[Rechecked]) -> list[Rechecked]:
+    """Rechecks merged (several samplers' studies), best first, each deployment once: two samplers
+    that rechecked one deployment ran it on the same streams, so it ties only itself."""
+    out: dict[str, Rechecked] = {}
+    for r in sorted(rechecked, key=lambda r: r.rank_key(), reverse=True):
+        out.setdefault(r.key, r)
+    return list(out.values())
+
+
 def recheck_frame(rechecked: list[Rechecked]) -> pd.DataFrame:
     """The recheck as a table (:data:`RECHECK_COLUMNS`), the pick first; each row's ``pick_lead``
     is the pick's paired lead over it (:meth:`Rechecked.lead_over`; 0 on the pick's own row) and

@@ -178,3 +178,18 @@ def test_a_trace_is_rechecked_once_and_claims_no_interval(tmp_path: Path, space:
     assert all(len(r.verdicts) == 1 for r in picked)
     assert len([c for c in toy.calls if c[0] == "recheck"]) == len(picked)  # once each, not three times
     assert picked[0].ties(picked[1]) is None  # one stream: no verdict either way
+
+
+def test_merged_rechecks_list_each_deployment_once_best_first() -> None:
+    from easerve_core.deployment import Deployment
+    from easerve_core.has import Rechecked, ranked
+
+    def one(key: str, goodput: float, unstable: bool = False) -> Rechecked:
+        verdict = Verdict(goodput_rps=goodput, attainment=1.0, unstable=unstable, offered_rps=3.0,
+                          num_requests=9)
+        return Rechecked(key=key, label=key, deployment=Deployment(), search_score=0.0,
+                         verdicts=(verdict,) * 2)
+
+    tpe = [one("a", 2.0), one("b", 1.5), one("u", 2.9, unstable=True)]
+    random = [one("c", 1.8), one("a", 2.0), one("b", 1.5)]  # a and b rechecked by both samplers
+    assert [r.key for r in ranked(tpe + random)] == ["a", "c", "b", "u"]
