@@ -7,7 +7,8 @@ typed in as numbers (the hub id whose ``config.json`` carries them is named; no 
 and imported with ``easerve model import`` (``--name``, ``--hf-id``); the spec's
 ``imported_from.file`` is then set to the builder that made it, so the output does not
 depend on the temporary folder. The examples that read aiconfigurator-core's bundled
-configs (Qwen3-VL, Llama-4, Gemma-4) are not rebuilt here.
+configs (Qwen3-VL, Llama-4, Gemma-4; :data:`AIC_EXAMPLES`) are imported from the installed
+package's file in place, their ``imported_from.file`` written relative to site-packages.
 
 Run: ``PYTHONPATH=. .venv/bin/python bench/import_examples.py [--out DIR] [--check]``
 (``--out`` defaults to ``easerve/configs/specs/models``; ``--check`` writes nothing and
@@ -194,6 +195,47 @@ EXAMPLES: tuple[Example, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class AicExample:
+    name: str  # spec name and file stem
+    hf_id: str  # the checkpoint aiconfigurator-core's bundled config.json is of
+    modality: str  # the items its requests carry
+
+
+#: aiconfigurator-core's bundled configs, read in place (the `measured` extra installs them)
+AIC_EXAMPLES: tuple[AicExample, ...] = (
+    AicExample("qwen3-vl-8b", "Qwen/Qwen3-VL-8B-Instruct", "image"),
+    AicExample("qwen3-vl-32b", "Qwen/Qwen3-VL-32B-Instruct", "image"),
+    AicExample("qwen3-vl-30b-a3b", "Qwen/Qwen3-VL-30B-A3B-Instruct", "image"),
+    AicExample("llama-4-scout", "meta-llama/Llama-4-Scout-17B-16E-Instruct", "image"),
+    AicExample("gemma-4-26b-a4b", "google/gemma-4-26B-A4B", "image"),
+)
+
+
+def build_aic(example: AicExample, out: Path, work: Path) -> Path:
+    """Import ``example``'s bundled aiconfigurator-core config into ``out/NAME.json``."""
+    import aiconfigurator_core
+
+    from easerve.cli import main
+    from easerve.cli.model_cmd import write_json
+
+    package = Path(aiconfigurator_core.__file__).parent
+    source = package / "model_configs" / f"{example.hf_id.replace('/', '--')}_config.json"
+    work.mkdir(parents=True, exist_ok=True)
+    spec_file = work / f"{example.name}.json"
+    argv = ["model", "import", str(source), "--name", example.name, "--hf-id", example.hf_id,
+            "--modality", example.modality, "--out", str(spec_file)]
+    if main(argv) != 0:
+        raise SystemExit(f"easerve model import failed for {example.name}")
+    spec = json.loads(spec_file.read_text())
+    spec["imported_from"]["file"] = f"<site-packages>/{source.relative_to(package.parent).as_posix()}"
+    target = out / f"{example.name}.json"
+    if target.exists():
+        target.unlink()  # write_json refuses to overwrite a file
+    write_json(target, spec)
+    return target
+
+
 def build(example: Example, out: Path, work: Path) -> Path:
     """Import ``example`` with ``easerve model import`` into ``out/NAME.json``."""
     from easerve.cli import main
@@ -232,8 +274,10 @@ def main(argv: list[str] | None = None) -> int:
         out = work / "out" if args.check else args.out
         out.mkdir(parents=True, exist_ok=True)
         differ = []
-        for example in EXAMPLES:
-            built = build(example, out, work / "build")
+        builds = [lambda e=e: build(e, out, work / "build") for e in EXAMPLES]
+        builds += [lambda e=e: build_aic(e, out, work / "aic") for e in AIC_EXAMPLES]
+        for make in builds:
+            built = make()
             shipped = args.out / built.name
             if args.check and (not shipped.is_file() or built.read_text() != shipped.read_text()):
                 differ.append(built.name)

@@ -162,3 +162,17 @@ def test_raw_sizes_without_a_model_are_refused(tmp_path: Path, capsys: pytest.Ca
     config.write_text("[workload]\nimages = [[640, 480]]\nrate_hz = 1.0\n")
     refused(tmp_path, capsys, ["workload", str(config), "--out", str(tmp_path / "t.csv")],
             "workload.images", "need a [model]")
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    # 32 px merged patches (patch 16, merge 2): 1,280x704 px; 1920x1080 is over the 1,003,520 px the
+    # spec's bounds allow (Qwen2VLImageProcessor's defaults, marked D: no preprocessor_config.json in
+    # aiconfigurator-core), so it is scaled to 1,312x736 px
+    ("qwen3-vl-8b", (880, 943)),
+    ("gemma-4-26b-a4b", (280, 280)),  # vision_soft_tokens_per_image, whatever the size
+])
+def test_the_shipped_aiconfigurator_specs_take_raw_image_sizes(spec: str, expected: tuple[int, ...]) -> None:
+    from easerve.resources import CONFIGS_DIR
+
+    path = CONFIGS_DIR / "specs" / "models" / f"{spec}.json"
+    assert _tokens({"images": [[1280, 720], [1920, 1080]]}, str(path)) == expected
