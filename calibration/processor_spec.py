@@ -10,6 +10,10 @@ sizes each takes and its function is :data:`calibration.sizes.RULES`):
              image pixel bounds ``min_pixels``/``max_pixels`` and the video
              bounds ``video_min_pixels``/``video_max_pixels``
 ``fixed``    a fixed number of LM tokens per image: ``tokens_per_image``
+``tiles``    InternVL's dynamic tiling: ``tile_px`` square tiles, between
+             ``min_tiles`` and ``max_tiles`` of them (the grid closest to the
+             image's aspect ratio) plus a thumbnail when there are several,
+             ``tokens_per_tile`` LM tokens each
 ``whisper``  Whisper encoder positions (100 mel frames/s, stride 2), then
              either Qwen2-Audio's average pool by 2 over at most
              ``max_audio_s`` (``stack_factor`` 0) or Ultravox's stacking of
@@ -33,6 +37,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "qwen": ("patch_px", "merge", "temporal_patch", "min_pixels", "max_pixels",
              "video_min_pixels", "video_max_pixels"),
     "fixed": ("tokens_per_image",),
+    "tiles": ("tile_px", "tokens_per_tile", "min_tiles", "max_tiles"),
     "whisper": (),
 }
 
@@ -53,6 +58,9 @@ class ProcessorSpec:
     video_min_pixels: int = 0
     video_max_pixels: int = 0
     tokens_per_image: int = 0
+    tokens_per_tile: int = 0
+    min_tiles: int = 0
+    max_tiles: int = 0
     stack_factor: int = 0
     max_audio_s: float = 0.0
 
@@ -69,6 +77,8 @@ class ProcessorSpec:
         if self.kind == "whisper" and not (self.stack_factor or self.max_audio_s):
             raise ValueError("ProcessorSpec: kind 'whisper' needs stack_factor (Ultravox) or "
                              "max_audio_s (Qwen2-Audio)")
+        if self.min_tiles > self.max_tiles:
+            raise ValueError("ProcessorSpec: min_tiles must be <= max_tiles")
         if self.min_pixels > self.max_pixels or self.video_min_pixels > self.video_max_pixels:
             raise ValueError("ProcessorSpec: min pixels must be <= max pixels")
 

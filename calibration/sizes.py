@@ -55,6 +55,13 @@ def _fixed(p: ProcessorSpec, item: RawItem) -> int:
     return p.tokens_per_image
 
 
+def _tiles(p: ProcessorSpec, item: RawItem) -> int:
+    assert isinstance(item, ImageSize)
+    return rules.internvl_image_tokens(item.width_px, item.height_px, tile_px=p.tile_px,
+                                       tokens_per_tile=p.tokens_per_tile, min_tiles=p.min_tiles,
+                                       max_tiles=p.max_tiles)
+
+
 def _whisper(p: ProcessorSpec, item: RawItem) -> int:
     assert isinstance(item, AudioClip)
     if p.stack_factor:
@@ -67,6 +74,7 @@ RULES: Mapping[str, Rule] = {
     "anyres": Rule("LLaVA-NeXT anyres grid", ("images",), _anyres),
     "qwen": Rule("Qwen resize to merged patches within pixel bounds", ("images", "videos"), _qwen),
     "fixed": Rule("fixed tokens per image", ("images",), _fixed),
+    "tiles": Rule("InternVL tiles closest to the aspect ratio, plus a thumbnail", ("images",), _tiles),
     "whisper": Rule("Whisper positions, pooled or stacked", ("audio_s",), _whisper),
 }
 

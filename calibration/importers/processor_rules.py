@@ -3,8 +3,8 @@
 Pure arithmetic, one function per rule, each checked against the
 ``transformers`` processor on tiny inputs (tests/calibration/test_processor_rules.py):
 LLaVA-NeXT anyres grids, Qwen's resize to whole merged patches within pixel
-bounds (images and videos), fixed-token towers, and Whisper-based audio
-(Qwen2-Audio's pooling, Ultravox's frame stacking).
+bounds (images and videos), InternVL's tile canvas, fixed-token towers, and
+Whisper-based audio (Qwen2-Audio's pooling, Ultravox's frame stacking).
 """
 
 from __future__ import annotations
@@ -94,6 +94,35 @@ def qwen_video_tokens(
     return groups * qwen_image_tokens(
         width, height, patch_px=patch_px, merge=merge, min_pixels=min_pixels, max_pixels=max_pixels
     )
+
+
+def tile_canvas(width: int, height: int, *, tile_px: int, min_tiles: int, max_tiles: int) -> tuple[int, int]:
+    """The (columns, rows) of square ``tile_px`` tiles an image is resized onto (InternVL's
+    dynamic tiling, transformers' ``GotOcr2ImageProcessor``): of the grids of ``min_tiles`` to
+    ``max_tiles`` tiles, fewest tiles first, the one whose aspect ratio is closest to the image's;
+    on an exact tie the larger grid, while the image's area exceeds half of it."""
+    grids = sorted(((c, r) for c in range(1, max_tiles + 1) for r in range(1, max_tiles + 1)
+                    if min_tiles <= c * r <= max_tiles), key=lambda g: g[0] * g[1])
+    aspect, area = width / height, width * height
+    best, best_diff = (1, 1), math.inf
+    for cols, rows in grids:
+        diff = abs(aspect - cols / rows)
+        if diff < best_diff:
+            best, best_diff = (cols, rows), diff
+        elif diff == best_diff and area > 0.5 * tile_px * tile_px * cols * rows:
+            best = (cols, rows)
+    return best
+
+
+def internvl_image_tokens(
+    width: int, height: int, *, tile_px: int, tokens_per_tile: int, min_tiles: int, max_tiles: int
+) -> int:
+    """LM tokens of one image under InternVL: each tile of :func:`tile_canvas`, and a thumbnail of
+    the whole image when there is more than one tile, ``tokens_per_tile`` each (the start and end
+    markers around them are not counted)."""
+    cols, rows = tile_canvas(width, height, tile_px=tile_px, min_tiles=min_tiles, max_tiles=max_tiles)
+    tiles = cols * rows
+    return tokens_per_tile * (tiles + (tiles > 1))
 
 
 def sampled_frames(seconds: float, fps: float, *, temporal_patch: int = 1) -> int:

@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from calibration.importers._read import Keys, derived, value
+from calibration.importers._read import Keys, derived, leaf, value
 from calibration.importers.tower_parts import (
     Tower,
     patch_stem,
@@ -51,7 +51,19 @@ def internvit(tower: Keys, top: Keys, lm_hidden: int, pre: Mapping[str, Any]) ->
         },
     )
     tokens = per_tile * (max_patches + 1)
-    return Tower(enc, mapping, derived(tokens, f"an image filling {max_patches} tiles + thumbnail"), [])
+    min_patches = int(pre.get("min_patches", 1))
+    low_src = ("preprocessor_config.json min_patches" if "min_patches" in pre
+               else "GotOcr2ImageProcessor default min_patches 1")
+    mark = "V" if "max_patches" in pre else "D"
+    processor = {  # InternVLProcessor tiles every image (crop_to_patches), image_seq_length tokens a tile
+        "kind": "tiles",
+        "tile_px": derived(size, f"vision_config.image_size {size} (square tiles)"),
+        "tokens_per_tile": derived(per_tile, f"({size}/{patch})^2 x downsample_ratio^2"),
+        "min_tiles": leaf(min_patches, "V" if "min_patches" in pre else "D", low_src),
+        "max_tiles": leaf(max_patches, mark, src),
+    }
+    return Tower(enc, mapping, derived(tokens, f"an image filling {max_patches} tiles + thumbnail"), [],
+                 processor)
 
 
 def idefics3(tower: Keys, top: Keys, lm_hidden: int, pre: Mapping[str, Any]) -> Tower:

@@ -82,3 +82,18 @@ def test_qwen2_audio_tokens_match_model_rule(seconds: float) -> None:
 def test_ultravox_tokens() -> None:
     """10 s -> 500 Whisper positions -> 63 stacks of 8 (the paper's Ultravox spec)."""
     assert rules.ultravox_tokens(10.0, stack_factor=8) == 63
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (720, 1280), (448, 448), (500, 300), (3000, 400), (2000, 2000),
+                                  (100, 100), (896, 448), (1920, 1080), (300, 2000)])
+def test_internvl_tiles_match_the_image_processor(size: tuple[int, int]) -> None:
+    from PIL import Image
+    from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import GotOcr2ImageProcessorPil
+
+    width, height = size
+    processor = GotOcr2ImageProcessorPil(crop_to_patches=True, size={"height": 448, "width": 448},
+                                         min_patches=1, max_patches=12)  # InternVL's processor settings
+    out = processor(Image.new("RGB", (width, height)))
+    tiles = int(out["num_patches"][0])  # thumbnail included
+    assert rules.internvl_image_tokens(width, height, tile_px=448, tokens_per_tile=256, min_tiles=1,
+                                       max_tiles=12) == 256 * tiles

@@ -143,7 +143,7 @@ def test_workload_command_writes_resolved_tokens(tmp_path: Path, capsys: pytest.
 @pytest.mark.parametrize("command", ["sim", "workload"])
 def test_raw_sizes_for_a_spec_without_a_rule_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                          command: str) -> None:
-    spec = _imported(tmp_path, "internvl")
+    spec = _imported(tmp_path, "idefics3")
     config = _config(tmp_path, Path(spec).name, "images = [[640, 480]]")
     refused(tmp_path, capsys, [command, str(config), "--out", str(tmp_path / "out.csv")],
             "workload.images", "has no processor rule")
@@ -176,3 +176,18 @@ def test_the_shipped_aiconfigurator_specs_take_raw_image_sizes(spec: str, expect
 
     path = CONFIGS_DIR / "specs" / "models" / f"{spec}.json"
     assert _tokens({"images": [[1280, 720], [1920, 1080]]}, str(path)) == expected
+
+
+def test_an_imported_internvl_tiles_raw_images_as_its_processor_does(tmp_path: Path) -> None:
+    from PIL import Image
+    from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import GotOcr2ImageProcessorPil
+
+    spec = _imported(tmp_path, "internvl")
+    table = json.loads(Path(spec).read_text())["processor"]
+    tile, per_tile = table["tile_px"]["value"], table["tokens_per_tile"]["value"]
+    processor = GotOcr2ImageProcessorPil(crop_to_patches=True, size={"height": tile, "width": tile},
+                                         min_patches=1, max_patches=12)  # InternVLProcessor's defaults
+    sizes = [[1280, 720], [300, 300], [90, 700]]
+    tiles = [int(processor(Image.new("RGB", tuple(size)))["num_patches"][0]) for size in sizes]
+    assert len(set(tiles)) > 1  # the sizes take different grids
+    assert _tokens({"images": sizes}, spec) == tuple(per_tile * n for n in tiles)
