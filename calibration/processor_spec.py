@@ -14,6 +14,9 @@ sizes each takes and its function is :data:`calibration.sizes.RULES`):
              ``min_tiles`` and ``max_tiles`` of them (the grid closest to the
              image's aspect ratio) plus a thumbnail when there are several,
              ``tokens_per_tile`` LM tokens each
+``split``    Idefics3 / SmolVLM: the longest side scaled to
+             ``longest_edge_px``, then split into ``tile_px`` tiles plus a global
+             view when larger than one tile, ``tokens_per_tile`` each
 ``whisper``  Whisper encoder positions (100 mel frames/s, stride 2), then
              either Qwen2-Audio's average pool by 2 over at most
              ``max_audio_s`` (``stack_factor`` 0) or Ultravox's stacking of
@@ -38,6 +41,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
              "video_min_pixels", "video_max_pixels"),
     "fixed": ("tokens_per_image",),
     "tiles": ("tile_px", "tokens_per_tile", "min_tiles", "max_tiles"),
+    "split": ("tile_px", "tokens_per_tile", "longest_edge_px"),
     "whisper": (),
 }
 
@@ -61,6 +65,7 @@ class ProcessorSpec:
     tokens_per_tile: int = 0
     min_tiles: int = 0
     max_tiles: int = 0
+    longest_edge_px: int = 0
     stack_factor: int = 0
     max_audio_s: float = 0.0
 

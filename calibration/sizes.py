@@ -62,6 +62,12 @@ def _tiles(p: ProcessorSpec, item: RawItem) -> int:
                                        max_tiles=p.max_tiles)
 
 
+def _split(p: ProcessorSpec, item: RawItem) -> int:
+    assert isinstance(item, ImageSize)
+    return rules.idefics3_image_tokens(item.width_px, item.height_px, tile_px=p.tile_px,
+                                       longest_edge_px=p.longest_edge_px, tokens_per_tile=p.tokens_per_tile)
+
+
 def _whisper(p: ProcessorSpec, item: RawItem) -> int:
     assert isinstance(item, AudioClip)
     if p.stack_factor:
@@ -74,6 +80,7 @@ RULES: Mapping[str, Rule] = {
     "anyres": Rule("LLaVA-NeXT anyres grid", ("images",), _anyres),
     "qwen": Rule("Qwen resize to merged patches within pixel bounds", ("images", "videos"), _qwen),
     "fixed": Rule("fixed tokens per image", ("images",), _fixed),
+    "split": Rule("Idefics3 longest side scaled, split into tiles, plus a global view", ("images",), _split),
     "tiles": Rule("InternVL tiles closest to the aspect ratio, plus a thumbnail", ("images",), _tiles),
     "whisper": Rule("Whisper positions, pooled or stacked", ("audio_s",), _whisper),
 }

@@ -3,8 +3,9 @@
 Pure arithmetic, one function per rule, each checked against the
 ``transformers`` processor on tiny inputs (tests/calibration/test_processor_rules.py):
 LLaVA-NeXT anyres grids, Qwen's resize to whole merged patches within pixel
-bounds (images and videos), InternVL's tile canvas, fixed-token towers, and
-Whisper-based audio (Qwen2-Audio's pooling, Ultravox's frame stacking).
+bounds (images and videos), InternVL's tile canvas, Idefics3/SmolVLM's
+splitting, fixed-token towers, and Whisper-based audio (Qwen2-Audio's pooling,
+Ultravox's frame stacking).
 """
 
 from __future__ import annotations
@@ -123,6 +124,35 @@ def internvl_image_tokens(
     cols, rows = tile_canvas(width, height, tile_px=tile_px, min_tiles=min_tiles, max_tiles=max_tiles)
     tiles = cols * rows
     return tokens_per_tile * (tiles + (tiles > 1))
+
+
+#: the side no Idefics3 image is resized past (transformers' ``MAX_IMAGE_SIZE``, "4k")
+IDEFICS3_MAX_SIDE_PX = 4096
+
+
+def idefics3_image_tokens(width: int, height: int, *, tile_px: int, longest_edge_px: int,
+                          tokens_per_tile: int) -> int:
+    """LM tokens of one image under Idefics3 / SmolVLM: its longest side scaled to
+    ``longest_edge_px`` (up or down, the other side kept in proportion and made even), then split
+    into square ``tile_px`` tiles plus a global view when it is larger than one tile;
+    ``tokens_per_tile`` each (the row/column and global markers are not counted)."""
+    if width >= height:
+        w = longest_edge_px
+        h = int(w / (width / height))
+        h += h % 2
+    else:
+        h = longest_edge_px
+        w = int(h * (width / height))
+        w += w % 2
+    h, w = max(h, 1), max(w, 1)
+    if max(h, w) > IDEFICS3_MAX_SIDE_PX:  # scaled below the bound, the aspect ratio kept
+        aspect = w / h
+        if w >= h:
+            w, h = IDEFICS3_MAX_SIDE_PX, max(1, int(IDEFICS3_MAX_SIDE_PX / aspect))
+        else:
+            h, w = IDEFICS3_MAX_SIDE_PX, max(1, int(IDEFICS3_MAX_SIDE_PX * aspect))
+    rows, cols = math.ceil(h / tile_px), math.ceil(w / tile_px)
+    return tokens_per_tile * (rows * cols + 1 if rows * cols > 1 else 1)
 
 
 def sampled_frames(seconds: float, fps: float, *, temporal_patch: int = 1) -> int:

@@ -92,11 +92,23 @@ def idefics3(tower: Keys, top: Keys, lm_hidden: int, pre: Mapping[str, Any]) -> 
         },
     )
     tokens = per_tile * (grid * grid + 1)
+    tile = int((pre.get("max_image_size") or {}).get("longest_edge", size))
+    longest_src = ("preprocessor_config.json size.longest_edge" if "longest_edge" in (pre.get("size") or {})
+                   else f"4 x vision_config.image_size {size}")
+    processor = {  # the image processor's split: the longest side scaled, square tiles, a global view
+        "kind": "split",
+        "tile_px": leaf(tile, "V" if "max_image_size" in pre else "D",
+                        "preprocessor_config.json max_image_size.longest_edge" if "max_image_size" in pre
+                        else f"vision_config.image_size {size}"),
+        "tokens_per_tile": derived(per_tile, f"({size}/{patch})^2 / scale_factor^2 (image_seq_len)"),
+        "longest_edge_px": leaf(longest, "V" if "size" in pre else "D", longest_src),
+    }
     return Tower(
         enc,
         mapping,
         derived(tokens, f"an image filling {grid}x{grid} tiles + global view"),
         ["row/column separator tokens between tiles are not counted"],
+        processor,
     )
 
 

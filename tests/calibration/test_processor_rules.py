@@ -97,3 +97,29 @@ def test_internvl_tiles_match_the_image_processor(size: tuple[int, int]) -> None
     tiles = int(out["num_patches"][0])  # thumbnail included
     assert rules.internvl_image_tokens(width, height, tile_px=448, tokens_per_tile=256, min_tiles=1,
                                        max_tiles=12) == 256 * tiles
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (720, 1280), (364, 364), (100, 100), (500, 300), (3000, 400),
+                                  (4000, 4000), (1920, 1080), (300, 2000), (729, 365)])
+@pytest.mark.parametrize(("tile", "longest"), [(364, 4 * 364), (512, 4 * 512), (384, 3 * 384)])
+def test_idefics3_splitting_matches_the_image_processor(size: tuple[int, int], tile: int,
+                                                        longest: int) -> None:
+    from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
+
+    width, height = size
+    kwargs = {"size": {"longest_edge": longest}, "max_image_size": {"longest_edge": tile}}
+    patches, _, _ = Idefics3ImageProcessorPil().get_number_of_image_patches(height, width, kwargs)
+    views = patches or 1  # no split: the image alone, one view
+    assert rules.idefics3_image_tokens(width, height, tile_px=tile, longest_edge_px=longest,
+                                       tokens_per_tile=169) == 169 * views
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (100, 100), (300, 2000)])
+def test_idefics3_splitting_matches_the_processed_views(size: tuple[int, int]) -> None:
+    from PIL import Image
+    from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
+
+    out = Idefics3ImageProcessorPil()(Image.new("RGB", size))  # 4 x 364 px, 364 px tiles: its defaults
+    views = len(out["pixel_values"][0])
+    tokens = rules.idefics3_image_tokens(*size, tile_px=364, longest_edge_px=4 * 364, tokens_per_tile=1)
+    assert tokens == views

@@ -143,7 +143,7 @@ def test_workload_command_writes_resolved_tokens(tmp_path: Path, capsys: pytest.
 @pytest.mark.parametrize("command", ["sim", "workload"])
 def test_raw_sizes_for_a_spec_without_a_rule_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                          command: str) -> None:
-    spec = _imported(tmp_path, "idefics3")
+    spec = _imported(tmp_path, "llava_onevision")  # anyres_max pooling: no rule yet
     config = _config(tmp_path, Path(spec).name, "images = [[640, 480]]")
     refused(tmp_path, capsys, [command, str(config), "--out", str(tmp_path / "out.csv")],
             "workload.images", "has no processor rule")
@@ -191,3 +191,17 @@ def test_an_imported_internvl_tiles_raw_images_as_its_processor_does(tmp_path: P
     tiles = [int(processor(Image.new("RGB", tuple(size)))["num_patches"][0]) for size in sizes]
     assert len(set(tiles)) > 1  # the sizes take different grids
     assert _tokens({"images": sizes}, spec) == tuple(per_tile * n for n in tiles)
+
+
+def test_an_imported_idefics3_splits_raw_images_as_its_processor_does(tmp_path: Path) -> None:
+    from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
+
+    spec = _imported(tmp_path, "idefics3")
+    table = json.loads(Path(spec).read_text())["processor"]
+    tile, longest = table["tile_px"]["value"], table["longest_edge_px"]["value"]
+    per_tile = table["tokens_per_tile"]["value"]
+    kwargs = {"size": {"longest_edge": longest}, "max_image_size": {"longest_edge": tile}}
+    sizes = [[1280, 720], [300, 300], [90, 700]]
+    views = [Idefics3ImageProcessorPil().get_number_of_image_patches(h, w, kwargs)[0] or 1 for w, h in sizes]
+    assert len(set(views)) > 1  # the sizes split differently
+    assert _tokens({"images": sizes}, spec) == tuple(per_tile * n for n in views)
