@@ -216,31 +216,15 @@ def build_aic(example: AicExample, out: Path, work: Path) -> Path:
     """Import ``example``'s bundled aiconfigurator-core config into ``out/NAME.json``."""
     import aiconfigurator_core
 
-    from easerve.cli import main
-    from easerve.cli.model_cmd import write_json
-
     package = Path(aiconfigurator_core.__file__).parent
     source = package / "model_configs" / f"{example.hf_id.replace('/', '--')}_config.json"
     work.mkdir(parents=True, exist_ok=True)
-    spec_file = work / f"{example.name}.json"
-    argv = ["model", "import", str(source), "--name", example.name, "--hf-id", example.hf_id,
-            "--modality", example.modality, "--out", str(spec_file)]
-    if main(argv) != 0:
-        raise SystemExit(f"easerve model import failed for {example.name}")
-    spec = json.loads(spec_file.read_text())
-    spec["imported_from"]["file"] = f"<site-packages>/{source.relative_to(package.parent).as_posix()}"
-    target = out / f"{example.name}.json"
-    if target.exists():
-        target.unlink()  # write_json refuses to overwrite a file
-    write_json(target, spec)
-    return target
+    return _import(source, example.name, example.hf_id, out, work, ["--modality", example.modality],
+                   origin=f"<site-packages>/{source.relative_to(package.parent).as_posix()}")
 
 
 def build(example: Example, out: Path, work: Path) -> Path:
     """Import ``example`` with ``easerve model import`` into ``out/NAME.json``."""
-    from easerve.cli import main
-    from easerve.cli.model_cmd import write_json
-
     config = example.build()
     data = config if isinstance(config, dict) else config.to_dict()
     assert data["model_type"] == example.family, (example.name, data["model_type"])
@@ -250,14 +234,24 @@ def build(example: Example, out: Path, work: Path) -> Path:
     folder = work / example.name
     folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps(data, indent=1))
-    spec_file = work / f"{example.name}.json"
-    argv = ["model", "import", str(folder), "--name", example.name, "--hf-id", example.hf_id,
-            "--out", str(spec_file)]
+    return _import(folder, example.name, example.hf_id, out, work, [],
+                   origin=f"built in code: bench/import_examples.py {example.build.__name__}()")
+
+
+def _import(source: Path, name: str, hf_id: str, out: Path, work: Path, flags: list[str], *,
+            origin: str) -> Path:
+    """``easerve model import`` of ``source`` into ``out/NAME.json``, ``imported_from.file`` set to
+    ``origin`` (so the spec does not name a temporary folder or this machine's site-packages)."""
+    from easerve.cli import main
+    from easerve.cli.model_cmd import write_json
+
+    spec_file = work / f"{name}.json"
+    argv = ["model", "import", str(source), "--name", name, "--hf-id", hf_id, *flags, "--out", str(spec_file)]
     if main(argv) != 0:
-        raise SystemExit(f"easerve model import failed for {example.name}")
+        raise SystemExit(f"easerve model import failed for {name}")
     spec = json.loads(spec_file.read_text())
-    spec["imported_from"]["file"] = f"built in code: bench/import_examples.py {example.build.__name__}()"
-    target = out / f"{example.name}.json"
+    spec["imported_from"]["file"] = origin
+    target = out / f"{name}.json"
     if target.exists():
         target.unlink()  # write_json refuses to overwrite a file
     write_json(target, spec)
