@@ -72,7 +72,9 @@ def open_session(config: str | Path | ExperimentConfig, overrides: Overrides | N
                  runs_deployment: bool = False) -> Session:
     """The command line's one way from a config argument to a run: the config (a path or a
     shipped name, :func:`easerve.resources.load_config`, ``runs_deployment`` as there; or one
-    the command loaded already) composed with ``overrides`` (:func:`calibration.session.compose`)."""
+    the command loaded already) composed with ``overrides`` (:func:`calibration.session.compose`).
+    Two choices the plan made for the user are one note each (docs/cli.md): a public trace's rows
+    whose inputs its items exceed, and outputs stopped at the model's context."""
     if not isinstance(config, ExperimentConfig):
         config = load_config(config, runs_deployment=runs_deployment)
     session = compose(config, overrides)
@@ -82,7 +84,7 @@ def open_session(config: str | Path | ExperimentConfig, overrides: Overrides | N
         notice(f"workload.trace: {under:,} of {len(plan.requests):,} rows have no more input tokens than the "
                "items drawn for them; each of those prompts is 1 token, and its input is longer than the "
                "trace's (the trace's input counts text and items together)")
-    if capped := plan.outputs_at_context:  # a choice made for the user (docs/cli.md): a note
+    if capped := plan.outputs_at_context:
         notice(f"workload: {capped:,} of {len(plan.requests):,} outputs end at the model's context of "
                f"{plan.max_context_tokens:,} tokens (prompt, items and output); they stop there, as an "
                "engine stops them")
