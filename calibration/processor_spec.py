@@ -5,7 +5,8 @@ One rule per ``kind`` (the arithmetic is in
 sizes each takes and its function is :data:`calibration.sizes.RULES`):
 
 ``anyres``   LLaVA-NeXT anyres grids: ``tile_px``, ``patch_px``,
-             ``pinpoints_px`` ([[height, width], ...]), ``base_extra_tokens``
+             ``pinpoints_px`` ([[height, width], ...]), ``base_extra_tokens``;
+             ``anyres_max`` N pools large grids as LLaVA-OneVision does (0: not)
 ``qwen``     Qwen2/2.5/3-VL: ``patch_px``, ``merge``, ``temporal_patch``, the
              image pixel bounds ``min_pixels``/``max_pixels`` and the video
              bounds ``video_min_pixels``/``video_max_pixels``
@@ -55,6 +56,7 @@ class ProcessorSpec:
     patch_px: int = 0
     pinpoints_px: tuple[tuple[int, int], ...] = field(default=())
     base_extra_tokens: int = 0
+    anyres_max: int = 0
     merge: int = 0
     temporal_patch: int = 0
     min_pixels: int = 0

@@ -37,7 +37,8 @@ class Rule:
 def _anyres(p: ProcessorSpec, item: RawItem) -> int:
     assert isinstance(item, ImageSize)
     return rules.llava_next_tokens(item.width_px, item.height_px, tile_px=p.tile_px, patch_px=p.patch_px,
-                                   pinpoints=p.pinpoints_px, base_extra=p.base_extra_tokens)
+                                   pinpoints=p.pinpoints_px, base_extra=p.base_extra_tokens,
+                                   anyres_max=p.anyres_max)
 
 
 def _qwen(p: ProcessorSpec, item: RawItem) -> int:

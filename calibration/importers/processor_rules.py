@@ -38,10 +38,13 @@ def llava_next_tokens(
     patch_px: int,
     pinpoints: Sequence[Sequence[int]],
     base_extra: int = 0,
+    anyres_max: int = 0,
 ) -> int:
     """LM tokens of one image under LLaVA-NeXT anyres: the base view, then the grid's features
     with the padding rows or columns removed, plus one newline per row. ``base_extra`` is 1 when
-    the CLS position is kept (``vision_feature_select_strategy = "full"``)."""
+    the CLS position is kept (``vision_feature_select_strategy = "full"``). ``anyres_max`` N
+    (LLaVA-OneVision's ``anyres_max_N``) pools a grid of more than 1.1^2 x N tiles' features down
+    by its square root of that excess, rows and newlines alike."""
     per_side = tile_px // patch_px
     grid_h, grid_w = select_best_resolution(height, width, pinpoints)
     cur_h, cur_w = grid_h // tile_px * per_side, grid_w // tile_px * per_side
@@ -51,7 +54,12 @@ def llava_next_tokens(
     else:
         new_w = int(round(width * (cur_h / height), 7))
         cur_w -= (cur_w - new_w) // 2 * 2
-    return per_side * per_side + base_extra + cur_h * cur_w + cur_h
+    features, newlines = cur_h * cur_w, cur_h
+    if anyres_max:
+        ratio = math.sqrt(cur_h * cur_w / (anyres_max * per_side * per_side))
+        if ratio > 1.1:
+            features, newlines = int(cur_h // ratio) * int(cur_w // ratio), int(cur_h // ratio)
+    return per_side * per_side + base_extra + features + newlines
 
 
 def smart_resize(

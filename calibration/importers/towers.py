@@ -89,21 +89,25 @@ def clip_anyres(tower: Keys, top: Keys, lm_hidden: int, *, siglip: bool, anyres:
             "positions": f"{side * side} patches" + (" + CLS" if cls else "") + " per tower forward",
         },
     )
-    processor = None
+    processor = {
+        "kind": "anyres",
+        "tile_px": square_side(tower, "image_size"),
+        "patch_px": square_side(tower, "patch_size"),
+        "pinpoints_px": leaf(pins, "V", f"{top.file.name} image_grid_pinpoints ([height, width])"),
+        "base_extra_tokens": derived(base - side * side, f"vision_feature_select_strategy {strategy!r}"),
+    }
     if siglip:
         notes.append(
             "LLaVA-OneVision anyres_max: LM tokens of large images are pooled down while the "
             "tower still encodes every tile; easerve prices tiles from LM tokens"
         )
-        notes.append("LLaVA-OneVision anyres_max pooling has no processor rule: raw image sizes are refused")
-    else:
-        processor = {
-            "kind": "anyres",
-            "tile_px": square_side(tower, "image_size"),
-            "patch_px": square_side(tower, "patch_size"),
-            "pinpoints_px": leaf(pins, "V", f"{top.file.name} image_grid_pinpoints ([height, width])"),
-            "base_extra_tokens": derived(base - side * side, f"vision_feature_select_strategy {strategy!r}"),
-        }
+        aspect = str(top.raw_value("vision_aspect_ratio", "anyres_max_9"))
+        if not aspect.startswith("anyres_max_") or not aspect.removeprefix("anyres_max_").isdigit():
+            raise ValueError(f"{top.file}: vision_aspect_ratio {aspect!r}: only anyres_max_N is modelled")
+        where = ("config.json vision_aspect_ratio" if top.raw.get("vision_aspect_ratio") is not None
+                 else "LlavaOnevisionConfig default vision_aspect_ratio")
+        processor["anyres_max"] = leaf(int(aspect.removeprefix("anyres_max_")),
+                                       "V" if where.startswith("config") else "D", f"{where} {aspect!r}")
     return Tower(
         enc,
         mapping,

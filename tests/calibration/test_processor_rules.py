@@ -123,3 +123,18 @@ def test_idefics3_splitting_matches_the_processed_views(size: tuple[int, int]) -
     views = len(out["pixel_values"][0])
     tokens = rules.idefics3_image_tokens(*size, tile_px=364, longest_edge_px=4 * 364, tokens_per_tile=1)
     assert tokens == views
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (384, 384), (500, 300), (2304, 2304), (3000, 400), (720, 1280),
+                                  (1920, 1080), (100, 900)])
+def test_llava_onevision_anyres_max_matches_the_processor(size: tuple[int, int]) -> None:
+    from transformers import LlavaOnevisionConfig, LlavaOnevisionProcessor
+
+    pins = LlavaOnevisionConfig().image_grid_pinpoints  # the class's grids, 384 px tiles up to 6x6
+    width, height = size
+    proc = LlavaOnevisionProcessor.__new__(LlavaOnevisionProcessor)  # only the token-count arithmetic
+    proc.num_image_tokens, proc.vision_aspect_ratio = 729, "anyres_max_9"
+    proc.image_processor = type("IP", (), {"image_grid_pinpoints": pins})()
+    expected = proc._get_number_of_features(height, width, 384, 384)
+    assert rules.llava_next_tokens(width, height, tile_px=384, patch_px=14, pinpoints=pins,
+                                   anyres_max=9) == expected

@@ -143,8 +143,10 @@ def test_workload_command_writes_resolved_tokens(tmp_path: Path, capsys: pytest.
 @pytest.mark.parametrize("command", ["sim", "workload"])
 def test_raw_sizes_for_a_spec_without_a_rule_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                          command: str) -> None:
-    spec = _imported(tmp_path, "llava_onevision")  # anyres_max pooling: no rule yet
-    config = _config(tmp_path, Path(spec).name, "images = [[640, 480]]")
+    data = json.loads(Path(_imported(tmp_path, "internvl")).read_text())
+    del data["processor"]  # a spec without a rule (as Llama-4's, or one written by hand)
+    (tmp_path / "no-rule.json").write_text(json.dumps(data))
+    config = _config(tmp_path, "no-rule.json", "images = [[640, 480]]")
     refused(tmp_path, capsys, [command, str(config), "--out", str(tmp_path / "out.csv")],
             "workload.images", "has no processor rule")
 
@@ -205,3 +207,18 @@ def test_an_imported_idefics3_splits_raw_images_as_its_processor_does(tmp_path: 
     views = [Idefics3ImageProcessorPil().get_number_of_image_patches(h, w, kwargs)[0] or 1 for w, h in sizes]
     assert len(set(views)) > 1  # the sizes split differently
     assert _tokens({"images": sizes}, spec) == tuple(per_tile * n for n in views)
+
+
+def test_an_imported_llava_onevision_pools_large_images_as_its_processor_does(tmp_path: Path) -> None:
+    from transformers import LlavaOnevisionProcessor
+
+    spec = _imported(tmp_path, "llava_onevision")
+    table = json.loads(Path(spec).read_text())["processor"]
+    tile, patch = table["tile_px"]["value"], table["patch_px"]["value"]
+    proc = LlavaOnevisionProcessor.__new__(LlavaOnevisionProcessor)  # only the token-count arithmetic
+    proc.num_image_tokens = (tile // patch) ** 2
+    proc.vision_aspect_ratio = f"anyres_max_{table['anyres_max']['value']}"
+    proc.image_processor = type("IP", (), {"image_grid_pinpoints": table["pinpoints_px"]["value"]})()
+    sizes = [[1280, 720], [tile, tile], [8 * tile, 8 * tile]]
+    expected = tuple(proc._get_number_of_features(h, w, tile, tile) for w, h in sizes)
+    assert _tokens({"images": sizes}, spec) == expected
