@@ -14,7 +14,6 @@ not change when a spec file does.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from calibration._fields import fraction, unknown_name, validate, validate_kind
+from calibration.marks import read_spec_file, strip_marks
 from calibration.model_parts import MOE_FIELDS, EncoderSpec, LMSpec
 from calibration.processor_spec import ProcessorSpec
 from easerve_core.request import Modality
@@ -197,19 +197,6 @@ class GPUSpec:
             raise ValueError(f"GPU spec {data.get('name', '?')!r} is malformed: {exc}") from None
 
 
-def strip_marks(node: Any, path: str, provenance: dict[str, str]) -> Any:
-    """Replace every ``{"value", "mark", "source"}`` leaf by its value, noting the source."""
-    if isinstance(node, Mapping):
-        if "value" in node and "mark" in node:
-            if node["mark"] not in ("V", "D", "G"):
-                raise ValueError(f"{path}: mark must be V, D or G, got {node['mark']!r}")
-            provenance[path] = f"[{node['mark']}] {node.get('source', '')}"
-            return node["value"]
-        return {k: strip_marks(v, f"{path}.{k}" if path else k, provenance)
-                for k, v in node.items() if k != "marks"}
-    return node
-
-
 #: the environment variable naming more spec folders (``os.pathsep``-separated), read at each lookup
 SPEC_PATH_ENV = "EASERVE_SPEC_PATH"
 _KIND_WORD = {"models": "model", "gpus": "GPU"}
@@ -248,18 +235,6 @@ def _locate(kind: str, ref: str) -> Path:
     raise unknown_name(_KIND_WORD[kind], ref, list(spec_files(kind)))
 
 
-def read_spec_file(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
-    """(plain values, provenance) of one marked spec file; a file that is not JSON is a ValueError."""
-    try:
-        raw = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"spec {path} is not JSON: {exc}") from None
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"spec {path} is not a JSON object")
-    provenance: dict[str, str] = {}
-    return strip_marks(raw, "", provenance), provenance
-
-
 def model_names() -> list[str]:
     return sorted(spec_files("models"))
 
@@ -274,23 +249,27 @@ def is_model(ref: str) -> bool:
 
 
 def model_spec(ref: str) -> ModelSpec:
-    """The spec of model ``ref``: a name (e.g. ``llava-v1.6-34b``) or a spec file ``*.json``."""
-    return _model_file(_locate("models", ref))
+    """The spec of model ``ref``: a name (e.g. ``llava-v1.6-34b``) or a spec file ``*.json``; a
+    file written since it was last read (a spec imported again in a notebook's session) is read again."""
+    path = _locate("models", ref)
+    return _model_file(path, path.stat().st_mtime_ns)
 
 
 def gpu_spec(ref: str) -> GPUSpec:
-    """The spec of GPU ``ref``: a name (e.g. ``rtx6000ada``) or a spec file ``*.json``."""
-    return _gpu_file(_locate("gpus", ref))
+    """The spec of GPU ``ref``: a name (e.g. ``rtx6000ada``) or a spec file ``*.json`` (read again
+    when written since, as :func:`model_spec`)."""
+    path = _locate("gpus", ref)
+    return _gpu_file(path, path.stat().st_mtime_ns)
 
 
 @functools.cache
-def _model_file(path: Path) -> ModelSpec:
+def _model_file(path: Path, mtime_ns: int) -> ModelSpec:
     data, provenance = read_spec_file(path)
     return ModelSpec.from_dict(data, provenance=provenance)
 
 
 @functools.cache
-def _gpu_file(path: Path) -> GPUSpec:
+def _gpu_file(path: Path, mtime_ns: int) -> GPUSpec:
     data, provenance = read_spec_file(path)
     return GPUSpec.from_dict(data, provenance=provenance)
 

@@ -120,3 +120,21 @@ def test_a_spec_must_take_its_own_modality_and_known_ones(takes, what):
     data = dict(model_spec("llava-v1.6-34b").to_dict(), modalities=takes)
     with pytest.raises(ValueError, match=what):
         type(model_spec("llava-v1.6-34b")).from_dict(data)
+
+
+def test_a_spec_file_written_again_is_read_again(tmp_path):
+    import json
+    import os
+
+    from calibration.specs import SPEC_DIR, model_spec
+
+    data = json.loads((SPEC_DIR / "models" / "llava-v1.6-34b.json").read_text())
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(data))
+    first = model_spec(str(path))
+    assert model_spec(str(path)) is first  # read once while the file stays as it is
+    data["max_context_tokens"]["value"] = 8192  # imported again, with another context
+    path.write_text(json.dumps(data))
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # whatever the clock's grain
+    assert first.max_context_tokens == 4096 and model_spec(str(path)).max_context_tokens == 8192
