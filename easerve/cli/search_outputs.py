@@ -144,7 +144,8 @@ def _how_sure(rechecked: list[Rechecked], *, trace: bool) -> str:
         return f" ({why}: no interval says how sure)"
     ties = [r for r in rest if pick.ties(r)]
     if not ties:
-        return f" (ahead of the other {len(rest)} on these streams: each lead's 95% interval is above 0)"
+        return (f" (none of the other {len(rest)} ties it on these streams: each lead's 95% interval is "
+                "above 0, or the other is unstable)")
     return (f" (ties {len(ties)} of the other {len(rest)}: their leads' 95% intervals hold 0, so any of "
             "them serves this rate as well on these streams)")
 
