@@ -9,7 +9,9 @@ sizes each takes and its function is :data:`calibration.sizes.RULES`):
              ``anyres_max`` N pools large grids as LLaVA-OneVision does (0: not)
 ``qwen``     Qwen2/2.5/3-VL: ``patch_px``, ``merge``, ``temporal_patch``, the
              image pixel bounds ``min_pixels``/``max_pixels`` and the video
-             bounds ``video_min_pixels``/``video_max_pixels``
+             bounds ``video_min_pixels``/``video_max_pixels``, which hold each
+             frame (``video_pixels_per = "frame"``, Qwen2/2.5-VL) or the whole
+             clip, frames x height x width (``"clip"``, Qwen3-VL)
 ``fixed``    a fixed number of LM tokens per image: ``tokens_per_image``
 ``tiles``    InternVL's dynamic tiling: ``tile_px`` square tiles, between
              ``min_tiles`` and ``max_tiles`` of them (the grid closest to the
@@ -46,6 +48,9 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "whisper": (),
 }
 
+#: what a ``qwen`` table's video bounds hold: one frame's pixels, or the clip's
+VIDEO_PIXELS_PER = ("frame", "clip")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProcessorSpec:
@@ -63,6 +68,7 @@ class ProcessorSpec:
     max_pixels: int = 0
     video_min_pixels: int = 0
     video_max_pixels: int = 0
+    video_pixels_per: str = "frame"
     tokens_per_image: int = 0
     tokens_per_tile: int = 0
     min_tiles: int = 0
@@ -86,6 +92,9 @@ class ProcessorSpec:
                              "max_audio_s (Qwen2-Audio)")
         if self.min_tiles > self.max_tiles:
             raise ValueError("ProcessorSpec: min_tiles must be <= max_tiles")
+        if self.video_pixels_per not in VIDEO_PIXELS_PER:
+            raise ValueError(f"ProcessorSpec.video_pixels_per must be one of {', '.join(VIDEO_PIXELS_PER)}, "
+                             f"got {self.video_pixels_per!r}")
         if self.min_pixels > self.max_pixels or self.video_min_pixels > self.video_max_pixels:
             raise ValueError("ProcessorSpec: min pixels must be <= max pixels")
 

@@ -49,7 +49,7 @@ def _qwen(p: ProcessorSpec, item: RawItem) -> int:
     frames = item.frames or rules.sampled_frames(item.seconds, item.fps, temporal_patch=p.temporal_patch)
     return rules.qwen_video_tokens(item.width_px, item.height_px, frames, patch_px=p.patch_px, merge=p.merge,
                                    temporal_patch=p.temporal_patch, min_pixels=p.video_min_pixels,
-                                   max_pixels=p.video_max_pixels)
+                                   max_pixels=p.video_max_pixels, per_clip=p.video_pixels_per == "clip")
 
 
 def _fixed(p: ProcessorSpec, item: RawItem) -> int:

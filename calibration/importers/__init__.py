@@ -2,9 +2,10 @@
 
 :func:`import_model` reads a model folder (or its ``config.json``) with
 ``transformers.AutoConfig`` (``local_files_only``) and the processor's
-``preprocessor_config.json`` when present, looks the ``model_type`` up in the
-one table :data:`~calibration.importers.families.FAMILIES`, and returns the spec
-as marked JSON (V read from the file, naming the key; D derived, with the
+``preprocessor_config.json`` and ``video_preprocessor_config.json`` when
+present, looks the ``model_type`` up in the one table
+:data:`~calibration.importers.families.FAMILIES`, and returns the spec as
+marked JSON (V read from the file, naming the key; D derived, with the
 arithmetic; G guessed). What the cost model has no rule for is listed under the
 spec's ``unmodelled``. The result is checked by building the
 :class:`~calibration.specs.ModelSpec` before anything is written.
@@ -21,6 +22,7 @@ from typing import Any
 from calibration.importers._read import Keys, guess, read_config_file, value
 from calibration.importers.families import FAMILIES, REFUSED, Family
 from calibration.importers.lm import lm_block
+from calibration.importers.towers import VIDEO_PREPROCESSOR
 from calibration.specs import ModelSpec, strip_marks
 
 MARKS = "V = read in the cited source; D = derived from V facts (arithmetic in 'source'); G = guess, re-check"
@@ -85,8 +87,10 @@ def import_model(
     modality = modality or family.modalities[0]
     if modality not in family.modalities:
         raise ValueError(f"--modality {modality!r}: {model_type} serves {', '.join(family.modalities)}")
-    pre_file = file.parent / "preprocessor_config.json"
+    pre_file, video_file = file.parent / "preprocessor_config.json", file.parent / VIDEO_PREPROCESSOR
     pre = json.loads(pre_file.read_text()) if pre_file.is_file() else {}
+    if video_file.is_file():  # the video processor's own file rides in the mapping under its name
+        pre = {**pre, VIDEO_PREPROCESSOR: json.loads(video_file.read_text())}
     lm, notes = lm_block(text, top)
     built = family.build(tower, top, value(lm["hidden_size"]), pre, modality)
     spec = {

@@ -97,12 +97,44 @@ def qwen_video_tokens(
     temporal_patch: int,
     min_pixels: int,
     max_pixels: int,
+    per_clip: bool = False,
 ) -> int:
-    """LM tokens of a video of ``num_frames`` sampled frames (padded to whole temporal patches)."""
+    """LM tokens of a video of ``num_frames`` sampled frames (padded to whole temporal patches).
+
+    The bounds hold each frame (Qwen2/2.5-VL's video processor) or, with ``per_clip``, the whole
+    clip, frames x height x width (Qwen3-VL's: :func:`qwen3_video_resize`)."""
     groups = math.ceil(num_frames / temporal_patch)
+    if per_clip:
+        h, w = qwen3_video_resize(num_frames, height, width, factor=patch_px * merge,
+                                  temporal_patch=temporal_patch, min_pixels=min_pixels, max_pixels=max_pixels)
+        return groups * (h // patch_px) * (w // patch_px) // (merge * merge)
     return groups * qwen_image_tokens(
         width, height, patch_px=patch_px, merge=merge, min_pixels=min_pixels, max_pixels=max_pixels
     )
+
+
+def qwen3_video_resize(
+    num_frames: int, height: int, width: int, *, factor: int, temporal_patch: int, min_pixels: int,
+    max_pixels: int
+) -> tuple[int, int]:
+    """Qwen3-VL's video resize: as :func:`smart_resize`, but the bounds hold the clip's pixels
+    (frames, rounded to whole temporal patches, x height x width), a side under ``factor`` is
+    first scaled up to it, and a clip of fewer frames than a temporal patch counts as one patch."""
+    num_frames = max(num_frames, temporal_patch)
+    if height < factor or width < factor:
+        scale = max(factor / height, factor / width)
+        height, width = int(height * scale), int(width * scale)
+    h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
+    t_bar = round(num_frames / temporal_patch) * temporal_patch
+    if t_bar * h_bar * w_bar > max_pixels:
+        beta = math.sqrt(num_frames * height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif t_bar * h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (num_frames * height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
 
 
 def tile_canvas(width: int, height: int, *, tile_px: int, min_tiles: int, max_tiles: int) -> tuple[int, int]:

@@ -5,14 +5,14 @@ pooled towers in :mod:`calibration.importers.towers_tiled`, Whisper in
 :mod:`calibration.importers.towers_audio`; shared parts in
 :mod:`calibration.importers.tower_parts`), each given the tower's sub-config (:class:`Keys`),
 the LM hidden size (projectors end there) and the processor's settings
-(``preprocessor_config.json`` when the folder has one). A tower returns a
+(``preprocessor_config.json`` when the folder has one, and the video processor's
+``video_preprocessor_config.json`` under the key :data:`VIDEO_PREPROCESSOR`). A tower returns a
 :class:`Tower`; what the cost model has no rule for goes in its ``notes``.
 Typical items (marked G): the image that fills the most tiles for a tiled
 tower, a 1280x720 image for Qwen, 10 s of 720p at 2 fps for video, 10 s of audio.
 A tower whose processor has a rule (:mod:`calibration.processor_spec`) also
-returns its ``processor`` table, so workloads may give raw item sizes; the
-tiled towers of InternVL, Idefics3 and Llama-4 and OneVision's pooled anyres
-have none yet (raw sizes are refused for them).
+returns its ``processor`` table, so workloads may give raw item sizes; Llama-4's
+tiles have none yet (raw sizes are refused for them).
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ from calibration.importers.tower_parts import (
     tiles_mapping,
     vit_encoder,
 )
+
+#: the video processor's settings file, read beside preprocessor_config.json (Qwen-VL's video bounds)
+VIDEO_PREPROCESSOR = "video_preprocessor_config.json"
 
 
 def clip_anyres(tower: Keys, top: Keys, lm_hidden: int, *, siglip: bool, anyres: bool) -> Tower:
@@ -146,18 +149,29 @@ def siglip_fixed(tower: Keys, top: Keys, lm_hidden: int) -> Tower:
     )
 
 
-def _qwen_bounds(pre: Mapping[str, Any], which: str, *, patch: int) -> tuple[int, int, str]:
-    """(min, max) pixels: preprocessor_config.json's min_pixels/max_pixels (which win, as in
-    transformers), else its size, else transformers' defaults."""
-    size = pre.get("size") if isinstance(pre.get("size"), Mapping) else {}
+def _size(table: Any) -> Mapping[str, Any]:
+    size = table.get("size") if isinstance(table, Mapping) else None
+    bounded = isinstance(size, Mapping) and size.get("shortest_edge") and size.get("longest_edge")
+    return size if bounded else {}
+
+
+def _qwen_bounds(pre: Mapping[str, Any], which: str, *, patch: int, version: int) -> tuple[int, int, str]:
+    """(min, max) pixels. An image's: preprocessor_config.json's min_pixels/max_pixels (which win,
+    as in transformers), else its size, else Qwen2VLImageProcessor's defaults. A video's:
+    video_preprocessor_config.json's size, else the video processor class's defaults (a frame's
+    before Qwen3-VL, the clip's from it)."""
     if which == "image" and pre.get("min_pixels") and pre.get("max_pixels"):
         where = "preprocessor_config.json min_pixels/max_pixels"
         return int(pre["min_pixels"]), int(pre["max_pixels"]), where
-    if which == "image" and size.get("shortest_edge") and size.get("longest_edge"):
-        return int(size["shortest_edge"]), int(size["longest_edge"]), "preprocessor_config.json size"
-    unit = (2 * patch) ** 2
+    size = _size(pre.get(VIDEO_PREPROCESSOR) if which == "video" else pre)
+    if size:
+        source = VIDEO_PREPROCESSOR if which == "video" else "preprocessor_config.json"
+        return int(size["shortest_edge"]), int(size["longest_edge"]), f"{source} size"
     if which == "video":
-        return 128 * unit, 768 * unit, f"Qwen video processor default size {{128, 768}} x {2 * patch}^2 px"
+        held = "the clip's frames x height x width" if version == 3 else "one frame"
+        cls = "Qwen3VLVideoProcessor" if version == 3 else "Qwen2VLVideoProcessor"
+        return (128 * (2 * patch) ** 2, 768 * (2 * patch) ** 2,
+                f"{cls} default size {{128, 768}} x {2 * patch}^2 px ({held})")
     return 56 * 56, 1280 * 28 * 28, "Qwen2VLImageProcessor default size {56*56, 28*28*1280}"
 
 
@@ -210,7 +224,7 @@ def qwen_vl(
         + (f" + {pos} position embeddings * {hid}" if pos else ""),
     )
     notes = [f"out_hidden_size {out} != LM hidden {lm_hidden}"] if out != lm_hidden else []
-    low, high, where = _qwen_bounds(pre, modality, patch=patch)
+    low, high, where = _qwen_bounds(pre, modality, patch=patch, version=version)
     width, height = TYPICAL_IMAGE_PX
     if modality == "video":
         width, height, seconds, fps = TYPICAL_VIDEO
@@ -224,6 +238,7 @@ def qwen_vl(
             temporal_patch=temporal,
             min_pixels=low,
             max_pixels=high,
+            per_clip=version == 3,
         )
         per_group = tokens // (frames // temporal)
         typical = derived(
@@ -257,22 +272,26 @@ def qwen_vl(
     else:
         mapping["window_positions"] = derived(0, "no windowed attention")
         mapping["num_full_attention_layers"] = derived(depth, "every layer attends over the whole item")
-    return Tower(enc, mapping, typical, notes, _qwen_processor(tower, pre, patch))
+    return Tower(enc, mapping, typical, notes, _qwen_processor(tower, pre, patch, version))
 
 
-def _qwen_processor(tower: Keys, pre: Mapping[str, Any], patch: int) -> dict[str, Any]:
-    """The ``qwen`` processor table: image bounds from preprocessor_config.json, video bounds the
-    video processor's defaults (a video_preprocessor_config.json is not read)."""
-    low, high, where = _qwen_bounds(pre, "image", patch=patch)
-    vlow, vhigh, vwhere = _qwen_bounds(pre, "video", patch=patch)
-    mark = "V" if where.startswith("preprocessor") else "D"
-    return {
+def _qwen_processor(tower: Keys, pre: Mapping[str, Any], patch: int, version: int) -> dict[str, Any]:
+    """The ``qwen`` processor table: image bounds from preprocessor_config.json, video bounds from
+    video_preprocessor_config.json (:func:`_qwen_bounds`), each marked V when read from the file."""
+    low, high, where = _qwen_bounds(pre, "image", patch=patch, version=version)
+    vlow, vhigh, vwhere = _qwen_bounds(pre, "video", patch=patch, version=version)
+    mark, vmark = ("V" if "preprocessor_config.json" in w else "D" for w in (where, vwhere))
+    table = {
         "kind": "qwen",
         "patch_px": tower.get("patch_size"),
         "merge": tower.get("spatial_merge_size"),
         "temporal_patch": tower.get("temporal_patch_size"),
         "min_pixels": leaf(low, mark, where),
         "max_pixels": leaf(high, mark, where),
-        "video_min_pixels": derived(vlow, vwhere),
-        "video_max_pixels": derived(vhigh, vwhere),
+        "video_min_pixels": leaf(vlow, vmark, vwhere),
+        "video_max_pixels": leaf(vhigh, vmark, vwhere),
     }
+    if version == 3:  # Qwen3VLVideoProcessor bounds the clip, not each frame
+        table["video_pixels_per"] = derived("clip", "Qwen3VLVideoProcessor: smart_resize over "
+                                            "frames x height x width")
+    return table

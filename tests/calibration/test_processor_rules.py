@@ -66,6 +66,26 @@ def test_qwen_video_defaults() -> None:
                                    min_pixels=size["shortest_edge"], max_pixels=size["longest_edge"]) == 7200
 
 
+@pytest.mark.parametrize("bounds", [(128 * 32 * 32, 768 * 32 * 32), (4_096, 25_165_824)])
+def test_qwen3_video_resize_matches_transformers(bounds: tuple[int, int]) -> None:
+    """Qwen3-VL bounds the clip's pixels, frames x height x width (the class's defaults, then the
+    checkpoints'), where Qwen2/2.5-VL bound each frame's."""
+    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor, smart_resize
+
+    low, high = bounds
+    for width, height in [(1280, 720), (1920, 1080), (320, 240), (40, 900), (3840, 2160), (20, 20)]:
+        for frames in (2, 3, 16, 20, 64, 121):
+            kw = {"factor": 32, "min_pixels": low, "max_pixels": high}
+            assert rules.qwen3_video_resize(frames, height, width, temporal_patch=2, **kw) == \
+                smart_resize(frames, height, width, temporal_factor=2, **kw)
+    assert Qwen3VLVideoProcessor.size == {"shortest_edge": 128 * 32 * 32, "longest_edge": 768 * 32 * 32}
+    # per clip, 120 frames of 1080p share the bound; per frame, each would take it whole
+    per_clip, per_frame = (rules.qwen_video_tokens(1920, 1080, 120, patch_px=16, merge=2, temporal_patch=2,
+                                                   min_pixels=low, max_pixels=high, per_clip=clip)
+                           for clip in (True, False))
+    assert per_clip < per_frame
+
+
 @pytest.mark.parametrize("seconds", [1.0, 3.0, 10.0, 29.5])
 def test_qwen2_audio_tokens_match_model_rule(seconds: float) -> None:
     import torch

@@ -2,8 +2,9 @@
 
 * Against ``transformers``' processors on tiny inputs, offline: a tiny
   Qwen2.5-VL and a tiny LLaVA-NeXT imported with their processor settings;
-  Qwen2-Audio's feature-length rule. The Qwen video processor needs
-  torchvision, which these machines lack: videos are checked by arithmetic.
+  Qwen2-Audio's feature-length rule; Qwen3-VL's video token count
+  (``Qwen3VLVideoProcessor.get_num_of_video_patches``). Qwen2's video processor
+  needs torchvision, which these machines lack: its videos are checked by arithmetic.
 * The three paper specs reproduce the token counts of the named mixes.
 * End to end: ``easerve sim`` and ``easerve workload`` print the resolved
   tokens and the requests carry them; bad input is one line, exit 2, nothing written.
@@ -151,6 +152,16 @@ def test_raw_sizes_for_a_spec_without_a_rule_are_refused(tmp_path: Path, capsys:
             "workload.images", "has no processor rule")
 
 
+def test_a_processor_table_whose_video_bounds_hold_neither_a_frame_nor_a_clip_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.loads(Path(_imported(tmp_path, "qwen2_5_vl", PRE)).read_text())
+    data["processor"]["video_pixels_per"] = "second"
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    config = _config(tmp_path, "bad.json", "images = [[640, 480]]")
+    refused(tmp_path, capsys, ["sim", str(config), "--out", str(tmp_path / "sim")],
+            "video_pixels_per", "frame, clip")
+
+
 @pytest.mark.parametrize("command", ["sim", "workload"])
 def test_raw_sizes_of_the_wrong_modality_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                      command: str) -> None:
@@ -167,10 +178,10 @@ def test_raw_sizes_without_a_model_are_refused(tmp_path: Path, capsys: pytest.Ca
 
 
 @pytest.mark.parametrize(("spec", "expected"), [
-    # 32 px merged patches (patch 16, merge 2): 1,280x704 px; 1920x1080 is over the 1,003,520 px the
-    # spec's bounds allow (Qwen2VLImageProcessor's defaults, marked D: no preprocessor_config.json in
-    # aiconfigurator-core), so it is scaled to 1,312x736 px
-    ("qwen3-vl-8b", (880, 943)),
+    # 32 px merged patches (patch 16, merge 2): 1,280x704 px and 1,920x1,088 px, within the bounds
+    # Qwen3-VL checkpoints ship (65,536-16,777,216 px; with Qwen2VLImageProcessor's defaults, which
+    # the spec carried before bench/import_examples.py typed them in, 1920x1080 was scaled to 943)
+    ("qwen3-vl-8b", (880, 2040)),
     ("gemma-4-26b-a4b", (280, 280)),  # vision_soft_tokens_per_image, whatever the size
 ])
 def test_the_shipped_aiconfigurator_specs_take_raw_image_sizes(spec: str, expected: tuple[int, ...]) -> None:
@@ -178,6 +189,32 @@ def test_the_shipped_aiconfigurator_specs_take_raw_image_sizes(spec: str, expect
 
     path = CONFIGS_DIR / "specs" / "models" / f"{spec}.json"
     assert _tokens({"images": [[1280, 720], [1920, 1080]]}, str(path)) == expected
+
+
+@pytest.mark.parametrize("shipped", [False, True])
+def test_an_imported_qwen3_vl_sizes_videos_as_its_video_processor_does(tmp_path: Path, shipped: bool) -> None:
+    """Qwen3-VL's video bounds hold the clip (frames x height x width), read from
+    video_preprocessor_config.json (the checkpoint's) or, without one, the class's defaults."""
+    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+
+    source = cfgs.aic_config("Qwen--Qwen3-VL-2B-Instruct")
+    folder = tmp_path / "qwen3-vl-2b"
+    folder.mkdir()
+    (folder / source.name).write_text(source.read_text())
+    bounds = {"shortest_edge": 4_096, "longest_edge": 25_165_824}
+    if shipped:
+        (folder / "video_preprocessor_config.json").write_text(json.dumps({"size": bounds}))
+    spec = tmp_path / "qwen3-vl-2b.json"
+    assert main(["model", "import", str(folder / source.name), "--out", str(spec)]) == 0
+    table = json.loads(spec.read_text())["processor"]
+    assert table["video_pixels_per"]["value"] == "clip"
+    assert table["video_max_pixels"]["mark"] == ("V" if shipped else "D")
+    processor = Qwen3VLVideoProcessor(**({"size": bounds} if shipped else {}))
+    clips = [(1280, 720, 20), (1920, 1080, 120), (640, 480, 16), (100, 3000, 5), (20, 20, 2)]
+    expected = tuple(processor.get_num_of_video_patches(f, h, w) // 4 for w, h, f in clips)
+    assert len(set(expected)) == len(clips)
+    videos = [{"size": [w, h], "frames": f} for w, h, f in clips]
+    assert _tokens({"videos": videos}, str(spec)) == expected
 
 
 def test_an_imported_internvl_tiles_raw_images_as_its_processor_does(tmp_path: Path) -> None:
