@@ -149,24 +149,19 @@ def siglip_fixed(tower: Keys, top: Keys, lm_hidden: int) -> Tower:
     )
 
 
-def _size(table: Any) -> Mapping[str, Any]:
-    size = table.get("size") if isinstance(table, Mapping) else None
-    bounded = isinstance(size, Mapping) and size.get("shortest_edge") and size.get("longest_edge")
-    return size if bounded else {}
-
-
 def _qwen_bounds(pre: Mapping[str, Any], which: str, *, patch: int, version: int) -> tuple[int, int, str]:
-    """(min, max) pixels. An image's: preprocessor_config.json's min_pixels/max_pixels (which win,
-    as in transformers), else its size, else Qwen2VLImageProcessor's defaults. A video's:
-    video_preprocessor_config.json's size, else the video processor class's defaults (a frame's
-    before Qwen3-VL, the clip's from it)."""
-    if which == "image" and pre.get("min_pixels") and pre.get("max_pixels"):
-        where = "preprocessor_config.json min_pixels/max_pixels"
-        return int(pre["min_pixels"]), int(pre["max_pixels"]), where
-    size = _size(pre.get(VIDEO_PREPROCESSOR) if which == "video" else pre)
-    if size:
-        source = VIDEO_PREPROCESSOR if which == "video" else "preprocessor_config.json"
-        return int(size["shortest_edge"]), int(size["longest_edge"]), f"{source} size"
+    """(min, max) pixels from the image's file (preprocessor_config.json) or the video's
+    (video_preprocessor_config.json): its min_pixels/max_pixels (which win, as in transformers),
+    else its size; without them the processor class's defaults (a video's: one frame's before
+    Qwen3-VL, the clip's from it)."""
+    file = VIDEO_PREPROCESSOR if which == "video" else "preprocessor_config.json"
+    table = pre.get(VIDEO_PREPROCESSOR) if which == "video" else pre
+    table = table if isinstance(table, Mapping) else {}
+    size = table.get("size") if isinstance(table.get("size"), Mapping) else {}
+    if table.get("min_pixels") and table.get("max_pixels"):
+        return int(table["min_pixels"]), int(table["max_pixels"]), f"{file} min_pixels/max_pixels"
+    if size.get("shortest_edge") and size.get("longest_edge"):
+        return int(size["shortest_edge"]), int(size["longest_edge"]), f"{file} size"
     if which == "video":
         held = "the clip's frames x height x width" if version == 3 else "one frame"
         cls = "Qwen3VLVideoProcessor" if version == 3 else "Qwen2VLVideoProcessor"

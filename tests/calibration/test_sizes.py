@@ -217,6 +217,28 @@ def test_an_imported_qwen3_vl_sizes_videos_as_its_video_processor_does(tmp_path:
     assert _tokens({"videos": videos}, str(spec)) == expected
 
 
+def test_an_imported_qwen_reads_the_video_processors_own_bounds(tmp_path: Path) -> None:
+    """video_preprocessor_config.json's min_pixels/max_pixels win over its size, as in
+    Qwen2VLVideoProcessor; before Qwen3-VL the bounds hold each frame."""
+    from calibration.importers import processor_rules as rules
+
+    folder = cfgs.write(tmp_path / "qwen", cfgs.tiny_configs()["qwen2_5_vl"])
+    (folder / "preprocessor_config.json").write_text(json.dumps(PRE))
+    video = {"min_pixels": 56 * 56, "max_pixels": 112 * 112, "size": {"shortest_edge": 1, "longest_edge": 2}}
+    (folder / "video_preprocessor_config.json").write_text(json.dumps(video))
+    spec = tmp_path / "qwen.json"
+    assert main(["model", "import", str(folder), "--out", str(spec)]) == 0
+    table = json.loads(spec.read_text())["processor"]
+    assert table["video_max_pixels"] == {"value": 112 * 112, "mark": "V",
+                                         "source": "video_preprocessor_config.json min_pixels/max_pixels"}
+    assert "video_pixels_per" not in table  # per frame
+    frame = rules.qwen_image_tokens(224, 224, patch_px=PRE["patch_size"], merge=2, min_pixels=56 * 56,
+                                    max_pixels=112 * 112)
+    assert frame < rules.qwen_image_tokens(224, 224, patch_px=PRE["patch_size"], merge=2, min_pixels=56 * 56,
+                                           max_pixels=224 * 224)
+    assert _tokens({"videos": [{"size": [224, 224], "frames": 4}]}, str(spec)) == (2 * frame,)
+
+
 def test_an_imported_internvl_tiles_raw_images_as_its_processor_does(tmp_path: Path) -> None:
     from PIL import Image
     from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import GotOcr2ImageProcessorPil
