@@ -48,7 +48,8 @@ def _pick_doc(rechecked: list[Rechecked]) -> dict[str, Any] | None:
     pick = rechecked[0]
     low, high = pick.interval()
     merged = pick.merged
-    return {"label": pick.label, "goodput_rps": merged.goodput_rps, "ci95_rps": [low, high],
+    return {"label": pick.label, "goodput_rps": merged.goodput_rps,
+            "ci95_rps": None if math.isnan(low) else [low, high],  # one stream: no interval
             "attainment": merged.attainment, "unstable": merged.unstable,
             "goodput_per_seed_rps": pick.goodputs, "num_seeds": len(pick.verdicts),
             "requests_per_stream": merged.num_requests // len(pick.verdicts),

@@ -87,13 +87,14 @@ class Rechecked:
         return [v.goodput_rps for v in self.verdicts]
 
     def interval(self, confidence: float = 0.95) -> tuple[float, float]:
-        """Student-t interval of the mean goodput over the seeds (a point with one seed)."""
+        """Student-t interval of the mean goodput over the seeds (NaN bounds with one seed: one
+        stream gives no interval, and none is claimed)."""
         _, low, high = _t_interval(self.goodputs, confidence)
         return low, high
 
     def lead_over(self, other: Rechecked, confidence: float = 0.95) -> tuple[float, float, float]:
         """This deployment's goodput minus ``other``'s, paired seed by seed (the recheck runs every
-        deployment on the same streams): the mean and its Student-t interval (a point with one
+        deployment on the same streams): the mean and its Student-t interval (NaN bounds with one
         seed). Pairing takes out what the streams share, so it parts deployments the two separate
         intervals cannot."""
         if len(other.verdicts) != len(self.verdicts):
@@ -116,11 +117,11 @@ class Rechecked:
 
 
 def _t_interval(values: Sequence[float], confidence: float) -> tuple[float, float, float]:
-    """The mean of ``values`` and its two-sided Student-t interval (a point with one value)."""
+    """The mean of ``values`` and its two-sided Student-t interval (NaN bounds with one value)."""
     data = np.asarray(values, dtype=float)
     mean = float(data.mean())
     if len(data) < 2:
-        return mean, mean, mean
+        return mean, math.nan, math.nan
     t = float(stdtrit(len(data) - 1, 0.5 + confidence / 2))
     half = t * float(data.std(ddof=1)) / math.sqrt(len(data))
     return mean, mean - half, mean + half
@@ -181,7 +182,8 @@ def ranked(rechecked: Sequence[Rechecked]) -> list[Rechecked]:
 def recheck_frame(rechecked: list[Rechecked]) -> pd.DataFrame:
     """The recheck as a table (:data:`RECHECK_COLUMNS`), the pick first; each row's ``pick_lead``
     is the pick's paired lead over it (:meth:`Rechecked.lead_over`; 0 on the pick's own row) and
-    ``ties_pick`` whether the recheck cannot part them (:meth:`Rechecked.ties`; empty: one stream)."""
+    ``ties_pick`` whether the recheck cannot part them (:meth:`Rechecked.ties`). With one stream
+    the interval columns and ``ties_pick`` are empty."""
     rows = []
     for rank, r in enumerate(rechecked, start=1):
         low, high = r.interval()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
@@ -78,6 +79,8 @@ def test_search_emits_the_pick_as_a_recipe(config: Path, tmp_path: Path) -> None
     assert "vllm serve" in launch and f"max-num-seqs {best.max_encode_batch}" in launch.replace("=", " ")
     assert main(argv) == 0  # a rerun replaces the recipe
     assert (out / "recipe-vllm" / "RECIPE.md").is_file()
+    pick = json.loads((out / "search.json").read_text())["pick"]
+    assert pick["num_seeds"] == 1 and pick["ci95_rps"] is None  # one stream claims no interval
 
 
 def test_small_search_writes_every_output(config: Path, tmp_path: Path,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import optuna
@@ -161,7 +162,11 @@ def test_the_pick_s_lead_is_paired_over_the_shared_streams_and_names_the_ties() 
     assert lead == pytest.approx(0.05) and low == pytest.approx(0.05) == pytest.approx(high)
     assert pick.ties(steady) is False  # ...the paired lead does not hold 0
     assert pick.ties(noisy) is True and pick.ties(unstable) is False
-    assert rechecked("one", [9.0]).ties(rechecked("other", [8.0])) is None  # one stream: no verdict
+    one = rechecked("one", [9.0])
+    assert one.ties(rechecked("other", [8.0])) is None  # one stream: no verdict...
+    assert all(math.isnan(x) for x in (*one.interval(), *one.lead_over(rechecked("o", [8.0]))[1:]))
+    single = recheck_frame([one, rechecked("other", [8.0])])  # ...and no interval in the table
+    assert single[["ci_low_rps", "ci_high_rps", "pick_lead_low_rps"]].isna().all().all()
     table = recheck_frame([pick, steady, noisy])
     assert list(table["ties_pick"]) == [None, False, True]
     assert table["pick_lead_rps"].iloc[0] == 0.0 and table["pick_lead_rps"].iloc[1] == pytest.approx(0.05)
