@@ -95,8 +95,10 @@ class ProcessorSpec:
         if self.video_pixels_per not in VIDEO_PIXELS_PER:
             raise ValueError(f"ProcessorSpec.video_pixels_per must be one of {', '.join(VIDEO_PIXELS_PER)}, "
                              f"got {self.video_pixels_per!r}")
-        if self.min_pixels > self.max_pixels or self.video_min_pixels > self.video_max_pixels:
-            raise ValueError("ProcessorSpec: min pixels must be <= max pixels")
+        for low, high in (("min_pixels", "max_pixels"), ("video_min_pixels", "video_max_pixels")):
+            if getattr(self, low) > getattr(self, high):
+                raise ValueError(f"ProcessorSpec.{low} must be <= {high}, "
+                                 f"got {getattr(self, low)!r} > {getattr(self, high)!r}")
 
     @classmethod
     def from_dict(cls, data: Any) -> ProcessorSpec:

@@ -13,13 +13,20 @@ spec's ``unmodelled``. The result is checked by building the
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from calibration.importers._read import Keys, guess, read_config_file, value
+from calibration.importers._read import (
+    PROCESSOR_INT_KEYS,
+    Keys,
+    check_ints,
+    guess,
+    read_config_file,
+    read_json_object,
+    value,
+)
 from calibration.importers.families import FAMILIES, REFUSED, Family
 from calibration.importers.lm import lm_block
 from calibration.importers.towers import VIDEO_PREPROCESSOR
@@ -27,6 +34,15 @@ from calibration.specs import ModelSpec, strip_marks
 
 MARKS = "V = read in the cited source; D = derived from V facts (arithmetic in 'source'); G = guess, re-check"
 __all__ = ["FAMILIES", "REFUSED", "import_model"]
+
+
+def _processor_file(file: Path) -> dict[str, Any]:
+    """A processor's settings file ({} when absent), its counts checked (a bad one named)."""
+    if not file.is_file():
+        return {}
+    raw = read_json_object(file)
+    check_ints(raw, "", file, PROCESSOR_INT_KEYS)
+    return raw
 
 
 def known_types() -> list[str]:
@@ -88,9 +104,9 @@ def import_model(
     if modality not in family.modalities:
         raise ValueError(f"--modality {modality!r}: {model_type} serves {', '.join(family.modalities)}")
     pre_file, video_file = file.parent / "preprocessor_config.json", file.parent / VIDEO_PREPROCESSOR
-    pre = json.loads(pre_file.read_text()) if pre_file.is_file() else {}
+    pre = _processor_file(pre_file)
     if video_file.is_file():  # the video processor's own file rides in the mapping under its name
-        pre = {**pre, VIDEO_PREPROCESSOR: json.loads(video_file.read_text())}
+        pre = {**pre, VIDEO_PREPROCESSOR: _processor_file(video_file)}
     lm, notes = lm_block(text, top)
     built = family.build(tower, top, value(lm["hidden_size"]), pre, modality)
     spec = {

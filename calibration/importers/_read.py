@@ -30,6 +30,20 @@ INT_KEYS = (
     "encoder_ffn_dim",
     "vocab_size",
 )
+#: integer keys of a processor's files (preprocessor_config.json, video_preprocessor_config.json)
+PROCESSOR_INT_KEYS = (
+    "min_pixels",
+    "max_pixels",
+    "shortest_edge",
+    "longest_edge",
+    "height",
+    "width",
+    "min_patches",
+    "max_patches",
+    "patch_size",
+    "merge_size",
+    "temporal_patch_size",
+)
 
 
 def leaf(value: Any, mark: str, source: str) -> dict[str, Any]:
@@ -59,23 +73,29 @@ def read_config_file(path: Path) -> tuple[Path, dict[str, Any]]:
         file = path
     else:
         raise ValueError(f"{path}: no such model folder or config file")
-    try:
-        raw = json.loads(file.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{file}: not JSON ({exc})") from None
-    if not isinstance(raw, dict):
-        raise ValueError(f"{file}: not a JSON object")
+    raw = read_json_object(file)
     check_ints(raw, "", file)
     return file, raw
 
 
-def check_ints(raw: Mapping[str, Any], where: str, file: Path) -> None:
+def read_json_object(file: Path) -> dict[str, Any]:
+    """The JSON object in ``file``; anything else is a ``ValueError`` naming the file."""
+    try:
+        raw = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{file}: not JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{file}: not a JSON object")
+    return raw
+
+
+def check_ints(raw: Mapping[str, Any], where: str, file: Path, keys: tuple[str, ...] = INT_KEYS) -> None:
     """Refuse a non-integer count (a head count of ``"8"`` or ``8.5``) in ``raw`` and its sub-tables."""
     for key, item in raw.items():
         name = f"{where}{key}"
         if isinstance(item, Mapping):
-            check_ints(item, f"{name}.", file)
-        elif key in INT_KEYS and item is not None and (isinstance(item, bool) or not isinstance(item, int)):
+            check_ints(item, f"{name}.", file, keys)
+        elif key in keys and item is not None and (isinstance(item, bool) or not isinstance(item, int)):
             raise ValueError(f"{file}: {name} must be an integer, got {item!r}")
 
 

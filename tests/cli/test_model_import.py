@@ -255,3 +255,21 @@ def test_gpu_import_marks_plain_values(tmp_path: Path) -> None:
                  str(tmp_path / "gpus" / "mine.json")]) == 0
     written = json.loads((tmp_path / "gpus" / "mine.json").read_text())
     assert written["num_sms"]["mark"] == "G" and written["name"] == "mine"
+
+
+@pytest.mark.parametrize(("file", "body", "needles"), [
+    ("video_preprocessor_config.json", '{"size": ', ("video_preprocessor_config.json: not JSON",)),
+    ("video_preprocessor_config.json", "[1, 2]", ("video_preprocessor_config.json: not a JSON object",)),
+    ("video_preprocessor_config.json", '{"size": {"shortest_edge": "big", "longest_edge": 5}}',
+     ("video_preprocessor_config.json: size.shortest_edge must be an integer",)),
+    ("video_preprocessor_config.json", '{"size": {"shortest_edge": 500, "longest_edge": 5}}',
+     ("video_min_pixels must be <= video_max_pixels", "500 > 5")),
+    ("preprocessor_config.json", '{"min_pixels": 8.5, "max_pixels": 100000}',
+     ("preprocessor_config.json: min_pixels must be an integer",)),
+])
+def test_bad_processor_files_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str], file: str,
+                                       body: str,
+                                       needles: tuple[str, ...]) -> None:
+    folder = cfgs.write(tmp_path / "qwen", cfgs.tiny_configs()["qwen2_5_vl"])
+    (folder / file).write_text(body)
+    refused(tmp_path, capsys, ["model", "import", str(folder), "--out", str(tmp_path / "o.json")], *needles)
