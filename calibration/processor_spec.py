@@ -11,7 +11,9 @@ sizes each takes and its function is :data:`calibration.sizes.RULES`):
              image pixel bounds ``min_pixels``/``max_pixels`` and the video
              bounds ``video_min_pixels``/``video_max_pixels``, which hold each
              frame (``video_pixels_per = "frame"``, Qwen2/2.5-VL) or the whole
-             clip, frames x height x width (``"clip"``, Qwen3-VL)
+             clip, frames x height x width (``"clip"``, Qwen3-VL); a clip given in
+             seconds samples between ``min_frames`` and ``max_frames`` frames
+             when the table says (0: no bound)
 ``fixed``    a fixed number of LM tokens per image: ``tokens_per_image``
 ``tiles``    InternVL's dynamic tiling: ``tile_px`` square tiles, between
              ``min_tiles`` and ``max_tiles`` of them (the grid closest to the
@@ -69,6 +71,8 @@ class ProcessorSpec:
     video_min_pixels: int = 0
     video_max_pixels: int = 0
     video_pixels_per: str = "frame"
+    min_frames: int = 0
+    max_frames: int = 0
     tokens_per_image: int = 0
     tokens_per_tile: int = 0
     min_tiles: int = 0
@@ -95,7 +99,8 @@ class ProcessorSpec:
         if self.video_pixels_per not in VIDEO_PIXELS_PER:
             raise ValueError(f"ProcessorSpec.video_pixels_per must be one of {', '.join(VIDEO_PIXELS_PER)}, "
                              f"got {self.video_pixels_per!r}")
-        for low, high in (("min_pixels", "max_pixels"), ("video_min_pixels", "video_max_pixels")):
+        for low, high in (("min_pixels", "max_pixels"), ("video_min_pixels", "video_max_pixels"),
+                          ("min_frames", "max_frames")):
             if getattr(self, low) > getattr(self, high):
                 raise ValueError(f"ProcessorSpec.{low} must be <= {high}, "
                                  f"got {getattr(self, low)!r} > {getattr(self, high)!r}")

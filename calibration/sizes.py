@@ -46,7 +46,8 @@ def _qwen(p: ProcessorSpec, item: RawItem) -> int:
         return rules.qwen_image_tokens(item.width_px, item.height_px, patch_px=p.patch_px, merge=p.merge,
                                        min_pixels=p.min_pixels, max_pixels=p.max_pixels)
     assert isinstance(item, VideoClip)
-    frames = item.frames or rules.sampled_frames(item.seconds, item.fps, temporal_patch=p.temporal_patch)
+    frames = item.frames or rules.sampled_frames(item.seconds, item.fps, temporal_patch=p.temporal_patch,
+                                                 min_frames=p.min_frames, max_frames=p.max_frames)
     return rules.qwen_video_tokens(item.width_px, item.height_px, frames, patch_px=p.patch_px, merge=p.merge,
                                    temporal_patch=p.temporal_patch, min_pixels=p.video_min_pixels,
                                    max_pixels=p.video_max_pixels, per_clip=p.video_pixels_per == "clip")

@@ -43,6 +43,8 @@ PROCESSOR_INT_KEYS = (
     "patch_size",
     "merge_size",
     "temporal_patch_size",
+    "min_frames",
+    "max_frames",
 )
 
 

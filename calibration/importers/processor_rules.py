@@ -195,9 +195,14 @@ def idefics3_image_tokens(width: int, height: int, *, tile_px: int, longest_edge
     return tokens_per_tile * (rows * cols + 1 if rows * cols > 1 else 1)
 
 
-def sampled_frames(seconds: float, fps: float, *, temporal_patch: int = 1) -> int:
-    """Frames sampled from ``seconds`` of video at ``fps``, rounded to whole temporal patches."""
-    frames = max(temporal_patch, round(seconds * fps))
+def sampled_frames(seconds: float, fps: float, *, temporal_patch: int = 1, min_frames: int = 0,
+                   max_frames: int = 0) -> int:
+    """Frames sampled from ``seconds`` of video at ``fps``, between ``min_frames`` and ``max_frames``
+    when given (the Qwen samplers' 4 and 768), rounded up to whole temporal patches."""
+    frames = round(seconds * fps)
+    if max_frames:
+        frames = min(max(frames, min_frames), max_frames)
+    frames = max(temporal_patch, frames)
     return math.ceil(frames / temporal_patch) * temporal_patch
 
 

@@ -220,10 +220,13 @@ def qwen_vl(
     )
     notes = [f"out_hidden_size {out} != LM hidden {lm_hidden}"] if out != lm_hidden else []
     low, high, where = _qwen_bounds(pre, modality, patch=patch, version=version)
+    processor = _qwen_processor(tower, pre, patch, version)
     width, height = TYPICAL_IMAGE_PX
     if modality == "video":
         width, height, seconds, fps = TYPICAL_VIDEO
-        frames = rules.sampled_frames(seconds, fps, temporal_patch=temporal)
+        frames = rules.sampled_frames(seconds, fps, temporal_patch=temporal,
+                                      min_frames=value(processor["min_frames"]),
+                                      max_frames=value(processor["max_frames"]))
         tokens = rules.qwen_video_tokens(
             width,
             height,
@@ -267,7 +270,7 @@ def qwen_vl(
     else:
         mapping["window_positions"] = derived(0, "no windowed attention")
         mapping["num_full_attention_layers"] = derived(depth, "every layer attends over the whole item")
-    return Tower(enc, mapping, typical, notes, _qwen_processor(tower, pre, patch, version))
+    return Tower(enc, mapping, typical, notes, processor)
 
 
 def _qwen_processor(tower: Keys, pre: Mapping[str, Any], patch: int, version: int) -> dict[str, Any]:
@@ -289,4 +292,9 @@ def _qwen_processor(tower: Keys, pre: Mapping[str, Any], patch: int, version: in
     if version == 3:  # Qwen3VLVideoProcessor bounds the clip, not each frame
         table["video_pixels_per"] = derived("clip", "Qwen3VLVideoProcessor: smart_resize over "
                                             "frames x height x width")
+    video = pre.get(VIDEO_PREPROCESSOR) if isinstance(pre.get(VIDEO_PREPROCESSOR), Mapping) else {}
+    for key, default in (("min_frames", 4), ("max_frames", 768)):
+        cls = "Qwen3VLVideoProcessor" if version == 3 else "Qwen2VLVideoProcessor (qwen-vl-utils' sampler)"
+        table[key] = (leaf(int(video[key]), "V", f"{VIDEO_PREPROCESSOR} {key}") if video.get(key)
+                      else derived(default, f"{cls} default {key}"))
     return table

@@ -8,6 +8,8 @@ checked against the processor classes.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from calibration.importers import processor_rules as rules
@@ -84,6 +86,21 @@ def test_qwen3_video_resize_matches_transformers(bounds: tuple[int, int]) -> Non
                                                    min_pixels=low, max_pixels=high, per_clip=clip)
                            for clip in (True, False))
     assert per_clip < per_frame
+
+
+def test_frames_sampled_from_seconds_match_qwen3s_sampler() -> None:
+    """A clip given in seconds samples fps x seconds frames, at least 4 and at most 768, as
+    Qwen3VLVideoProcessor.sample_frames does (its count padded to whole temporal patches)."""
+    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+    from transformers.video_utils import VideoMetadata
+
+    processor = Qwen3VLVideoProcessor()
+    for seconds in (0.5, 1, 3, 10, 60, 383.5, 384, 1000):
+        metadata = VideoMetadata(total_num_frames=int(seconds * 30), fps=30, duration=seconds)
+        sampled = len(processor.sample_frames(metadata, fps=2))
+        assert rules.sampled_frames(seconds, 2, temporal_patch=2, min_frames=processor.min_frames,
+                                    max_frames=processor.max_frames) == math.ceil(sampled / 2) * 2
+    assert rules.sampled_frames(1000, 2, temporal_patch=2) == 2000  # no bounds: a hand-written spec's
 
 
 @pytest.mark.parametrize("seconds", [1.0, 3.0, 10.0, 29.5])

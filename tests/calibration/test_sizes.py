@@ -191,6 +191,19 @@ def test_the_shipped_aiconfigurator_specs_take_raw_image_sizes(spec: str, expect
     assert _tokens({"images": [[1280, 720], [1920, 1080]]}, str(path)) == expected
 
 
+def test_the_shipped_qwen3_vl_samples_long_videos_as_its_processor_does() -> None:
+    """20 minutes at 2 fps is 768 frames, not 2,400 (the sampler's max_frames); the clip's pixel
+    bound then shares 25,165,824 px among them: 128x224 px a frame, 384 groups of 28 tokens."""
+    from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+
+    from easerve.resources import CONFIGS_DIR
+
+    path = CONFIGS_DIR / "specs" / "models" / "qwen3-vl-8b.json"
+    processor = Qwen3VLVideoProcessor(size={"shortest_edge": 4_096, "longest_edge": 25_165_824})
+    expected = processor.get_num_of_video_patches(768, 1080, 1920) // 4
+    assert _tokens({"videos": [{"size": [1920, 1080], "seconds": 1200, "fps": 2}]}, str(path)) == (expected,)
+
+
 @pytest.mark.parametrize("shipped", [False, True])
 def test_an_imported_qwen3_vl_sizes_videos_as_its_video_processor_does(tmp_path: Path, shipped: bool) -> None:
     """Qwen3-VL's video bounds hold the clip (frames x height x width), read from
