@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any
 
 
@@ -57,20 +57,34 @@ def lines(text: str) -> list[str]:
 def csv_rows(path: str | os.PathLike[str], text: str, check_header: Callable[[list[str]], None],
              read: Collection[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, fields) for every row of the CSV ``text`` read from ``path``, once
-    ``check_header`` has passed its column names (stripped). A column of ``read`` named twice, or
-    a row longer than the header, is a ``ValueError`` naming the file and the line: a
-    ``csv.DictReader`` would keep the last column's values, or file the extra fields unread."""
+    ``check_header`` has passed its column names (stripped). A column of ``read`` named twice, a
+    row longer than the header, or a quote left open (:func:`_within_line`) is a ``ValueError``
+    naming the file and the line: a ``csv.DictReader`` would keep the last column's values, file
+    the extra fields unread, or run the quoted field on through the file."""
     reader = csv.DictReader(lines(text))
     names = reader.fieldnames = [name.strip() for name in reader.fieldnames or ()]
+    _within_line(path, 1, reader.line_num, names)
     check_header(names)
     twice = next((name for name in names if name in read and names.count(name) > 1), None)
     if twice is not None:
         raise ValueError(f"{path}:1: column {twice!r} appears {names.count(twice)} times")
+    start = reader.line_num + 1
     for row in reader:
         if None in row:  # DictReader's key for the fields past the header's
             raise ValueError(f"{path}:{reader.line_num}: {len(row[None])} more field(s) than the "
                              f"header's {len(names)} ({', '.join(names)})")
+        _within_line(path, start, reader.line_num, (row.get(name) for name in read))
         yield reader.line_num, row
+        start = reader.line_num + 1
+
+
+def _within_line(path: str | os.PathLike[str], first: int, last: int, fields: Iterable[Any]) -> None:
+    """A column name or a field the trace reads never holds a line break: one that does is a
+    quote left open, which the ``csv`` reader carries on through the lines after it (the error
+    names the lines the row took)."""
+    if any(isinstance(field, str) and ("\n" in field or "\r" in field) for field in fields):
+        raise ValueError(f"{path}:{first}-{last}: a quoted field runs past the end of its line "
+                         "(a quote not closed?)")
 
 
 class TextSink:

@@ -23,9 +23,10 @@ and arrivals count from the earliest row. Token counts are held to
 :data:`~easerve_core.limits.MAX_ARRIVAL_S`, as a generated workload's are. Date-times with a UTC
 offset are taken in UTC, those without as they are. A malformed row is one
 ``ValueError`` naming the file, the line and the field; so is an empty file,
-a missing column, a needed column named twice or a row longer than the header
+a missing column, a needed column named twice, a row longer than the header
 (a CSV reader would keep the last column's values, or file the extra ones
-unread). Pure: no clock, no randomness.
+unread) or a quote left open (``easerve_core.text.csv_rows``). Pure: no clock,
+no randomness.
 """
 
 from __future__ import annotations

@@ -212,6 +212,8 @@ CASES = [
          "t.csv:2: arrival_s must be finite"),
     Case("sim-trace-extra-field", sim_trace(TRACE_HEADER + "0.5,image,10,4,2928,99\n"),
          "t.csv:2: 1 more field(s) than the header's 5"),
+    Case("sim-trace-open-quote", sim_trace(TRACE_HEADER + '0.5,"image,10,4,2928\n1.0,image,10,4,2928\n'),
+         "t.csv:2-3: a quoted field runs past the end of its line"),
     Case("sim-trace-column-twice", sim_trace(TRACE_HEADER.strip() + ",modality\n0.5,image,10,4,2928,image\n"),
          "t.csv:1: column 'modality' appears 2 times"),
     Case("sim-trace-empty-item", sim_trace(TRACE_HEADER + "0.5,image,10,4,2928;;2928\n"),

@@ -199,6 +199,11 @@ BAD_ROWS = [
         # a key twice in one JSON object: json.loads would keep the last value
         ("mooncake", MOON_HEAD + '{"timestamp": 5, "input_length": 1, "output_length": 5, "timestamp": 9}\n',
          ":2: key 'timestamp' is named twice"),
+        # a quote left open: the csv reader would run it on through the file (the header's names
+        # then held every line, and the error printed them all)
+        ("burstgpt", '"' + BURST_HEAD, ":1-2: a quoted field runs past the end of its line"),
+        ("azure", AZURE_HEAD + '"2023-11-16 18:15:47.0,374,44\n2023-11-16 18:15:48.0,5,6\n',
+         ":3-4: a quoted field runs past the end of its line"),
         # a span past the limit, said in a few digits
         ("burstgpt", BURST_HEAD + "1e300,ChatGPT,472,18,490,Conversation log\n",
          ": the trace spans 1e+300 s; at most 31,536,000 s"),
