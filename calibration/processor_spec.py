@@ -50,6 +50,9 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "whisper": (),
 }
 
+#: the most tiles a ``tiles`` table may allow: the rule weighs every grid of up to that many (InternVL
+#: ships 12; 256 leaves room for any released tiler and keeps a bad table from taking the host's memory)
+MAX_TILES = 256
 #: what a ``qwen`` table's video bounds hold: one frame's pixels, or the clip's
 VIDEO_PIXELS_PER = ("frame", "clip")
 
@@ -88,12 +91,20 @@ class ProcessorSpec:
         except (TypeError, ValueError):
             raise ValueError(f"ProcessorSpec.pinpoints_px must be [[height, width], ...], "
                              f"got {self.pinpoints_px!r}") from None
+        if any(min(h, w) < max(1, self.tile_px) for h, w in pins):  # each grid holds a tile at least
+            raise ValueError(f"ProcessorSpec.pinpoints_px must hold [height, width] pairs of at least "
+                             f"tile_px ({self.tile_px}) each, got {self.pinpoints_px!r}")
         object.__setattr__(self, "pinpoints_px", pins)
         if self.kind == "anyres" and not pins:
             raise ValueError("ProcessorSpec.pinpoints_px must not be empty for kind 'anyres'")
         if self.kind == "whisper" and not (self.stack_factor or self.max_audio_s):
             raise ValueError("ProcessorSpec: kind 'whisper' needs stack_factor (Ultravox) or "
                              "max_audio_s (Qwen2-Audio)")
+        if self.kind == "anyres" and self.patch_px > self.tile_px:
+            raise ValueError(f"ProcessorSpec.patch_px ({self.patch_px!r}) must be <= tile_px "
+                             f"({self.tile_px!r})")
+        if self.max_tiles > MAX_TILES:
+            raise ValueError(f"ProcessorSpec.max_tiles must be <= {MAX_TILES}, got {self.max_tiles!r}")
         if self.min_tiles > self.max_tiles:
             raise ValueError("ProcessorSpec: min_tiles must be <= max_tiles")
         if self.video_pixels_per not in VIDEO_PIXELS_PER:

@@ -25,6 +25,7 @@ from calibration._fields import fraction, unknown_name, validate, validate_kind
 from calibration.marks import read_spec_file, strip_marks
 from calibration.model_parts import MOE_FIELDS, EncoderSpec, LMSpec
 from calibration.processor_spec import ProcessorSpec
+from easerve_core import limits
 from easerve_core.request import Modality
 
 SPEC_DIR = Path(__file__).parent / "specs"
@@ -60,6 +61,9 @@ class ItemMapping:
 
     def __post_init__(self) -> None:
         validate_kind(self, _MAPPING_NEEDS)
+        if self.kind == "linear" and not self.positions_per_lm_token <= self.segment_positions:
+            raise ValueError(f"ItemMapping.segment_positions ({self.segment_positions!r}) must hold at least "
+                             f"one LM token's positions_per_lm_token ({self.positions_per_lm_token!r})")
 
     def segments(self, lm_tokens: int) -> list[int]:
         """Encoder sequence lengths (positions) for one item of ``lm_tokens``."""
@@ -89,7 +93,18 @@ class TypicalRequest:
 
     def __post_init__(self) -> None:
         validate(self, positive=frozenset({"output_tokens"}))
-        object.__setattr__(self, "mm_tokens_per_item", tuple(int(t) for t in self.mm_tokens_per_item))
+        items = self.mm_tokens_per_item
+        if not isinstance(items, list | tuple):
+            raise ValueError(f"TypicalRequest.mm_tokens_per_item must be a list of token counts, "
+                             f"got {items!r}")
+        for i, tokens in enumerate(items):  # whole counts >= 1, within what a request may hold
+            if isinstance(tokens, bool) or not isinstance(tokens, int | float) or tokens < 1 or tokens % 1:
+                raise ValueError(f"TypicalRequest.mm_tokens_per_item[{i}] must be a whole number >= 1, "
+                                 f"got {tokens!r}")
+        for name, value in (("prompt_tokens", self.prompt_tokens), ("output_tokens", self.output_tokens),
+                            *((f"mm_tokens_per_item[{i}]", t) for i, t in enumerate(items))):
+            limits.at_most(f"TypicalRequest.{name}", int(value), limits.MAX_TOKENS, limits.TOKENS_WHY)
+        object.__setattr__(self, "mm_tokens_per_item", tuple(int(t) for t in items))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from calibration.networks import network_names, network_spec
-from calibration.specs import ItemMapping, gpu_names, gpu_spec, model_names, model_spec
+from calibration.processor_spec import ProcessorSpec
+from calibration.specs import ItemMapping, TypicalRequest, gpu_names, gpu_spec, model_names, model_spec
 
 MODELS = ["llava-v1.6-34b", "qwen2.5-vl-32b", "ultravox-v0.6-gemma3-27b"]
 GPUS = ["a100-sxm4-80gb", "b200", "h100-sxm", "h20", "h200", "l40s", "mi300x", "rtx6000ada", "rtxpro6000"]
@@ -72,6 +73,27 @@ def test_bad_spec_values_are_refused_naming_the_field():
     data["lm"]["num_layers"] = -1
     with pytest.raises(ValueError, match=r"LMSpec.num_layers must be > 0, got -1"):
         type(model_spec("llava-v1.6-34b")).from_dict(data)
+
+
+@pytest.mark.parametrize(("build", "needle"), [
+    # values whose arithmetic would divide by zero or fill the host's memory: each found by
+    # mutating shipped specs at random, each now refused naming the field
+    (lambda: ItemMapping(kind="linear", positions_per_lm_token=1e30, segment_positions=1500),
+     r"ItemMapping\.segment_positions \(1500\) must hold at least one LM token"),
+    (lambda: ProcessorSpec(kind="tiles", tile_px=448, tokens_per_tile=256, min_tiles=1, max_tiles=10**20),
+     r"ProcessorSpec\.max_tiles must be <= 256"),
+    (lambda: ProcessorSpec(kind="anyres", tile_px=336, patch_px=10**9, pinpoints_px=((336, 672),)),
+     r"ProcessorSpec\.patch_px \(1000000000\) must be <= tile_px \(336\)"),
+    (lambda: ProcessorSpec(kind="anyres", tile_px=336, patch_px=14, pinpoints_px=((336, 0),)),
+     r"ProcessorSpec\.pinpoints_px must hold \[height, width\] pairs of at least tile_px \(336\)"),
+    (lambda: TypicalRequest(prompt_tokens=128, output_tokens=128, mm_tokens_per_item=(10**20,)),
+     r"TypicalRequest\.mm_tokens_per_item\[0\] must be <= 1,048,576"),
+    (lambda: TypicalRequest(prompt_tokens=128, output_tokens=128, mm_tokens_per_item=(0,)),
+     r"TypicalRequest\.mm_tokens_per_item\[0\] must be a whole number >= 1"),
+])
+def test_spec_values_that_would_break_the_arithmetic_are_refused(build, needle):
+    with pytest.raises(ValueError, match=needle):
+        build()
 
 
 def test_sm_partition_rounds_up_to_the_granularity():
