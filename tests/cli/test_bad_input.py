@@ -552,3 +552,15 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(case: Case, tmp_path: 
     assert lines[0].startswith("easerve"), lines[0]
     assert _snapshot(tmp_path) == before  # nothing created, nothing changed
     assert json.dumps(sorted(before)) == json.dumps(sorted(_snapshot(tmp_path)))
+
+
+def test_sim_of_a_live_only_config_says_where_a_profile_comes_from(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """tiny_llava_cpu.toml names a live model with no spec and no committed profile: the refusal
+    says how to get one (it said only "unknown model", listing the three specs)."""
+    from easerve.resources import CONFIGS_DIR
+    from tests.cli.refusal import refused
+
+    argv = ["sim", str(CONFIGS_DIR / "tiny_llava_cpu.toml"), "--out", str(tmp_path / "o")]
+    refused(tmp_path, capsys, argv, "unknown model 'llava-next' to simulate", "size 'tiny' on 'cpu'",
+            "[profile] path", "easerve live")
