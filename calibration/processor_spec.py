@@ -86,16 +86,8 @@ class ProcessorSpec:
 
     def __post_init__(self) -> None:
         validate_kind(self, NEEDS)
-        try:
-            pins = tuple((int(h), int(w)) for h, w in self.pinpoints_px)
-        except (TypeError, ValueError):
-            raise ValueError(f"ProcessorSpec.pinpoints_px must be [[height, width], ...], "
-                             f"got {self.pinpoints_px!r}") from None
-        if any(min(h, w) < max(1, self.tile_px) for h, w in pins):  # each grid holds a tile at least
-            raise ValueError(f"ProcessorSpec.pinpoints_px must hold [height, width] pairs of at least "
-                             f"tile_px ({self.tile_px}) each, got {self.pinpoints_px!r}")
-        object.__setattr__(self, "pinpoints_px", pins)
-        if self.kind == "anyres" and not pins:
+        object.__setattr__(self, "pinpoints_px", self._pins())
+        if self.kind == "anyres" and not self.pinpoints_px:
             raise ValueError("ProcessorSpec.pinpoints_px must not be empty for kind 'anyres'")
         if self.kind == "whisper" and not (self.stack_factor or self.max_audio_s):
             raise ValueError("ProcessorSpec: kind 'whisper' needs stack_factor (Ultravox) or "
@@ -115,6 +107,26 @@ class ProcessorSpec:
             if getattr(self, low) > getattr(self, high):
                 raise ValueError(f"ProcessorSpec.{low} must be <= {high}, "
                                  f"got {getattr(self, low)!r} > {getattr(self, high)!r}")
+
+    def _pins(self) -> tuple[tuple[int, int], ...]:
+        """The pinpoints as (height, width) pairs of whole pixels, each side at least a tile (each
+        grid holds one); a bad pair is named by its index (the list can be long)."""
+        pairs = self.pinpoints_px
+        if not isinstance(pairs, list | tuple):
+            raise ValueError(f"ProcessorSpec.pinpoints_px must be [[height, width], ...], got {pairs!r}")
+        pins = []
+        for i, pair in enumerate(pairs):
+            whole = isinstance(pair, list | tuple) and len(pair) == 2 and all(
+                not isinstance(v, bool) and (isinstance(v, int) or (isinstance(v, float) and v.is_integer()))
+                for v in pair)
+            if not whole:
+                raise ValueError(f"ProcessorSpec.pinpoints_px[{i}] must be [height, width] in whole pixels, "
+                                 f"got {pair!r}")
+            if min(pair) < max(1, self.tile_px):
+                raise ValueError(f"ProcessorSpec.pinpoints_px[{i}] must be at least tile_px ({self.tile_px}) "
+                                 f"on each side, got {pair!r}")
+            pins.append((int(pair[0]), int(pair[1])))
+        return tuple(pins)
 
     @classmethod
     def from_dict(cls, data: Any) -> ProcessorSpec:

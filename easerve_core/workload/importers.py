@@ -57,8 +57,9 @@ def _csv_rows(path: Path, text: str, fmt: str, columns: Sequence[str]) -> Iterat
             raise ValueError(f"{path}: empty file; a {fmt} trace needs the columns {', '.join(columns)}")
         missing = [c for c in columns if c not in names]
         if missing:
+            shown = ", ".join(names[:8]) + (f", ... ({len(names)} in all)" if len(names) > 8 else "")
             raise ValueError(f"{path}: missing column {missing[0]!r} for a {fmt} trace "
-                             f"(needs {', '.join(columns)}; found {', '.join(names)})")
+                             f"(needs {', '.join(columns)}; found {shown})")
 
     for line_no, row in csv_rows(path, text, check, columns):
         yield f"{path}:{line_no}", row

@@ -1,0 +1,151 @@
+"""Inputs mutated at random (seeded): every reader refuses one in one line, or takes it whole.
+
+Run as ``python -m tests.core.mutation KIND CASES SEED`` (``KIND``: ``traces`` or ``specs``); it
+prints one line per kind of failure (an exception other than ``ValueError``, or a ``ValueError``
+of several lines or of more than 250 characters past the file's name) and exits 1 when there is
+any. ``tests/core/test_mutated_inputs.py`` runs it in a child process under a memory limit,
+since the failures it looks for include arithmetic that fills the host's memory.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import sys
+import tempfile
+import traceback
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+TRACES = {
+    "azure": ("azure.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                           "2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n"
+                           "2023-11-16 18:15:51.3551140,879,34\n"),
+    "burstgpt": ("burstgpt.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                                 "5,ChatGPT,472,18,490,Conversation log\n"
+                                 "45,ChatGPT,10870,0,10870,Conversation log\n"
+                                 "110.5,GPT-4,4170,505,4675,API log\n"),
+    "mooncake": ("mooncake.jsonl",
+                 '{"timestamp": 0, "input_length": 6755, "output_length": 500, "hash_ids": [0]}\n'
+                 '{"timestamp": 3052, "input_length": 2287, "output_length": 316}\n'),
+    "easerve": ("trace.csv", "arrival_s,modality,prompt_tokens,output_tokens,mm_tokens_per_item\n"
+                             "0.0,image,128,64,2928\n0.5,image,100,32,1948;576\n1.25,text,300,20,\n"),
+}
+#: what a mutation inserts into a trace's text
+PIECES = ["", ",", "\n", '"', "{", "}", "[", "]", ":", "-1", "1e400", "nan", "inf", "0", "x", "\x00",
+          "\ufeff", "99999999999999999999", "1.5", " ", ";", "\r\n", "true", "null", "\\", "é",
+          "2023-13-45 25:61:61"]
+#: shipped specs of every processor kind and mapping, and what a mutation puts in a spec
+SPECS = ("qwen3-vl-8b", "llava-onevision-qwen2-7b", "internvl3-8b", "idefics3-8b", "qwen2-audio-7b",
+         "gemma-4-26b-a4b", "ultravox-v0.5-llama-3.1-8b")
+VALUES = [0, -1, 1.5, "x", None, [], {}, True, 1e30, float("nan"), 10**20, "", [1, 2], {"value": "a"}]
+LIMIT = 250
+
+
+def mutate_text(text: str, rng: random.Random) -> str:
+    """``text`` with 1-4 cuts, insertions of :data:`PIECES` or copied runs."""
+    chars = list(text)
+    for _ in range(rng.randint(1, 4)):
+        op, pos = rng.random(), rng.randrange(len(chars) + 1)
+        if op < 0.4 and chars:
+            del chars[min(pos, len(chars) - 1)]
+        elif op < 0.8:
+            chars[pos:pos] = list(rng.choice(PIECES))
+        else:
+            at = rng.randrange(len(chars) + 1)
+            chars[at:at] = chars[pos:pos + rng.randint(1, 20)]
+    return "".join(chars)
+
+
+def _leaves(node: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    if isinstance(node, dict):
+        if "value" in node and "mark" in node:
+            yield path
+        for key, child in node.items():
+            yield from _leaves(child, (*path, key))
+    elif isinstance(node, list):
+        for i, child in enumerate(node):
+            yield from _leaves(child, (*path, i))
+    else:
+        yield path
+
+
+def mutate_spec(data: dict[str, Any], rng: random.Random) -> None:
+    """Set 1-2 of ``data``'s entries (a marked leaf, its value or anything below) to :data:`VALUES`."""
+    for _ in range(rng.randint(1, 2)):
+        path = rng.choice([p for p in _leaves(data) if p])
+        node = data
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = copy.deepcopy(rng.choice(VALUES))
+
+
+def _trace_case(rng: random.Random, work: Path) -> Callable[[], object]:
+    from easerve_core.workload import WorkloadSpec
+    from runtime.traces import load_trace
+
+    fmt = rng.choice(sorted(TRACES))
+    name, text = TRACES[fmt]
+    path = work / name
+    path.write_text(mutate_text(text, rng), encoding="utf-8", errors="surrogatepass")
+    table = {"mix": "llava-image", "trace": str(path), "trace_format": fmt}
+    return lambda: WorkloadSpec.from_dict(table, traces=load_trace)
+
+
+def _spec_case(rng: random.Random, work: Path) -> Callable[[], object]:
+    from calibration.registry import analytic_profile
+    from calibration.sizes import resolve_workload
+    from calibration.specs import model_spec
+    from easerve.resources import CONFIGS_DIR
+    from easerve_core.workload import WorkloadSpec
+
+    name = rng.choice(SPECS)
+    data = json.loads((CONFIGS_DIR / "specs" / "models" / f"{name}.json").read_text())
+    mutate_spec(data, rng)
+    path = work / f"{name}.json"
+    path.write_text(json.dumps(data))
+    sizes = {"audio_s": [10]} if "audio" in name or "ultravox" in name else {"images": [[1280, 720]]}
+
+    def run() -> object:
+        spec = model_spec(str(path))
+        profile = analytic_profile(str(path), "h100-sxm")
+        profile.for_tp(1).encode_s(list(spec.typical_request.mm_tokens_per_item))
+        profile.for_tp(2).prefill_s([2000])
+        profile.for_tp(2).decode_step_s(8, 4000)
+        return resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, **sizes}), str(path))
+    return run
+
+
+CASES = {"traces": _trace_case, "specs": _spec_case}
+
+
+def failures(kind: str, cases: int, seed: int) -> tuple[dict[str, str], int]:
+    """What went wrong, by kind of failure (the first case of each), and how many cases were taken."""
+    rng, found, taken = random.Random(seed), {}, 0
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # notices of sorted rows and the like
+        for _ in range(cases):
+            case = CASES[kind](rng, Path(tmp))
+            try:
+                case()
+                taken += 1
+            except ValueError as exc:
+                short = str(exc).replace(tmp, "")
+                if "\n" in short or not short or len(short) > LIMIT:
+                    found.setdefault(f"ValueError not one short line: {short[:80]!r}", short)
+            except Exception as exc:  # every other exception is the finding
+                found.setdefault(f"{type(exc).__name__}: {str(exc)[:80]}", traceback.format_exc())
+    return found, taken
+
+
+if __name__ == "__main__":
+    kind, cases, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    found, taken = failures(kind, cases, seed)
+    for key, detail in found.items():
+        print(key)
+        print(detail[-800:])
+    print(f"{kind}: {cases} cases, {taken} taken, {len(found)} kind(s) of failure")
+    raise SystemExit(1 if found else 0)

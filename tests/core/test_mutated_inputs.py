@@ -1,0 +1,35 @@
+"""Traces and model specs mutated at random (seeded) are refused in one short line, or taken whole.
+
+Each finding of the first runs is a case here now: a trace whose header opened a quote printed
+the whole file as its column names; spec values divided by zero or filled the host's memory
+(``tests/calibration/test_specs.py`` and ``tests/core/test_trace_formats.py`` hold them by name).
+The cases run in a child process whose address space is capped, so a regression that allocates
+without bound fails the test instead of the machine.
+"""
+
+from __future__ import annotations
+
+import re
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MEMORY_BYTES = 4 << 30
+
+
+def _capped() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+
+
+@pytest.mark.parametrize(("kind", "cases"), [("traces", 1500), ("specs", 300)])
+def test_mutated_inputs_are_refused_in_one_line_or_taken(kind: str, cases: int) -> None:
+    done = subprocess.run([sys.executable, "-m", "tests.core.mutation", kind, str(cases), "2026"], cwd=REPO,
+                          capture_output=True, text=True, preexec_fn=_capped, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    found = re.search(rf"{kind}: {cases} cases, (\d+) taken, 0 kind\(s\) of failure", done.stdout)
+    assert found is not None, done.stdout[-1000:]
+    assert 0 < int(found.group(1)) < cases  # the cases reach both outcomes: refused and taken
