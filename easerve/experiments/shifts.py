@@ -20,6 +20,9 @@ file (TOML) gives its own::
 Phases must not overlap or go back in time, durations must be > 0, and the
 mixes are :data:`PHASE_MIXES` or :data:`easerve_core.workload.mixes.MIXES`
 (a ``ValueError`` names the field).
+
+The module stays a little past 300 lines because the built-in shifts, their mixes and the
+notes on why each phase's best allocation differs are one table a reader checks together.
 """
 
 from __future__ import annotations
@@ -64,10 +67,11 @@ PHASE_MIXES: Mapping[str, RequestMix] = {
 }
 
 
-def phase_mix(name: str) -> RequestMix:
+def phase_mix(name: str, field: str = "mix") -> RequestMix:
+    """The mix ``name`` (:data:`PHASE_MIXES` or a preset); unknown: a ``ValueError`` naming ``field``."""
     if name in PHASE_MIXES:
         return PHASE_MIXES[name]
-    checks.one_of("mix", name, [*PHASE_MIXES, *MIXES])
+    checks.one_of(field, name, [*PHASE_MIXES, *MIXES])
     return MIXES[name]
 
 
@@ -113,7 +117,8 @@ class Shift:
             checks.positive(f"phase[{i}].duration_s", p.duration_s)
             if p.rate_hz is not None:
                 checks.positive(f"phase[{i}].rate_hz", p.rate_hz)
-            check_modality(phase_mix(p.mix).modality, takes, model=model, field_name=f"phase[{i}].mix")
+            check_modality(phase_mix(p.mix, f"phase[{i}].mix").modality, takes, model=model,
+                           field_name=f"phase[{i}].mix")
             if i and p.start_s < self.phases[i - 1].end_s:
                 raise ValueError(f"phase[{i}].start_s is {p.start_s:g} but phase[{i - 1}] runs to "
                                  f"{self.phases[i - 1].end_s:g}: phases must be in time order, "
@@ -253,11 +258,22 @@ def load_shift(path: str | Path) -> Shift:
         extra = sorted(set(p) - {"start_s", "duration_s", "mix", "rate_hz"})
         if extra:
             raise ValueError(f"phase[{i}]: unknown field(s) {', '.join(extra)}")
-        phases.append(Phase(start_s=float(p["start_s"]), duration_s=float(p["duration_s"]), mix=str(p["mix"]),
-                            rate_hz=None if p.get("rate_hz") is None else float(p["rate_hz"])))
-    return Shift(name=str(data.get("name", Path(path).stem)), model=str(data.get("model", "image")),
-                 signal=str(data.get("signal", "requests")), phases=tuple(phases),
-                 load_frac=float(data.get("load_frac", 0.6)))
+        at = f"phase[{i}]"
+        rate = None if p.get("rate_hz") is None else _field(p, "rate_hz", at, number=True)
+        phases.append(Phase(start_s=_field(p, "start_s", at, number=True), mix=_field(p, "mix", at),
+                            duration_s=_field(p, "duration_s", at, number=True), rate_hz=rate))
+    top = {"name": Path(path).stem, "model": "image", "signal": "requests", "load_frac": 0.6, **data}
+    return Shift(name=_field(top, "name"), model=_field(top, "model"), signal=_field(top, "signal"),
+                 phases=tuple(phases), load_frac=_field(top, "load_frac", number=True))
+
+
+def _field(table: Mapping[str, Any], key: str, where: str = "", *, number: bool = False) -> Any:
+    """``table[key]``, a number or a name; anything else is a ``ValueError`` naming the field."""
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float) if number else str):
+        raise ValueError(f"{where + '.' if where else ''}{key} must be {'a number' if number else 'a name'}, "
+                         f"got {value!r}")
+    return float(value) if number else value
 
 
 def stream(shift: Shift, rates_hz: Sequence[float], *, seed: int = 0) -> tuple[Request, ...]:

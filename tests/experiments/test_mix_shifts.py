@@ -62,6 +62,13 @@ def test_a_shift_file_reads_and_streams_its_phases(tmp_path: Path) -> None:
     # a phase the model has no tower for: before, it ran and reported 1.0 attainment
     (('mix = "llava-chat"', 'mix = "ultravox-audio"'),
      "phase[1].mix: audio requests, but model llava-v1.6-34b takes image input"),
+    # each of these was a ValueError that named no field ("could not convert string to float"), an
+    # unknown mix with no phase, or a boolean taken as one second (found by mutating a shift file)
+    (("start_s = 100", 'start_s = "x"'), "phase[1].start_s must be a number, got 'x'"),
+    (("duration_s = 100\nrate_hz = 0.5", "duration_s = true\nrate_hz = 0.5"),
+     "phase[1].duration_s must be a number, got True"),
+    (('mix = "llava-chat"', 'mix = "nope"'), "unknown phase[1].mix 'nope'"),
+    (('mix = "llava-chat"', "mix = 3"), "phase[1].mix must be a name, got 3"),
 ])
 def test_a_bad_shift_file_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                  edit: tuple[str, str], field: str) -> None:
