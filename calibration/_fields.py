@@ -63,3 +63,10 @@ def fraction(owner: str, name: str, value: float, *, allow_zero: bool = False) -
 def unknown_name(what: str, name: object, known: list[str]) -> ValueError:
     """The error for a name missing from a registry, listing the known names."""
     return ValueError(f"unknown {what} {name!r}; known: {', '.join(sorted(known))}")
+
+
+def whole(name: str, value: Any) -> int:
+    """``value`` as a whole number >= 0 (an integral float too), else a ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0 or value % 1:
+        raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
+    return int(value)

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from calibration._fields import fraction, unknown_name, validate, validate_kind
+from calibration._fields import fraction, unknown_name, validate, validate_kind, whole
 from calibration.marks import read_spec_file, strip_marks
 from calibration.model_parts import MOE_FIELDS, EncoderSpec, LMSpec
 from calibration.processor_spec import ProcessorSpec
@@ -162,7 +162,7 @@ class ModelSpec:
                 typical_request=TypicalRequest(**data["typical_request"]),
                 processor=ProcessorSpec.from_dict(data["processor"]) if "processor" in data else None,
                 modalities=tuple(data.get("modalities", ())),
-                max_context_tokens=int(data.get("max_context_tokens", 0)),
+                max_context_tokens=whole("max_context_tokens", data.get("max_context_tokens", 0)),
                 provenance=dict(provenance or {}),
             )
         except (KeyError, TypeError) as exc:

@@ -75,6 +75,13 @@ def test_bad_spec_values_are_refused_naming_the_field():
         type(model_spec("llava-v1.6-34b")).from_dict(data)
 
 
+@pytest.mark.parametrize("context", ["4k", 1.5, -1, True])
+def test_a_context_that_is_not_a_whole_count_is_refused(context):
+    data = model_spec("llava-v1.6-34b").to_dict()
+    with pytest.raises(ValueError, match=r"max_context_tokens must be a whole number >= 0"):
+        type(model_spec("llava-v1.6-34b")).from_dict({**data, "max_context_tokens": context})
+
+
 @pytest.mark.parametrize(("build", "needle"), [
     # values whose arithmetic would divide by zero or fill the host's memory: each found by
     # mutating shipped specs at random, each now refused naming the field
