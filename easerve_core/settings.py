@@ -51,7 +51,8 @@ def rule(check: Check, /, *, store: bool = False, optional: bool = False, label:
     """Field metadata naming the field's check.
 
     ``field(default=1, metadata=rule(checks.integer, minimum=1))``; the options go to the check.
-    ``store``: the field keeps the check's normalised value (e.g. ``int(2.0)``);
+    ``store``: the field keeps the check's normalised value (an integral float a check makes an
+    ``int`` is always kept as the ``int``: a count given as ``2.0`` would break ``range``);
     ``optional``: None passes unchecked; ``label``: the name in messages instead of the field's.
     """
     return MappingProxyType({_KEY: Rule(check, MappingProxyType(options), store, optional, label)})
@@ -86,7 +87,7 @@ class Settings:
             if value is None and optional:
                 continue
             out = check(name, value)
-            if store:
+            if store or (type(value) is float and type(out) is int):  # a count of 2.0 is kept as 2
                 object.__setattr__(self, attr, out)
 
     @classmethod

@@ -57,6 +57,16 @@ def test_store_keeps_the_normalised_value_and_optional_lets_none_pass() -> None:
     assert Knobs(share=1).share == 1 and isinstance(Knobs(share=1).share, int)  # not stored: as given
 
 
+def test_a_count_given_as_a_whole_float_is_kept_as_an_int_without_store() -> None:
+    """A deployment's max_encode_batch = 2.0 was accepted and kept as 2.0, and the plan's range()
+    over it raised a TypeError (found by mutating shipped configs)."""
+    from easerve_core.deployment import Deployment
+
+    deployment = Deployment.from_dict({"max_encode_batch": 2.0, "encode": {"num_workers": 2.0, "tp": 1.0}})
+    assert type(deployment.max_encode_batch) is int and type(deployment.encode.num_workers) is int
+    assert deployment.label().startswith("E2x1 ") and " B2 " in deployment.label()
+
+
 def test_an_unknown_key_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match=r"^unknown knobs field\(s\): bogus, zz; "
                                          r"known: kind, levels, limit_s, note, share, size$"):
