@@ -22,7 +22,7 @@ from pathlib import Path
 from calibration.analytic import Efficiency
 from calibration.loop.host import HostModel
 from calibration.registry import analytic_profile, cluster_for, profile_from_doc
-from calibration.specs import gpu_names, gpu_spec, is_model, model_names
+from calibration.specs import gpu_names, gpu_spec, is_model
 from easerve_core.cluster import Cluster
 from easerve_core.config import ExperimentConfig
 from easerve_core.profile import ParallelProfile, ProfileDoc, StageProfile
@@ -74,10 +74,9 @@ def config_profile(config: ExperimentConfig, *, efficiency: Efficiency | None = 
         doc = load_profile_doc(committed)
         return profile_from_doc(doc), doc
     if required and not is_model(config.model):  # a live-only model here: say where a profile comes from
-        raise ValueError(f"unknown model {config.model!r} to simulate: no spec prices it (specs: "
-                         f"{', '.join(model_names())}) and no measured profile is committed for it "
-                         f"(size {config.model_size!r} on {gpu!r}); set [profile] path (easerve calibrate "
-                         "writes one) or [model] spec, or run it with easerve live")
+        raise ValueError(f"unknown model {config.model!r} to simulate: no spec (easerve model list) and no "
+                         f"committed profile for size {config.model_size!r} on {gpu!r}; set [profile] path "
+                         "(easerve calibrate writes one) or [model] spec, or run it with easerve live")
     if required:  # name the unknown GPU
         analytic_profile(config.model, gpu)
     return None, None

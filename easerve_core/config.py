@@ -113,6 +113,14 @@ def _table(data: Mapping[str, Any], name: str) -> dict[str, Any]:
     return dict(value)
 
 
+def _text(table: dict[str, Any], key: str, name: str) -> str | None:
+    """``table[key]`` when given, a string (a name or a path); anything else is refused naming it."""
+    value = table.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{name}.{key} must be a string, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExperimentConfig:
     """A parsed, validated experiment (see the module docstring)."""
@@ -166,6 +174,8 @@ class ExperimentConfig:
         base = base_dir or Path.cwd()
         model = _table(data, "model")
         refuse_unknown(model, ("name", "size", "spec"), "model", list_known=False)
+        for key in ("name", "size", "spec"):
+            _text(model, key, "model")
         if ("name" in model) == ("spec" in model):
             raise ValueError("model.name or model.spec is required (one of them)")
         if "spec" in model:  # a spec file: the model is named by its resolved path
@@ -184,16 +194,18 @@ class ExperimentConfig:
         except ValueError as exc:
             raise ValueError(f"cluster.{exc}") from None
         dep = _table(data, "deployment")
-        preset = dep.pop("preset", None)
+        preset = _text(dep, "preset", "deployment")
+        dep.pop("preset", None)
         deployment = Deployment.from_dict(dep)
         workload_table = _table(data, "workload")
-        if "trace" in workload_table:
-            workload_table["trace"] = str((base / str(workload_table["trace"])).resolve())
+        if _text(workload_table, "trace", "workload") is not None:
+            workload_table["trace"] = str((base / workload_table["trace"]).resolve())
         workload = WorkloadSpec.from_dict(workload_table, traces=None if files is None else files.trace)
         slo = SLOSpec.from_dict(_table(data, "slo"))
         profile = _table(data, "profile")
         refuse_unknown(profile, _PROFILE_KEYS, "profile", list_known=False)
-        profile_path = (base / str(profile["path"])).resolve() if "path" in profile else None
+        path = _text(profile, "path", "profile")
+        profile_path = None if path is None else (base / path).resolve()
         table = _share_table(profile["sm_share_table"]) if "sm_share_table" in profile else None
         return cls(
             model=str(model["name"]),

@@ -1,8 +1,10 @@
 """Inputs mutated at random (seeded): every reader refuses one in one line, or takes it whole.
 
-Run as ``python -m tests.core.mutation KIND CASES SEED`` (``KIND``: ``traces`` or ``specs``); it
+Run as ``python -m tests.core.mutation KIND CASES SEED`` (``KIND``: a key of :data:`CASES`: traces,
+model specs, shift files, shipped configs composed and simulated, raw item sizes); it
 prints one line per kind of failure (an exception other than ``ValueError``, or a ``ValueError``
-of several lines or of more than 250 characters past the file's name) and exits 1 when there is
+of several lines or of more than 250 characters past the file's name and before a list of the
+known names) and exits 1 when there is
 any. ``tests/core/test_mutated_inputs.py`` runs it in a child process under a memory limit,
 since the failures it looks for include arithmetic that fills the host's memory.
 """
@@ -119,7 +121,84 @@ def _spec_case(rng: random.Random, work: Path) -> Callable[[], object]:
     return run
 
 
-CASES = {"traces": _trace_case, "specs": _spec_case}
+SHIFT = """name = "mine"
+model = "image"
+signal = "mm_tokens_mean"
+load_frac = 0.85
+[[phase]]
+start_s = 0
+duration_s = 300
+mix = "llava-small-chat"
+rate_hz = 4.0
+[[phase]]
+start_s = 300
+duration_s = 300
+mix = "llava-anyres-short"
+rate_hz = 2.5
+"""
+#: raw sizes a workload may give (and some it may not)
+SIZES = [0, 1, 3, 13, 100, 333, 1280, 4096, 10**5, 10**30, -5, 0.5, float("inf"), float("nan"), "7", None,
+         True]
+
+
+def _shift_case(rng: random.Random, work: Path) -> Callable[[], object]:
+    from easerve.experiments.shifts import load_shift
+
+    path = work / "shift.toml"
+    path.write_text(mutate_text(SHIFT, rng), encoding="utf-8", errors="surrogatepass")
+    return lambda: load_shift(path)
+
+
+def _config_case(rng: random.Random, work: Path) -> Callable[[], object]:
+    """A shipped config with a value nudged or scaled (most often) or set wild, run 20 requests."""
+    import tomllib
+
+    from calibration.session import compose
+    from easerve.resources import CONFIGS_DIR
+    from easerve_core.config import ExperimentConfig
+    from runtime.configs import DISK
+
+    data = tomllib.loads(rng.choice(sorted(CONFIGS_DIR.glob("*.toml"))).read_text())
+    for _ in range(rng.randint(1, 2)):
+        path = rng.choice([p for p in _leaves(data) if p])
+        node = data
+        for key in path[:-1]:
+            node = node[key]
+        old = node[path[-1]]
+        if isinstance(old, int | float) and not isinstance(old, bool) and rng.random() < 0.8:
+            new = old * rng.choice([0.1, 0.5, 1.3, 2, 10])
+            node[path[-1]] = max(0, round(new)) + rng.choice([-1, 0, 1]) if isinstance(old, int) else new
+        else:
+            node[path[-1]] = copy.deepcopy(rng.choice(VALUES))
+    workload = data.get("workload")
+    if isinstance(workload, dict) and type(workload.get("num_requests")) is int:
+        workload["num_requests"] = min(workload["num_requests"], 20)
+    return lambda: compose(ExperimentConfig.from_dict(data, base_dir=CONFIGS_DIR, files=DISK)).sim().run()
+
+
+def _sizes_case(rng: random.Random, work: Path) -> Callable[[], object]:
+    from calibration.sizes import resolve_workload
+    from easerve.resources import CONFIGS_DIR
+    from easerve_core.workload import WorkloadSpec
+
+    key = rng.choice(["images", "videos", "audio_s"])
+    items: list[Any] = []
+    for _ in range(rng.randint(1, 3)):
+        if key == "images":
+            items.append([rng.choice(SIZES), rng.choice(SIZES)])
+        elif key == "videos":
+            clip = {"size": [rng.choice(SIZES), rng.choice(SIZES)]}
+            timing = {"frames": rng.choice(SIZES)} if rng.random() < 0.5 else {
+                "seconds": rng.choice(SIZES), "fps": rng.choice(SIZES)}
+            items.append({**clip, **timing})
+        else:
+            items.append(rng.choice(SIZES))
+    spec = str(CONFIGS_DIR / "specs" / "models" / f"{rng.choice(SPECS)}.json")
+    return lambda: resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, key: items}), spec)
+
+
+CASES = {"traces": _trace_case, "specs": _spec_case, "shifts": _shift_case, "configs": _config_case,
+         "sizes": _sizes_case}
 
 
 def failures(kind: str, cases: int, seed: int) -> tuple[dict[str, str], int]:
@@ -134,7 +213,8 @@ def failures(kind: str, cases: int, seed: int) -> tuple[dict[str, str], int]:
                 taken += 1
             except ValueError as exc:
                 short = str(exc).replace(tmp, "")
-                if "\n" in short or not short or len(short) > LIMIT:
+                said = short.split("; known: ")[0]  # a list of the known names is long by design
+                if "\n" in short or not short or len(said) > LIMIT:
                     found.setdefault(f"ValueError not one short line: {short[:80]!r}", short)
             except Exception as exc:  # every other exception is the finding
                 found.setdefault(f"{type(exc).__name__}: {str(exc)[:80]}", traceback.format_exc())

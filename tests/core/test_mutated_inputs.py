@@ -1,4 +1,5 @@
-"""Traces and model specs mutated at random (seeded) are refused in one short line, or taken whole.
+"""Inputs mutated at random (seeded) are refused in one short line, or taken whole: traces, model
+specs, shift files, shipped configs (composed and simulated) and raw item sizes.
 
 Each finding of the first runs is a case here now: a trace whose header opened a quote printed
 the whole file as its column names; spec values divided by zero or filled the host's memory
@@ -25,7 +26,8 @@ def _capped() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
 
 
-@pytest.mark.parametrize(("kind", "cases"), [("traces", 1500), ("specs", 300)])
+@pytest.mark.parametrize(("kind", "cases"), [("traces", 1500), ("specs", 300), ("shifts", 1000),
+                                             ("configs", 300), ("sizes", 1000)])
 def test_mutated_inputs_are_refused_in_one_line_or_taken(kind: str, cases: int) -> None:
     done = subprocess.run([sys.executable, "-m", "tests.core.mutation", kind, str(cases), "2026"], cwd=REPO,
                           capture_output=True, text=True, preexec_fn=_capped, timeout=300, check=False)
