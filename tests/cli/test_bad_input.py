@@ -138,6 +138,9 @@ CASES = [
                                                        "out"]), "t.toml: not valid TOML"),
     Case("sim-unknown-table", sim(("gpus", {"a": 1})), "unknown config table(s): gpus"),
     Case("sim-unknown-model", sim(("model.name", "llava-9000")), "unknown model 'llava-9000'"),
+    # a name or path that is not a string ran str()'d: a table became a model called '{}'
+    Case("sim-model-name-table", sim(("model.name", {"a": 1})), "model.name must be a string, got {'a': 1}"),
+    Case("sim-trace-number", sim(("workload.trace", 5)), "workload.trace must be a string, got 5"),
     Case("sim-unknown-gpu", sim(("cluster.gpu", "rtx9000")), "unknown GPU 'rtx9000'"),
     Case("sim-num-gpus-text", sim(("cluster.num_gpus", "eight")), "cluster.num_gpus must be an integer"),
     Case("sim-num-gpus-zero", sim(("cluster.num_gpus", 0)), "cluster.num_gpus must be >= 1"),
