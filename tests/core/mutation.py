@@ -1,7 +1,7 @@
 """Inputs mutated at random (seeded): every reader refuses one in one line, or takes it whole.
 
 Run as ``python -m tests.core.mutation KIND CASES SEED`` (``KIND``: a key of :data:`CASES`: traces,
-model specs, shift files, shipped configs composed and simulated, raw item sizes); it
+model specs, shift files, shipped configs composed and simulated, raw item sizes, GPU specs); it
 prints one line per kind of failure (an exception other than ``ValueError``, or a ``ValueError``
 of several lines or of more than 250 characters past the file's name and before a list of the
 known names) and exits 1 when there is
@@ -12,6 +12,7 @@ since the failures it looks for include arithmetic that fills the host's memory.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import random
 import sys
@@ -45,6 +46,7 @@ SPECS = ("qwen3-vl-8b", "llava-onevision-qwen2-7b", "internvl3-8b", "idefics3-8b
          "gemma-4-26b-a4b", "ultravox-v0.5-llama-3.1-8b")
 VALUES = [0, -1, 1.5, "x", None, [], {}, True, 1e30, float("nan"), 10**20, "", [1, 2], {"value": "a"}]
 LIMIT = 250
+_SERIAL = itertools.count()
 
 
 def mutate_text(text: str, rng: random.Random) -> str:
@@ -197,8 +199,29 @@ def _sizes_case(rng: random.Random, work: Path) -> Callable[[], object]:
     return lambda: resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, key: items}), spec)
 
 
+def _gpu_case(rng: random.Random, work: Path) -> Callable[[], object]:
+    """A shipped GPU spec mutated, imported (``easerve gpu import``'s check) and priced with."""
+    from calibration.registry import analytic_profile
+    from calibration.specs import SPEC_DIR
+    from easerve.cli.gpu_cmd import marked_gpu
+
+    data = json.loads(rng.choice(sorted((SPEC_DIR / "gpus").glob("*.json"))).read_text())
+    mutate_spec(data, rng)
+    path = work / "gpu.json"
+    path.write_text(json.dumps(data))
+
+    def run() -> object:
+        out = work / f"imported-{next(_SERIAL)}.json"  # a fresh name: the spec cache keys on path and mtime
+        out.write_text(json.dumps(marked_gpu(path, "mutant")))
+        profile = analytic_profile("qwen2.5-vl-32b", str(out))
+        profile.for_tp(1).encode_s([2000])
+        profile.for_tp(2).prefill_s([3000])
+        return profile.for_tp(2).decode_step_s(8, 4000)
+    return run
+
+
 CASES = {"traces": _trace_case, "specs": _spec_case, "shifts": _shift_case, "configs": _config_case,
-         "sizes": _sizes_case}
+         "sizes": _sizes_case, "gpus": _gpu_case}
 
 
 def failures(kind: str, cases: int, seed: int) -> tuple[dict[str, str], int]:
