@@ -86,7 +86,7 @@ class ProcessorSpec:
 
     def __post_init__(self) -> None:
         validate_kind(self, NEEDS)
-        object.__setattr__(self, "pinpoints_px", self._pins())
+        object.__setattr__(self, "pinpoints_px", pinpoint_pairs(self.pinpoints_px, self.tile_px))
         if self.kind == "anyres" and not self.pinpoints_px:
             raise ValueError("ProcessorSpec.pinpoints_px must not be empty for kind 'anyres'")
         if self.kind == "whisper" and not (self.stack_factor or self.max_audio_s):
@@ -108,26 +108,6 @@ class ProcessorSpec:
                 raise ValueError(f"ProcessorSpec.{low} must be <= {high}, "
                                  f"got {getattr(self, low)!r} > {getattr(self, high)!r}")
 
-    def _pins(self) -> tuple[tuple[int, int], ...]:
-        """The pinpoints as (height, width) pairs of whole pixels, each side at least a tile (each
-        grid holds one); a bad pair is named by its index (the list can be long)."""
-        pairs = self.pinpoints_px
-        if not isinstance(pairs, list | tuple):
-            raise ValueError(f"ProcessorSpec.pinpoints_px must be [[height, width], ...], got {pairs!r}")
-        pins = []
-        for i, pair in enumerate(pairs):
-            whole = isinstance(pair, list | tuple) and len(pair) == 2 and all(
-                not isinstance(v, bool) and (isinstance(v, int) or (isinstance(v, float) and v.is_integer()))
-                for v in pair)
-            if not whole:
-                raise ValueError(f"ProcessorSpec.pinpoints_px[{i}] must be [height, width] in whole pixels, "
-                                 f"got {pair!r}")
-            if min(pair) < max(1, self.tile_px):
-                raise ValueError(f"ProcessorSpec.pinpoints_px[{i}] must be at least tile_px ({self.tile_px}) "
-                                 f"on each side, got {pair!r}")
-            pins.append((int(pair[0]), int(pair[1])))
-        return tuple(pins)
-
     @classmethod
     def from_dict(cls, data: Any) -> ProcessorSpec:
         if not isinstance(data, dict):
@@ -136,3 +116,22 @@ class ProcessorSpec:
             return cls(**data)
         except TypeError as exc:
             raise ValueError(f"processor is malformed: {exc}") from None
+
+
+def pinpoint_pairs(pairs: Any, tile_px: int,
+                   where: str = "ProcessorSpec.pinpoints_px") -> tuple[tuple[int, int], ...]:
+    """LLaVA-NeXT's grid pinpoints as (height, width) pairs of whole pixels, each side at least a
+    tile (each grid holds one); a bad pair is named by its index in ``where`` (the list can be long)."""
+    if not isinstance(pairs, list | tuple):
+        raise ValueError(f"{where} must be [[height, width], ...], got {pairs!r}")
+    pins = []
+    for i, pair in enumerate(pairs):
+        whole = isinstance(pair, list | tuple) and len(pair) == 2 and all(
+            not isinstance(v, bool) and (isinstance(v, int) or (isinstance(v, float) and v.is_integer()))
+            for v in pair)
+        if not whole:
+            raise ValueError(f"{where}[{i}] must be [height, width] in whole pixels, got {pair!r}")
+        if min(pair) < max(1, tile_px):
+            raise ValueError(f"{where}[{i}] must be at least tile_px ({tile_px}) on each side, got {pair!r}")
+        pins.append((int(pair[0]), int(pair[1])))
+    return tuple(pins)

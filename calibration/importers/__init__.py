@@ -23,6 +23,7 @@ from calibration.importers._read import (
     Keys,
     check_ints,
     guess,
+    library_reason,
     read_config_file,
     read_json_object,
     value,
@@ -53,6 +54,8 @@ def _family(raw: Mapping[str, Any], file: Path) -> tuple[str, Family]:
     model_type = raw.get("model_type")
     if model_type is None:
         raise ValueError(f"{file}: missing required key model_type")
+    if not isinstance(model_type, str):
+        raise ValueError(f"{file}: model_type must be a string, got {model_type!r}")
     if model_type in REFUSED:
         raise ValueError(f"{file}: model_type {model_type!r} is refused: {REFUSED[model_type]}")
     if model_type not in FAMILIES:
@@ -71,7 +74,7 @@ def _transformers_config(file: Path, raw: Mapping[str, Any], model_type: str) ->
             warnings.simplefilter("ignore")
             return AutoConfig.from_pretrained(str(file), local_files_only=True)
     except Exception as exc:  # transformers' own validation: report it as bad input
-        raise ValueError(f"{file}: transformers cannot read it: {' '.join(str(exc).split())}") from None
+        raise ValueError(f"{file}: transformers cannot read it: {library_reason(exc)}") from None
 
 
 def _sub_without_class(keys: Keys, name: str) -> Keys:
@@ -80,7 +83,12 @@ def _sub_without_class(keys: Keys, name: str) -> Keys:
 
     sub = keys.sub(name)
     sub_type = sub.raw.get("model_type")
-    obj = CONFIG_MAPPING[sub_type](**sub.raw) if sub_type in CONFIG_MAPPING else None
+    known = isinstance(sub_type, str) and sub_type in CONFIG_MAPPING
+    try:
+        obj = CONFIG_MAPPING[sub_type](**sub.raw) if known else None
+    except Exception as exc:  # transformers' own validation, as in _transformers_config
+        reason = library_reason(exc)
+        raise ValueError(f"{keys.file}: transformers cannot read {sub.where}: {reason}") from None
     if obj is not None and sub.raw.get("text_config") is not None and name == "text_config":
         return Keys(sub.raw["text_config"], obj.get_text_config(), f"{name}.text_config", keys.file)
     return Keys(sub.raw, obj, sub.where, keys.file)

@@ -10,6 +10,7 @@ class. :func:`derived` and :func:`guess` make D and G leaves. Every error is a
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,32 @@ def guess(value: Any, why: str) -> dict[str, Any]:
     return leaf(value, "G", why)
 
 
+#: huggingface_hub's strict-dataclass refusal, which quotes the whole value (a 48-entry list)
+_FIELD_TYPE = re.compile(r"Validation error for field '([^']+)'.*? "
+                         r"(?:doesn't match any type in \((.*?)\)\. Errors"
+                         r"|expected ([\w\[\], .]+?), got (\w+))")
+#: a list or tuple written out long enough to drown the line it is quoted in
+_LONG_LIST = re.compile(r"\[[^\[\]]{40,}\]|\([^()]{80,}\)")
+#: the most of a library's message a refusal quotes
+REASON_CHARS = 160
+
+
+def library_reason(exc: BaseException) -> str:
+    """A library's refusal (``transformers``' config validation) as one short line: a field of the
+    wrong type as ``field 'F' must be T1 | T2``, else the message with whitespace collapsed, long
+    lists elided and cut at :data:`REASON_CHARS`."""
+    text = " ".join(str(exc).split())
+    typed = _FIELD_TYPE.search(text)
+    if typed is not None and typed.group(2) is not None:
+        types = re.sub(r"<class '([\w.]+)'>", r"\1", typed.group(2)).split(", ")
+        text = f"field {typed.group(1)!r} must be {' | '.join(types)}"
+    elif typed is not None:
+        text = f"field {typed.group(1)!r} must be {typed.group(3)}, got {typed.group(4)}"
+    while (shorter := _LONG_LIST.sub(lambda m: m.group(0)[0] + "..." + m.group(0)[-1], text)) != text:
+        text = shorter
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 3] + "..."
+
+
 def value(node: Mapping[str, Any]) -> Any:
     return node["value"]
 
@@ -95,10 +122,10 @@ def check_ints(raw: Mapping[str, Any], where: str, file: Path, keys: tuple[str, 
     """Refuse a non-integer count (a head count of ``"8"`` or ``8.5``) in ``raw`` and its sub-tables."""
     for key, item in raw.items():
         name = f"{where}{key}"
+        if key in keys and item is not None and (isinstance(item, bool) or not isinstance(item, int)):
+            raise ValueError(f"{file}: {name} must be an integer, got {item!r}")
         if isinstance(item, Mapping):
             check_ints(item, f"{name}.", file, keys)
-        elif key in keys and item is not None and (isinstance(item, bool) or not isinstance(item, int)):
-            raise ValueError(f"{file}: {name} must be an integer, got {item!r}")
 
 
 class Keys:
@@ -122,8 +149,10 @@ class Keys:
         found = getattr(self.obj, name, None)
         return default if found is None else found
 
-    def get(self, name: str, *, kind: type = int, default: Any = None) -> dict[str, Any]:
-        """The marked value of key ``name`` (required unless ``default`` is given)."""
+    def get(self, name: str, *, kind: type = int, default: Any = None,
+            least: int | None = None) -> dict[str, Any]:
+        """The marked value of key ``name`` (required unless ``default`` is given; an integer at
+        least ``least`` when that is given)."""
         if self.raw.get(name) is not None:
             found, source = self.raw[name], f"{self.file.name} {self.key(name)}"
         elif getattr(self.obj, name, None) is not None:
@@ -135,6 +164,8 @@ class Keys:
             raise ValueError(f"{self.file}: missing required key {self.key(name)}")
         if kind is int and (isinstance(found, bool) or not isinstance(found, int)):
             raise ValueError(f"{self.file}: {self.key(name)} must be an integer, got {found!r}")
+        if least is not None and found < least:
+            raise ValueError(f"{self.file}: {self.key(name)} must be at least {least}, got {found!r}")
         return leaf(found, "V", source)
 
     def sub(self, name: str) -> Keys:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from calibration.importers import tower_parts, towers, towers_audio, towers_tiled
-from calibration.importers._read import Keys
+from calibration.importers._read import Keys, value
 
 TowerFn = Callable[[Keys, Keys, int, Mapping[str, Any], str], tower_parts.Tower]
 
@@ -37,7 +37,7 @@ def _qwen(version: int) -> TowerFn:
 
 def _whisper(stacked: bool) -> TowerFn:
     return lambda t, top, h, pre, m: towers_audio.whisper(
-        t, top, h, stack=int(top.raw_value("stack_factor", 8)) if stacked else None
+        t, top, h, stack=value(top.get("stack_factor", default=8, least=1)) if stacked else None
     )
 
 

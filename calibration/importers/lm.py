@@ -59,7 +59,7 @@ def lm_block(text: Keys, top: Keys) -> tuple[dict[str, Any], list[str]]:
     """(the spec's ``lm`` table, notes on what is not modelled) of the text config ``text``."""
     model_type, kind = text_type(text)
     notes: list[str] = []
-    hidden, heads = text.get("hidden_size"), text.get("num_attention_heads")
+    hidden, heads = text.get("hidden_size", least=1), text.get("num_attention_heads", least=1)
     lm: dict[str, Any] = {
         "num_layers": text.get("num_hidden_layers"),
         "hidden_size": hidden,

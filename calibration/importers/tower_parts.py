@@ -40,17 +40,19 @@ def square_side(keys: Keys, name: str) -> dict[str, Any]:
     if isinstance(raw, list | tuple):
         if len(set(raw)) != 1:
             raise ValueError(f"{keys.file}: {keys.key(name)} {raw!r}: only square sizes are modelled")
+        if isinstance(raw[0], bool) or not isinstance(raw[0], int) or raw[0] < 1:
+            raise ValueError(f"{keys.file}: {keys.key(name)} must be a whole number of pixels, got {raw!r}")
         return leaf(int(raw[0]), "V", f"config.json {keys.key(name)} (square)")
-    return keys.get(name)
+    return keys.get(name, least=1)
 
 
 def square_vit(tower: Keys) -> tuple[Any, Any, Any]:
     """(hidden size, image side, patch side) of a ViT tower with square images and patches."""
-    return (
-        value(tower.get("hidden_size")),
-        value(square_side(tower, "image_size")),
-        value(square_side(tower, "patch_size")),
-    )
+    size, patch = value(square_side(tower, "image_size")), value(square_side(tower, "patch_size"))
+    if patch > size:
+        raise ValueError(f"{tower.file}: {tower.key('patch_size')} ({patch}) must be at most "
+                         f"{tower.key('image_size')} ({size})")
+    return value(tower.get("hidden_size", least=1)), size, patch
 
 
 def patch_stem(hid: int, patch: int, positions: int, *, what: str = "patch conv") -> dict[str, Any]:

@@ -33,6 +33,7 @@ from calibration.importers.tower_parts import (
     tiles_mapping,
     vit_encoder,
 )
+from calibration.processor_spec import pinpoint_pairs
 
 #: the video processor's settings file, read beside preprocessor_config.json (Qwen-VL's video bounds)
 VIDEO_PREPROCESSOR = "video_preprocessor_config.json"
@@ -74,6 +75,7 @@ def clip_anyres(tower: Keys, top: Keys, lm_hidden: int, *, siglip: bool, anyres:
     pins = top.raw_value("image_grid_pinpoints")
     if not pins:
         raise ValueError(f"{top.file}: missing required key image_grid_pinpoints")
+    pinpoint_pairs(pins, size, f"{top.file}: image_grid_pinpoints")
     grid = max(pins, key=lambda p: (p[0] // size) * (p[1] // size))
     tiles = (grid[0] // size) * (grid[1] // size)
     tokens = rules.llava_next_tokens(

@@ -22,10 +22,12 @@ from calibration.importers.tower_parts import (
 def internvit(tower: Keys, top: Keys, lm_hidden: int, pre: Mapping[str, Any]) -> Tower:
     """InternVL: 448 px tiles (dynamic tiling + thumbnail), pixel shuffle to 1/4, MLP projector."""
     hid, size, patch = square_vit(tower)
-    ratio = float(top.raw_value("downsample_ratio", 0.5))
+    ratio = top.raw_value("downsample_ratio", 0.5)
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 < ratio <= 1:
+        raise ValueError(f"{top.file}: downsample_ratio must be a number in (0, 1], got {ratio!r}")
     side = size // patch
     per_tile = int(side * side * ratio * ratio)
-    max_patches = int(pre.get("max_patches", 12))
+    max_patches = _count(pre, "max_patches", 12)
     wide = int(hid / (ratio * ratio))
     enc = vit_encoder(tower, mats=2, mlp_note="InternViT MLP fc1 -> GELU -> fc2")
     enc["projector_params"] = derived(
@@ -51,7 +53,7 @@ def internvit(tower: Keys, top: Keys, lm_hidden: int, pre: Mapping[str, Any]) ->
         },
     )
     tokens = per_tile * (max_patches + 1)
-    min_patches = int(pre.get("min_patches", 1))
+    min_patches = _count(pre, "min_patches", 1)
     low_src = ("preprocessor_config.json min_patches" if "min_patches" in pre
                else "GotOcr2ImageProcessor default min_patches 1")
     mark = "V" if "max_patches" in pre else "D"
@@ -69,10 +71,10 @@ def internvit(tower: Keys, top: Keys, lm_hidden: int, pre: Mapping[str, Any]) ->
 def idefics3(tower: Keys, top: Keys, lm_hidden: int, pre: Mapping[str, Any]) -> Tower:
     """Idefics3 / SmolVLM: square tiles of max_image_size plus a global view, pixel shuffle."""
     hid, size, patch = square_vit(tower)
-    scale = int(top.raw_value("scale_factor", 2))
+    scale = value(top.get("scale_factor", default=2, least=1))
     side = size // patch
     per_tile = side * side // (scale * scale)
-    longest = int((pre.get("size") or {}).get("longest_edge", 4 * size))
+    longest = _count(_table(pre, "size"), "longest_edge", 4 * size, "size.")
     grid = math.ceil(longest / size)
     enc = vit_encoder(tower, mats=2, mlp_note="SigLIP-style MLP fc1 -> GELU -> fc2")
     enc["projector_params"] = derived(
@@ -92,8 +94,8 @@ def idefics3(tower: Keys, top: Keys, lm_hidden: int, pre: Mapping[str, Any]) -> 
         },
     )
     tokens = per_tile * (grid * grid + 1)
-    tile = int((pre.get("max_image_size") or {}).get("longest_edge", size))
-    longest_src = ("preprocessor_config.json size.longest_edge" if "longest_edge" in (pre.get("size") or {})
+    tile = _count(_table(pre, "max_image_size"), "longest_edge", size, "max_image_size.")
+    longest_src = ("preprocessor_config.json size.longest_edge" if "longest_edge" in _table(pre, "size")
                    else f"4 x vision_config.image_size {size}")
     processor = {  # the image processor's split: the longest side scaled, square tiles, a global view
         "kind": "split",
@@ -181,3 +183,24 @@ def llama4_vision(tower: Keys, top: Keys, lm_hidden: int) -> Tower:
             "defaults, not the released model's"
         )
     return Tower(enc, mapping, derived(per_tile * 17, "an image filling 16 tiles + global view"), notes)
+
+
+def _table(pre: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """The table ``key`` of preprocessor_config.json ({} when absent)."""
+    found = pre.get(key)
+    if found is None:
+        return {}
+    if not isinstance(found, Mapping):
+        raise ValueError(f"preprocessor_config.json: {key} must be a table, got {found!r}")
+    return found
+
+
+def _count(table: Mapping[str, Any], key: str, default: int, where: str = "") -> int:
+    """A count of preprocessor_config.json (``default`` when absent), at least 1 (its type is
+    checked on reading, :data:`calibration.importers._read.PROCESSOR_INT_KEYS`)."""
+    found = table.get(key)
+    if found is None:
+        return default
+    if found < 1:
+        raise ValueError(f"preprocessor_config.json: {where}{key} must be at least 1, got {found!r}")
+    return int(found)

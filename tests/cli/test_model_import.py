@@ -273,3 +273,44 @@ def test_bad_processor_files_are_named(tmp_path: Path, capsys: pytest.CaptureFix
     folder = cfgs.write(tmp_path / "qwen", cfgs.tiny_configs()["qwen2_5_vl"])
     (folder / file).write_text(body)
     refused(tmp_path, capsys, ["model", "import", str(folder), "--out", str(tmp_path / "o.json")], *needles)
+
+
+def _changed(family: str, change: Any) -> dict[str, Any]:
+    data = cfgs.ultravox_gemma3_27b() if family == "ultravox" else cfgs.tiny_configs()[family].to_dict()
+    change(data)
+    return data
+
+
+#: what mutating configs at random found (tests/core/mutation.py, kind ``models``): each crashed
+#: (TypeError, ZeroDivisionError) or printed transformers' whole message, a 48-entry list and all
+@pytest.mark.parametrize(("family", "change", "processor", "needles"), [
+    ("qwen2_5_vl", lambda d: d.update(model_type=["qwen2_5_vl"]), None, ("model_type must be a string",)),
+    ("qwen2_5_vl", lambda d: d["text_config"].update(
+        layer_types=["full_attention"] * (d["text_config"]["num_hidden_layers"] - 1) + [1.5]), None,
+     ("transformers cannot read it: field 'layer_types' must be list[str] | NoneType",)),
+    ("qwen2_5_vl", lambda d: d["text_config"].update(num_attention_heads=0), None,
+     ("text_config.num_attention_heads must be at least 1, got 0",)),
+    ("qwen2_5_vl", lambda d: None, {"min_pixels": {"value": 1}, "max_pixels": 100000},
+     ("preprocessor_config.json: min_pixels must be an integer",)),
+    ("llava_next", lambda d: d.update(image_grid_pinpoints=[[32, 64], [64, {}]]), None,
+     ("image_grid_pinpoints[1] must be [height, width] in whole pixels",)),
+    ("llava_next", lambda d: d["vision_config"].update(patch_size=64), None,
+     ("vision_config.patch_size (64) must be at most vision_config.image_size (32)",)),
+    ("ultravox", lambda d: d["audio_config"].update(activation_dropout=[1]), None,
+     ("transformers cannot read audio_config: field 'activation_dropout' must be float | int",)),
+    ("ultravox", lambda d: d.update(stack_factor=0), None, ("stack_factor must be at least 1, got 0",)),
+    ("internvl", lambda d: None, {"max_patches": 0}, ("max_patches must be at least 1, got 0",)),
+    ("internvl", lambda d: d.update(downsample_ratio="x"), None,
+     ("field 'downsample_ratio' must be float, got str",)),
+    ("idefics3", lambda d: None, {"size": [1, 2]}, ("preprocessor_config.json: size must be a table",)),
+    ("idefics3", lambda d: d.update(scale_factor=0), None, ("scale_factor must be at least 1, got 0",)),
+])
+def test_bad_configs_found_by_mutation_are_refused_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], family: str, change: Any,
+        processor: dict[str, Any] | None, needles: tuple[str, ...]) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(_changed(family, change)))
+    if processor is not None:
+        (folder / "preprocessor_config.json").write_text(json.dumps(processor))
+    refused(tmp_path, capsys, ["model", "import", str(folder), "--out", str(tmp_path / "o.json")], *needles)

@@ -1,7 +1,8 @@
 """Inputs mutated at random (seeded): every reader refuses one in one line, or takes it whole.
 
 Run as ``python -m tests.core.mutation KIND CASES SEED`` (``KIND``: a key of :data:`CASES`: traces,
-model specs, shift files, shipped configs composed and simulated, raw item sizes, GPU specs); it
+model specs, shift files, shipped configs composed and simulated, raw item sizes, GPU specs, models'
+config.json and processor files imported and priced, benchmark result files, ``[live]`` tables); it
 prints one line per kind of failure (an exception other than ``ValueError``, or a ``ValueError``
 of several lines or of more than 250 characters past the file's name and before a list of the
 known names) and exits 1 when there is
@@ -15,6 +16,7 @@ import copy
 import itertools
 import json
 import random
+import re
 import sys
 import tempfile
 import traceback
@@ -220,8 +222,111 @@ def _gpu_case(rng: random.Random, work: Path) -> Callable[[], object]:
     return run
 
 
+def _hf_case(rng: random.Random, work: Path) -> Callable[[], object]:
+    """A model's config.json built in code (bench/import_examples.py, through ``transformers``)
+    and, for a Qwen-VL one, its processor files, mutated, imported (``easerve model import``) and
+    priced with."""
+    from bench.import_examples import EXAMPLES, QWEN3_VL_PROCESSOR
+    from calibration.importers import import_model
+    from calibration.registry import analytic_profile
+    from calibration.sizes import resolve_workload
+    from easerve_core.workload import WorkloadSpec
+
+    example = rng.choice(EXAMPLES)
+    config = _built(example.name, example.build)
+    files = {"config.json": copy.deepcopy(config)}
+    processor = dict(QWEN3_VL_PROCESSOR) if example.family in ("qwen2_vl", "qwen2_5_vl") else \
+        PROCESSOR_FILES.get(example.family, {})
+    files.update(copy.deepcopy(processor))
+    name = rng.choice(sorted(files))
+    mutate_spec(files[name], rng)
+    folder = work / f"model-{next(_SERIAL)}"
+    folder.mkdir()
+    for file, data in files.items():
+        (folder / file).write_text(json.dumps(data))
+    sizes = {"audio_s": [10]} if "audio" in example.family or "ultravox" in example.family else {
+        "images": [[1280, 720]]}
+
+    def run() -> object:
+        spec = import_model(folder / "config.json", name=example.name)
+        path = folder / "spec.json"
+        path.write_text(json.dumps(spec))
+        profile = analytic_profile(str(path), "h100-sxm")
+        profile.for_tp(1).encode_s([500])
+        profile.for_tp(2).prefill_s([2000])
+        profile.for_tp(2).decode_step_s(8, 4000)
+        return resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, **sizes}), str(path))
+    return run
+
+
+#: processor files of the tiled families, with the keys the import reads
+PROCESSOR_FILES = {
+    "internvl": {"preprocessor_config.json": {"max_patches": 12, "min_patches": 1}},
+    "idefics3": {"preprocessor_config.json": {"size": {"longest_edge": 1456},
+                                              "max_image_size": {"longest_edge": 364}}},
+    "smolvlm": {"preprocessor_config.json": {"size": {"longest_edge": 1536},
+                                             "max_image_size": {"longest_edge": 384}}},
+}
+_BUILT: dict[str, Any] = {}
+
+
+def _built(name: str, build: Callable[[], Any]) -> dict[str, Any]:
+    """An example's config.json as a dict (built once: ``transformers`` config classes are slow)."""
+    if name not in _BUILT:
+        config = build()
+        _BUILT[name] = config if isinstance(config, dict) else config.to_dict()
+    return _BUILT[name]
+
+
+#: one small file of each benchmark schema calibration.bench.readers takes (keys as
+#: tests/calibration_bench/schemas.py cites them)
+BENCH = {
+    "vllm": ("vllm.json", json.dumps({
+        "request_rate": 2.0, "burstiness": 1.0, "max_concurrency": None, "duration": 3.0, "completed": 2,
+        "input_lens": [300, 420], "output_lens": [3, 2], "ttfts": [0.21, 0.35],
+        "itls": [[0.02, 0.03], [0.025]], "errors": ["", ""], "start_times": [0.0, 0.6]})),
+    "sglang": ("sglang.jsonl", json.dumps({
+        "request_rate": 2.0, "duration": 3.0, "completed": 2, "input_lens": [300, 420],
+        "output_lens": [3, 2], "ttfts": [0.21, 0.35], "itls": [[0.02, 0.03], [0.025]],
+        "errors": ["", ""]}) + "\n"),
+    "genai-perf": ("profile_export.json", json.dumps({
+        "experiments": [{"experiment": {"mode": "request_rate", "value": 2.0}, "requests": [
+            {"timestamp": 1_000_000_000, "request_inputs": {"payload": "{}"},
+             "response_timestamps": [1_210_000_000, 1_230_000_000, 1_260_000_000],
+             "response_outputs": [{"response": 'data: {"choices":[{"delta":{"content":"a"}}]}'},
+                                  {"response": 'data: {"choices":[{"delta":{"content":"b"}}]}'},
+                                  {"response": "data: [DONE]"}]}]}]})),
+}
+
+
+def _bench_case(rng: random.Random, work: Path) -> Callable[[], object]:
+    """A benchmark result file of vLLM, SGLang or genai-perf, its text mutated, read."""
+    from calibration.bench.readers import read_bench
+
+    name, text = BENCH[rng.choice(sorted(BENCH))]
+    path = work / name
+    path.write_text(mutate_text(text, rng), encoding="utf-8", errors="surrogatepass")
+    return lambda: read_bench(path)
+
+
+def _live_case(rng: random.Random, work: Path) -> Callable[[], object]:
+    """A shipped config's ``[live]`` table mutated, read as the live executor reads it."""
+    import tomllib
+
+    from easerve.resources import CONFIGS_DIR
+    from live.options import LiveOptions
+
+    files = [f for f in sorted(CONFIGS_DIR.glob("*.toml")) if "[live]" in f.read_text()]
+    table = tomllib.loads(rng.choice(files).read_text())["live"]
+    if rng.random() < 0.3:
+        table[rng.choice(["device", "start_method", "partition_backend", "weights_dir", "nope"])] = "x"
+    mutate_spec(table, rng)
+    return lambda: LiveOptions.from_dict(table)
+
+
 CASES = {"traces": _trace_case, "specs": _spec_case, "shifts": _shift_case, "configs": _config_case,
-         "sizes": _sizes_case, "gpus": _gpu_case}
+         "sizes": _sizes_case, "gpus": _gpu_case, "models": _hf_case, "bench": _bench_case,
+         "live": _live_case}
 
 
 def failures(kind: str, cases: int, seed: int) -> tuple[dict[str, str], int]:
@@ -236,7 +341,7 @@ def failures(kind: str, cases: int, seed: int) -> tuple[dict[str, str], int]:
                 taken += 1
             except ValueError as exc:
                 short = str(exc).replace(tmp, "")
-                said = short.split("; known: ")[0]  # a list of the known names is long by design
+                said = re.split(r"; known[\w ]*: ", short)[0]  # a list of the known names is long by design
                 if "\n" in short or not short or len(said) > LIMIT:
                     found.setdefault(f"ValueError not one short line: {short[:80]!r}", short)
             except Exception as exc:  # every other exception is the finding
