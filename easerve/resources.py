@@ -40,7 +40,7 @@ def find_config(path: str | Path) -> Path:
     if given.parent == Path(".") and (CONFIGS_DIR / name).is_file():
         return CONFIGS_DIR / name
     known = ", ".join(sorted(p.name for p in CONFIGS_DIR.glob("*.toml")))
-    raise ValueError(f"config file not found: {given} (shipped examples, by name: {known})")
+    raise ValueError(f"config file not found: {given}; known shipped examples: {known}")
 
 
 def load_config(path: str | Path, *, runs_deployment: bool = False) -> ExperimentConfig:

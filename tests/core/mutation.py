@@ -2,12 +2,15 @@
 
 Run as ``python -m tests.core.mutation KIND CASES SEED`` (``KIND``: a key of :data:`CASES`: traces,
 model specs, shift files, shipped configs composed and simulated, raw item sizes, GPU specs, models'
-config.json and processor files imported and priced, benchmark result files, ``[live]`` tables); it
-prints one line per kind of failure (an exception other than ``ValueError``, or a ``ValueError``
-of several lines or of more than 250 characters past the file's name and before a list of the
-known names) and exits 1 when there is
-any. ``tests/core/test_mutated_inputs.py`` runs it in a child process under a memory limit,
-since the failures it looks for include arithmetic that fills the host's memory.
+config.json and processor files imported and priced, benchmark result files, ``[live]`` tables,
+command lines run); it prints one line per kind of failure (an exception other than ``ValueError``,
+or a ``ValueError`` of several lines or of more than 250 characters past the file's name and before
+a list of the known names) and exits 1 when there is any. ``tests/core/test_mutated_inputs.py``
+runs it in a child process under a memory limit, since the failures it looks for include
+arithmetic that fills the host's memory.
+
+Over 300 lines: one block per kind, its valid input beside the case that mutates and reads it;
+split up, a kind's input would sit apart from the reader it is written for.
 """
 
 from __future__ import annotations
@@ -324,9 +327,84 @@ def _live_case(rng: random.Random, work: Path) -> Callable[[], object]:
     return lambda: LiveOptions.from_dict(table)
 
 
+#: a small config the CLI cases run (20 requests of the paper's image model)
+CLI_CONFIG = {
+    "seed": 0, "model": {"name": "llava-v1.6-34b"}, "cluster": {"gpu": "rtx6000ada", "num_gpus": 8},
+    "deployment": {"encode": {"num_workers": 1, "tp": 2}, "prefill": {"num_workers": 1, "tp": 2},
+                   "decode": {"num_workers": 2, "tp": 2}, "max_encode_batch": 8, "remote_fraction": 0.5},
+    "workload": {"mix": "llava-image", "rate_hz": 1.0, "num_requests": 20},
+}
+#: valid command lines (CONFIG, OUT and SHOW stand for the config, a fresh output path and a profile)
+COMMANDS = [
+    ["sim", "CONFIG", "--out", "OUT", "--preset", "easerve", "--rate", "1.5", "--no-plots"],
+    ["sim", "CONFIG", "--out", "OUT", "--preset", "vllm", "--no-plots", "--force"],
+    ["workload", "CONFIG", "--out", "OUT.csv", "--seed", "3", "--rate", "2"],
+    ["capacity", "CONFIG", "--out", "OUT", "--tier", "moderate", "--start-rate", "0.5", "--max-rate", "2",
+     "--tolerance", "0.5", "--max-steps", "2", "--trial-s", "10", "--seeds", "0", "--no-plots"],
+    ["recipe", "CONFIG", "--engine", "vllm", "--out", "OUT"],
+    ["recipe", "CONFIG", "--engine", "dynamo", "--out", "OUT", "--force"],
+    ["profile", "analytic", "--model", "qwen2.5-vl-32b", "--gpu", "h100-sxm", "--tp", "2",
+     "--out", "OUT.json"],
+    ["profile", "show", "SHOW", "--prompt-tokens", "100", "--output-tokens", "20", "--items", "576,2928"],
+    ["model", "list"], ["gpu", "list"],
+]
+#: what a mutation puts in a command line
+ARGS = ["", "-1", "0", "nan", "inf", "-inf", "1e400", "x", "1.5", "99999999999999999999", "--force", "-",
+        "--nope", "--out", "1,2", ",", "0.0001", "1e-300", "moderate,strict", "vllm", "/", ".", "é", "true"]
+
+
+def _cli_case(rng: random.Random, work: Path) -> Callable[[], object]:
+    """A valid command line mutated (a token replaced, dropped, doubled or inserted) and run: it
+    exits 0, or 2 with one line and nothing written under its output path."""
+    import contextlib
+    import io
+
+    from easerve.cli import main
+    from easerve.cli.search_cmd import dump_toml
+
+    case = work / f"cli-{next(_SERIAL)}"
+    case.mkdir()
+    config = case / "config.toml"
+    config.write_text(dump_toml(CLI_CONFIG))
+    show = work / "show.json"
+    if not show.exists():
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(["profile", "analytic", "--model", "llava-v1.6-34b", "--gpu", "rtx6000ada", "--out",
+                         str(show)]) == 0
+    out = case / "out"
+    names = {"CONFIG": str(config), "OUT": str(out), "OUT.csv": f"{out}.csv", "OUT.json": f"{out}.json",
+             "SHOW": str(show)}
+    argv = [names.get(token, token) for token in rng.choice(COMMANDS)]
+    for _ in range(rng.choice([1, 1, 2])):
+        op, at = rng.random(), rng.randrange(1, len(argv) + 1)
+        if op < 0.5 and at < len(argv):
+            argv[at] = rng.choice(ARGS)
+        elif op < 0.65 and at < len(argv):
+            del argv[at]
+        elif op < 0.8 and at < len(argv):
+            argv.insert(at, argv[at])
+        else:
+            argv.insert(at, rng.choice(ARGS))
+
+    def run() -> object:
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            status = main(argv)
+        said = err.getvalue().strip()
+        if status == 2:
+            written = [p for p in case.iterdir() if p != config]
+            if written:
+                raise RuntimeError(f"exit 2 but wrote {[p.name for p in written]}: {argv[:3]}")
+            raise ValueError(said.removeprefix(f"easerve {argv[0]}: error: "))
+        if status != 0:
+            raise RuntimeError(f"exit {status}: {said[-200:]} ({argv})")
+        return status
+    return run
+
+
 CASES = {"traces": _trace_case, "specs": _spec_case, "shifts": _shift_case, "configs": _config_case,
          "sizes": _sizes_case, "gpus": _gpu_case, "models": _hf_case, "bench": _bench_case,
-         "live": _live_case}
+         "live": _live_case, "cli": _cli_case}
 
 
 def failures(kind: str, cases: int, seed: int) -> tuple[dict[str, str], int]:
