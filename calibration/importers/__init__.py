@@ -14,7 +14,8 @@ spec's ``unmodelled``. The result is checked by building the
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +71,26 @@ def _transformers_config(file: Path, raw: Mapping[str, Any], model_type: str) ->
     if model_type not in CONFIG_MAPPING:
         return None
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), quiet_transformers():
             warnings.simplefilter("ignore")
             return AutoConfig.from_pretrained(str(file), local_files_only=True)
     except Exception as exc:  # transformers' own validation: report it as bad input
         raise ValueError(f"{file}: transformers cannot read it: {library_reason(exc)}") from None
+
+
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' own notices off while it reads a config (a token id outside the vocabulary, a
+    rope type it has no check for): the import reads the shapes only, and its logger writes to the
+    terminal past easerve's one-line errors."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
 
 
 def _sub_without_class(keys: Keys, name: str) -> Keys:
@@ -85,7 +101,8 @@ def _sub_without_class(keys: Keys, name: str) -> Keys:
     sub_type = sub.raw.get("model_type")
     known = isinstance(sub_type, str) and sub_type in CONFIG_MAPPING
     try:
-        obj = CONFIG_MAPPING[sub_type](**sub.raw) if known else None
+        with quiet_transformers():
+            obj = CONFIG_MAPPING[sub_type](**sub.raw) if known else None
     except Exception as exc:  # transformers' own validation, as in _transformers_config
         reason = library_reason(exc)
         raise ValueError(f"{keys.file}: transformers cannot read {sub.where}: {reason}") from None

@@ -314,3 +314,23 @@ def test_bad_configs_found_by_mutation_are_refused_in_one_line(
     if processor is not None:
         (folder / "preprocessor_config.json").write_text(json.dumps(processor))
     refused(tmp_path, capsys, ["model", "import", str(folder), "--out", str(tmp_path / "o.json")], *needles)
+
+
+def test_a_refused_import_prints_one_line_with_transformers_notices_silenced(tmp_path: Path) -> None:
+    """transformers logs to the terminal (not through pytest's capture) when it reads a token id
+    outside the vocabulary or a rope type it has no check for; the import silences it, so the
+    refusal is the one line on stderr."""
+    import subprocess
+    import sys
+
+    data = cfgs.tiny_configs()["qwen2_5_vl"].to_dict()
+    data["text_config"].update(eos_token_id=-1, rope_parameters={"rope_type": 0}, num_attention_heads=0)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(data))
+    done = subprocess.run([sys.executable, "-m", "easerve", "model", "import", str(folder), "--out",
+                           str(tmp_path / "o.json")], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 2
+    said = "text_config.num_attention_heads must be at least 1, got 0"
+    assert done.stderr.strip().splitlines() == [f"easerve model: error: {folder / 'config.json'}: {said}"]
+    assert not (tmp_path / "o.json").exists()
