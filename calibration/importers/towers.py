@@ -58,18 +58,12 @@ def clip_anyres(tower: Keys, top: Keys, lm_hidden: int, *, siglip: bool, anyres:
     if isinstance(layers, int) and layers != -1:
         notes.append(f"vision_feature_layer {layers}: the tower is priced with all its layers")
     if not anyres:
-        mapping = tiles_mapping(
-            base,
-            base,
-            1,
-            side * side + cls,
-            {
-                "base": f"({size}/{patch})^2 patches",
-                "per_tile": "one view",
-                "max_tiles": "one view per image",
-                "positions": f"{side * side} patches + {cls} CLS",
-            },
-        )
+        mapping = tiles_mapping(base, base, 1, side * side + cls, {
+            "base": f"({size}/{patch})^2 patches",
+            "per_tile": "one view",
+            "max_tiles": "one view per image",
+            "positions": f"{side * side} patches + {cls} CLS",
+        })
         return Tower(enc, mapping, derived(base, "one image: a fixed token count"), notes,
                      fixed_image_processor(base, f"({size}/{patch})^2 patches of the one view"))
     pins = top.raw_value("image_grid_pinpoints")
