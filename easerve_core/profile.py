@@ -165,6 +165,9 @@ class ProfileDoc:
         fit_error = data.get("fit_error") or {}
         if not isinstance(fit_error, Mapping):
             raise ValueError(f"{where}: field 'fit_error' must be an object")
+        for key, err in fit_error.items():
+            if isinstance(err, bool) or not isinstance(err, int | float):
+                raise ValueError(f"{where}: fit_error[{key!r}] must be a number, got {err!r}")
         return cls(
             kind=data["kind"],
             model=data["model"],

@@ -51,6 +51,9 @@ def test_fitted_profile_round_trips_unchanged(tmp_path):
     (lambda d: d.update(kind="quantum"), "unknown profile kind 'quantum'; known: analytic, fitted"),
     (lambda d: d["params"].pop("gpu_spec"), "missing object 'gpu_spec'"),
     (lambda d: d["params"]["model_spec"].pop("lm"), "model spec .* is malformed"),
+    # found by tests/core/mutation.py (kind profiles): a TypeError, or float()'s message naming no field
+    (lambda d: d.update(fit_error={"encode": [0.1]}), r"fit_error\['encode'\] must be a number, got \[0.1\]"),
+    (lambda d: d.update(fit_error={"decode": "x"}), r"fit_error\['decode'\] must be a number, got 'x'"),
 ])
 def test_bad_profiles_are_refused_with_a_clear_error(doc, tmp_path, edit, match):
     data = json.loads(json.dumps(doc.to_json_dict()))

@@ -3,7 +3,8 @@
 Run as ``python -m tests.core.mutation KIND CASES SEED`` (``KIND``: a key of :data:`CASES`: traces,
 model specs, shift files, shipped configs composed and simulated, raw item sizes, GPU specs, models'
 config.json and processor files imported and priced, benchmark result files, ``[live]`` tables,
-command lines run); it prints one line per kind of failure (an exception other than ``ValueError``,
+command lines run, profiles loaded, priced and simulated on, plan tables run by ``sim --controller``);
+it prints one line per kind of failure (an exception other than ``ValueError``,
 or a ``ValueError`` of several lines or of more than 250 characters past the file's name and before
 a list of the known names) and exits 1 when there is any. ``tests/core/test_mutated_inputs.py``
 runs it in a child process under a memory limit, since the failures it looks for include
@@ -386,25 +387,98 @@ def _cli_case(rng: random.Random, work: Path) -> Callable[[], object]:
         else:
             argv.insert(at, rng.choice(ARGS))
 
+    return lambda: _exit_0_or_2(argv, case, keep=(config,))
+
+
+def _exit_0_or_2(argv: list[str], case: Path, *, keep: tuple[Path, ...]) -> int:
+    """Run ``easerve argv``: 0 is taken; 2 must print one line and write nothing in ``case`` but
+    ``keep`` (raised as that line's ``ValueError``); anything else is a finding."""
+    import contextlib
+    import io
+
+    from easerve.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        status = main(argv)
+    said = err.getvalue().strip()
+    if status == 2:
+        written = [p for p in case.iterdir() if p not in keep]
+        if written:
+            raise RuntimeError(f"exit 2 but wrote {[p.name for p in written]}: {argv[:3]}")
+        raise ValueError(said.removeprefix(f"easerve {argv[0]}: error: "))
+    if status != 0:
+        raise RuntimeError(f"exit {status}: {said[-200:]} ({argv})")
+    return status
+
+
+def _plan_table_case(rng: random.Random, work: Path) -> Callable[[], object]:
+    """A plan table (two bands and the controller's settings, as ``easerve plan-table`` writes)
+    mutated and run by ``easerve sim --controller``: exit 0, or 2 with one line, nothing written."""
+    from easerve.cli.search_cmd import dump_toml
+    from easerve_core.config import ExperimentConfig
+    from easerve_core.controller import Band, ControllerSettings, PlanTable
+
+    case = work / f"table-{next(_SERIAL)}"
+    case.mkdir()
+    config = case / "config.toml"
+    config.write_text(dump_toml(CLI_CONFIG))
+    start = ExperimentConfig.from_dict(copy.deepcopy(CLI_CONFIG)).deployment
+    table = PlanTable((Band(rate_hz=1.0, deployment=start),
+                       Band(rate_hz=3.0, deployment=start.with_(max_encode_batch=4))))
+    data = {**table.to_dict(), "settings": ControllerSettings().to_dict()}
+    mutate_spec(data, rng)
+    path = case / "plan_table.json"
+    path.write_text(json.dumps(data))
+    argv = ["sim", str(config), "--controller", str(path), "--out", str(case / "out"), "--no-plots"]
+    return lambda: _exit_0_or_2(argv, case, keep=(config, path))
+
+
+#: a shipped config of each shipped profile's model, run on the profile
+PROFILE_CONFIGS = {"llava-v1.6-34b": "llava34b_rtx6000ada.toml",
+                   "qwen2.5-vl-32b": "qwen25vl32b_rtx6000ada.toml",
+                   "ultravox-v0.6-gemma3-27b": "ultravox27b_rtx6000ada.toml",
+                   "qwen2-audio": "small_qwen2audio_confirm_cpu.toml"}
+
+
+def _profile_case(rng: random.Random, work: Path) -> Callable[[], object]:
+    """A shipped profile (analytic or fitted, calibration/profiles) mutated, loaded, priced with
+    and simulated on (20 requests of a shipped config of its model, on its GPU)."""
+    import tomllib
+
+    from calibration.registry import load_profile
+    from calibration.session import compose
+    from easerve.resources import CONFIGS_DIR
+    from easerve_core.config import ExperimentConfig
+    from easerve_core.profile import profile_for_tp
+    from runtime.configs import DISK
+
+    shipped = sorted((Path(__file__).resolve().parents[2] / "calibration" / "profiles").rglob("*.json"))
+    data = json.loads(rng.choice(shipped).read_text())
+    model, gpu = data["model"], data["gpu"]
+    mutate_spec(data, rng)
+    path = work / f"profile-{next(_SERIAL)}.json"
+    path.write_text(json.dumps(data))
+    config = tomllib.loads((CONFIGS_DIR / PROFILE_CONFIGS[model]).read_text())
+    config["profile"] = {**config.get("profile", {}), "path": str(path)}
+    config["cluster"]["gpu"] = gpu
+    config["workload"]["num_requests"] = 20
+
     def run() -> object:
-        err = io.StringIO()
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            status = main(argv)
-        said = err.getvalue().strip()
-        if status == 2:
-            written = [p for p in case.iterdir() if p != config]
-            if written:
-                raise RuntimeError(f"exit 2 but wrote {[p.name for p in written]}: {argv[:3]}")
-            raise ValueError(said.removeprefix(f"easerve {argv[0]}: error: "))
-        if status != 0:
-            raise RuntimeError(f"exit {status}: {said[-200:]} ({argv})")
-        return status
+        profile = load_profile(path)
+        for tp in (1, 2):
+            stage = profile_for_tp(profile, tp)
+            stage.encode_s([500, 900])
+            stage.prefill_s([2000])
+            stage.decode_step_s(8, 4000)
+        return compose(ExperimentConfig.from_dict(config, base_dir=CONFIGS_DIR, files=DISK)).sim().run()
     return run
 
 
 CASES = {"traces": _trace_case, "specs": _spec_case, "shifts": _shift_case, "configs": _config_case,
          "sizes": _sizes_case, "gpus": _gpu_case, "models": _hf_case, "bench": _bench_case,
-         "live": _live_case, "cli": _cli_case}
+         "live": _live_case, "cli": _cli_case, "profiles": _profile_case,
+         "tables": _plan_table_case}
 
 
 def failures(kind: str, cases: int, seed: int) -> tuple[dict[str, str], int]:
