@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from easerve_core import checks
 from runtime.files import read_json
 
 SAMPLES_FORMAT = "easerve.samples"
@@ -171,17 +172,41 @@ def _fit(model: Callable[..., np.ndarray], args: tuple[np.ndarray, ...], y: np.n
     return best_x, best_err
 
 
-def _rows(samples: Mapping[str, Any], stage: str, keys: Sequence[str]) -> list[Mapping[str, Any]]:
+#: each stage's fields besides ``latency_s``: ``items`` a non-empty list of integers >= 1, ``count``
+#: an integer >= 1, ``tokens`` an integer >= 0
+_FIELDS = {"encode": (("mm_tokens_per_item", "items"),), "prefill": (("seq_lens", "items"),),
+           "decode": (("batch_size", "count"), ("context_tokens", "tokens"))}
+
+
+def _rows(samples: Mapping[str, Any], stage: str) -> list[dict[str, Any]]:
+    """A stage's samples, each field checked (a bad one named by its row) and ``sm_share`` filled."""
     rows = samples.get(stage)
     if not isinstance(rows, list) or len(rows) < 4:
         raise ValueError(f"samples: stage {stage!r} needs a list of at least 4 samples")
+    out = []
     for i, row in enumerate(rows):
-        missing = [k for k in (*keys, "latency_s") if k not in row]
+        where = f"samples: {stage}[{i}]"
+        if not isinstance(row, Mapping):
+            raise ValueError(f"{where} must be an object, got {row!r}")
+        missing = [k for k, _ in (*_FIELDS[stage], ("latency_s", "")) if k not in row]
         if missing:
-            raise ValueError(f"samples: {stage}[{i}] lacks {', '.join(missing)}")
-        if not row["latency_s"] > 0:
-            raise ValueError(f"samples: {stage}[{i}].latency_s must be > 0, got {row['latency_s']!r}")
-    return rows
+            raise ValueError(f"{where} lacks {', '.join(missing)}")
+        clean: dict[str, Any] = {"latency_s": checks.positive(f"{where}.latency_s", row["latency_s"])}
+        for key, kind in _FIELDS[stage]:
+            value = row[key]
+            if kind != "items":
+                clean[key] = checks.integer(f"{where}.{key}", value, minimum=1 if kind == "count" else 0)
+            elif not isinstance(value, list) or not value:
+                raise ValueError(f"{where}.{key} must be a non-empty list of integers >= 1, got {value!r}")
+            else:
+                clean[key] = [checks.integer(f"{where}.{key}[{j}]", v, minimum=1)
+                              for j, v in enumerate(value)]
+        share = checks.finite(f"{where}.sm_share", row.get("sm_share", 1.0))
+        if not 0 < share <= 1:
+            raise ValueError(f"{where}.sm_share must be in (0, 1], got {row.get('sm_share')!r}")
+        clean["sm_share"] = share
+        out.append(clean)
+    return out
 
 
 def _fill_starts(tokens: np.ndarray, first: list[float]) -> list[list[float]]:
@@ -194,24 +219,26 @@ def _quantise(shares: np.ndarray, steps: int) -> np.ndarray:
 
 def fit_samples(samples: Mapping[str, Any]) -> FitResult:
     """Fit all three stages from a samples mapping (see :func:`load_samples`)."""
-    steps = int(samples.get("share_steps", 0))
-    enc = _rows(samples, "encode", ("mm_tokens_per_item",))
+    steps = checks.integer("samples: share_steps", samples.get("share_steps", 0), minimum=0)
+    sizes = {key: checks.integer(f"samples: {key}", samples[key], minimum=0)
+             for key in ("embed_bytes_per_token", "kv_bytes_per_token")}
+    enc = _rows(samples, "encode")
     n = np.array([len(r["mm_tokens_per_item"]) for r in enc], float)
     t = np.array([sum(r["mm_tokens_per_item"]) for r in enc], float)
-    s = _quantise(np.array([float(r.get("sm_share", 1.0)) for r in enc]), steps)
+    s = _quantise(np.array([r["sm_share"] for r in enc]), steps)
     y = np.array([r["latency_s"] for r in enc], float)
     guess = [y.min() / 2, y.min() / 4, float(np.median(y / t)), 1.0]
     x_enc, e_enc = _fit(encode_model, (n, t, s), y, _fill_starts(t, guess))
 
-    pre = _rows(samples, "prefill", ("seq_lens",))
+    pre = _rows(samples, "prefill")
     t = np.array([sum(r["seq_lens"]) for r in pre], float)
     t2 = np.array([sum(v * v for v in r["seq_lens"]) for r in pre], float)
-    s = _quantise(np.array([float(r.get("sm_share", 1.0)) for r in pre]), steps)
+    s = _quantise(np.array([r["sm_share"] for r in pre]), steps)
     y = np.array([r["latency_s"] for r in pre], float)
     guess = [y.min() / 2, float(np.median(y / t)), float(np.median(y / t2)) * 0.1, 1.0]
     x_pre, e_pre = _fit(prefill_model, (t, t2, s), y, _fill_starts(t, guess))
 
-    dec = _rows(samples, "decode", ("batch_size", "context_tokens"))
+    dec = _rows(samples, "decode")
     b = np.array([r["batch_size"] for r in dec], float)
     c = np.array([r["context_tokens"] for r in dec], float)
     y = np.array([r["latency_s"] for r in dec], float)
@@ -222,9 +249,8 @@ def fit_samples(samples: Mapping[str, Any]) -> FitResult:
         encode=dict(zip(ENCODE_KEYS, map(float, x_enc), strict=True)),
         prefill=dict(zip(PREFILL_KEYS, map(float, x_pre), strict=True)),
         decode=dict(zip(DECODE_KEYS, map(float, x_dec), strict=True)),
-        embed_bytes_per_token=int(samples["embed_bytes_per_token"]),
-        kv_bytes_per_token=int(samples["kv_bytes_per_token"]),
-        share_steps=int(samples.get("share_steps", 0)),
+        **sizes,
+        share_steps=steps,
     )
     return FitResult(profile, {"encode": e_enc, "prefill": e_pre, "decode": e_dec},
                      {"encode": len(enc), "prefill": len(pre), "decode": len(dec)})

@@ -59,6 +59,15 @@ def test_fitted_profile_gives_an_sm_share_table():
     (lambda s: s.pop("decode"), "stage 'decode' needs a list"),
     (lambda s: s["encode"][0].pop("latency_s"), r"encode\[0\] lacks latency_s"),
     (lambda s: s["prefill"][1].update(latency_s=0), r"prefill\[1\].latency_s must be > 0"),
+    # found by tests/core/mutation.py (kind samples): each was a TypeError
+    (lambda s: s["encode"][2].update(mm_tokens_per_item=[500, None]),
+     r"encode\[2\].mm_tokens_per_item\[1\] must be an integer, got None"),
+    (lambda s: s["prefill"][0].update(seq_lens={}), r"prefill\[0\].seq_lens must be a non-empty list"),
+    (lambda s: s["decode"][3].update(latency_s="x"), r"decode\[3\].latency_s must be a number, got 'x'"),
+    (lambda s: s["decode"][3].update(batch_size=[4]), r"decode\[3\].batch_size must be an integer"),
+    (lambda s: s["encode"][0].update(sm_share=None), r"encode\[0\].sm_share must be a number, got None"),
+    (lambda s: s["decode"].__setitem__(1, 7), r"decode\[1\] must be an object, got 7"),
+    (lambda s: s.update(kv_bytes_per_token=None), r"kv_bytes_per_token must be an integer, got None"),
 ])
 def test_bad_samples_are_refused(mutate, match):
     samples = synthetic_samples(TRUE, np.random.default_rng(1), noise=0.0)

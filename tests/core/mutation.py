@@ -3,8 +3,8 @@
 Run as ``python -m tests.core.mutation KIND CASES SEED`` (``KIND``: a key of :data:`CASES`: traces,
 model specs, shift files, shipped configs composed and simulated, raw item sizes, GPU specs, models'
 config.json and processor files imported and priced, benchmark result files, ``[live]`` tables,
-command lines run, profiles loaded, priced and simulated on, plan tables run by ``sim --controller``);
-it prints one line per kind of failure (an exception other than ``ValueError``,
+command lines run, profiles loaded, priced and simulated on, plan tables run by ``sim --controller``,
+stage samples fitted); it prints one line per kind of failure (an exception other than ``ValueError``,
 or a ``ValueError`` of several lines or of more than 250 characters past the file's name and before
 a list of the known names) and exits 1 when there is any. ``tests/core/test_mutated_inputs.py``
 runs it in a child process under a memory limit, since the failures it looks for include
@@ -475,10 +475,25 @@ def _profile_case(rng: random.Random, work: Path) -> Callable[[], object]:
     return run
 
 
+def _samples_case(rng: random.Random, work: Path) -> Callable[[], object]:
+    """Stage samples (as ``easerve calibrate`` writes them; tests/calibration/test_fit.py's synthetic
+    ones) mutated, read and fitted (``easerve profile fit``)."""
+    import numpy as np
+
+    from calibration.fit import fit_samples, load_samples
+    from tests.calibration.test_fit import TRUE, synthetic_samples
+
+    data = synthetic_samples(TRUE, np.random.default_rng(rng.randrange(4)), noise=0.02)
+    mutate_spec(data, rng)
+    path = work / f"samples-{next(_SERIAL)}.json"
+    path.write_text(json.dumps(data))
+    return lambda: fit_samples(load_samples(path))
+
+
 CASES = {"traces": _trace_case, "specs": _spec_case, "shifts": _shift_case, "configs": _config_case,
          "sizes": _sizes_case, "gpus": _gpu_case, "models": _hf_case, "bench": _bench_case,
          "live": _live_case, "cli": _cli_case, "profiles": _profile_case,
-         "tables": _plan_table_case}
+         "tables": _plan_table_case, "samples": _samples_case}
 
 
 def failures(kind: str, cases: int, seed: int) -> tuple[dict[str, str], int]:
