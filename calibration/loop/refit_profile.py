@@ -15,7 +15,6 @@ batch changes (:mod:`calibration.loop.joins`) and the hand-offs
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -34,6 +33,7 @@ from calibration.loop.stalls import find_pauses, fit_stalls, pause_summary
 from calibration.loop.warmup import fit_warmup, lane_excess, warmup_rows, warmup_summary
 from easerve_core.profile import ProfileDoc
 from live.zoo import ModelSpec, build_model
+from runtime.files import read_json
 from sim.host_effects import WARMUP_LANES
 
 #: host-model fields the refit measures from the traces' batch changes and hand-offs
@@ -48,9 +48,15 @@ def read_run(folder: Path) -> Run:
     log_path, cfg_path = folder / "stage_log.parquet", folder / "config.json"
     if not folder.is_dir() or not log_path.exists() or not cfg_path.exists():
         raise ValueError(f"{folder} is not a run folder (needs stage_log.parquet and config.json)")
+    config = read_json(cfg_path, what="run config")
+    model = config.get("model") if isinstance(config, dict) else None
+    if not isinstance(model, dict) or not isinstance(model.get("name"), str):
+        raise ValueError(f"{cfg_path}: not a run's config (no [model] name)")
+    if not isinstance(config.get("deployment", {}), dict):
+        raise ValueError(f"{cfg_path}: deployment must be a table")
     rec_path = folder / "records.parquet"
     records = pd.read_parquet(rec_path) if rec_path.exists() else None
-    return pd.read_parquet(log_path), json.loads(cfg_path.read_text()), records
+    return pd.read_parquet(log_path), config, records
 
 
 def refit_from_runs(runs: Sequence[Run], base: ProfileDoc | None, *, created: str,

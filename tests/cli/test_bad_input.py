@@ -105,6 +105,17 @@ def with_file(make: Callable[[Path], Path], argv: Callable[[Path], list[str]]) -
     return lambda tmp: (make(tmp), argv(tmp))[1]
 
 
+def run_folder(config: str) -> Setup:
+    """``calibrate --from-runs r`` on a folder whose config.json holds ``config`` (an internal error
+    before: a TypeError or KeyError, or json's message naming no file)."""
+    def setup(tmp: Path) -> list[str]:
+        (tmp / "r").mkdir()
+        (tmp / "r" / "stage_log.parquet").write_bytes(b"PAR1")
+        (tmp / "r" / "config.json").write_text(config)
+        return ["calibrate", "--from-runs", "r", "--out", "p.json"]
+    return setup
+
+
 def sim_trace(content: bytes | str, name: str = "t.csv") -> Setup:
     """``sim`` over a trace file ``name`` that holds ``content``."""
     return with_file(raw(name, content), sim(("workload.trace", name)))
@@ -473,6 +484,13 @@ CASES = [
          "--out p.json: is a folder"),
     Case("calibrate-runs-missing", lambda tmp: ["calibrate", "--from-runs", "nope", "--out", "p.json"],
          "nope"),
+    Case("calibrate-runs-config-not-json", run_folder("{x"), "r/config.json: not valid JSON"),
+    Case("calibrate-runs-config-list", run_folder("[1]"),
+         "r/config.json: not a run's config (no [model] name)"),
+    Case("calibrate-runs-config-no-model", run_folder('{"seed": 0}'), "r/config.json: not a run's config"),
+    Case("calibrate-runs-deployment-list",
+         run_folder('{"model": {"name": "qwen2-audio"}, "deployment": [1]}'),
+         "r/config.json: deployment must be a table"),
     Case("calibrate-config-measuring", lambda tmp: ["calibrate", "--model", "qwen2-audio", "--config",
                                                     "c.toml", "--out", "p.json"],
          "--config: read only by --from-bench; this run is measuring (--model)"),
