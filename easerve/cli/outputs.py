@@ -127,6 +127,11 @@ class RunFolder:
     def __init__(self, path: Path, *, force: bool = False, flag: str = "--out") -> None:
         self.path = Path(path)
         self.flag = flag
+        here = Path.cwd().resolve()
+        if self.path.resolve() in (here, *here.parents):  # "." or ".." or "/": no sibling to stage in,
+            # and replacing it would take the working folder with it
+            raise ValueError(f"{flag} {self.path}: is the working folder or holds it; "
+                             "name a folder for the run")
         if self.path.exists() and not self.path.is_dir():
             raise ValueError(f"{flag} {self.path}: exists and is not a folder")
         if self.path.is_dir() and any(self.path.iterdir()) and not force:
@@ -149,9 +154,16 @@ class RunFolder:
             _remove_empty(self._created)
             return
         old = None
-        if self.path.exists():
-            old = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=f".{self.path.name}.old-"))
-            os.replace(self.path, old / self.path.name)
-        os.replace(self.staging, self.path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        try:
+            if self.path.exists():
+                old = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=f".{self.path.name}.old-"))
+                os.replace(self.path, old / self.path.name)
+            os.replace(self.staging, self.path)
+        except OSError:  # the earlier run goes back in place; neither sibling is left behind
+            if old is not None and (old / self.path.name).exists() and not self.path.exists():
+                os.replace(old / self.path.name, self.path)
+            shutil.rmtree(self.staging, ignore_errors=True)
+            raise
+        finally:
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)

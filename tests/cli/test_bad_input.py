@@ -331,6 +331,15 @@ CASES = [
     Case("sim-out-not-empty", lambda tmp: ((tmp / "out").mkdir(), raw("out/old.png", "x")(tmp),
                                            sim()(tmp))[2],
          "--out out: exists and is not empty; pass --force"),
+    # found by tests/core/mutation.py (kind cli): "--out . --force" failed to swap the working folder
+    # (EBUSY) and left its ..tmp-* and ..old-* siblings behind
+    Case("sim-out-working-folder", lambda tmp: [*sim()(tmp)[:2], "--out", ".", "--force"],
+         "--out .: is the working folder or holds it"),
+    Case("sim-out-above-working-folder", lambda tmp: [*sim()(tmp)[:2], "--out", "..", "--force"],
+         "--out ..: is the working folder or holds it"),
+    Case("recipe-out-working-folder", lambda tmp: ["recipe", str(config(SIM)(tmp)), "--engine", "dynamo",
+                                                   "--out", ".", "--force"],
+         "--out .: is the working folder or holds it"),
     # -- workload --------------------------------------------------------------------------------
     Case("workload-suffix", lambda tmp: ["workload", str(config(SIM)(tmp)), "--out", "t.txt"],
          "--out must end in .csv or .jsonl"),

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import os
 import random
 import re
 import sys
@@ -398,10 +399,17 @@ def _exit_0_or_2(argv: list[str], case: Path, *, keep: tuple[Path, ...]) -> int:
 
     from easerve.cli import main
 
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        status = main(argv)
+    err, here = io.StringIO(), Path.cwd()
+    os.chdir(case)  # a relative output (a mutated --out) lands where it is looked for
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            status = main(argv)
+    finally:
+        os.chdir(here)
     said = err.getvalue().strip()
+    staged = [p.name for p in case.rglob("*") if ".tmp-" in p.name or ".old-" in p.name]
+    if staged:
+        raise RuntimeError(f"exit {status} left {staged[:3]}: {argv[:3]}")
     if status == 2:
         written = [p for p in case.iterdir() if p not in keep]
         if written:
