@@ -268,4 +268,14 @@ def load_samples(path: str | Path) -> dict[str, Any]:
     for key in ("model", "gpu", "tp", "embed_bytes_per_token", "kv_bytes_per_token"):
         if key not in data:
             raise ValueError(f"{path}: missing field {key!r}")
+    for key in ("model", "gpu"):  # written into the profile, which a run then names
+        if not isinstance(data[key], str) or not data[key]:
+            raise ValueError(f"{path}: {key} must be a name, got {data[key]!r}")
+    checks.integer(f"{path}: tp", data["tp"], minimum=1)
+    typical = data.get("typical_mm_tokens_per_item")
+    if typical is not None:
+        if not isinstance(typical, list) or not typical:
+            raise ValueError(f"{path}: typical_mm_tokens_per_item must be a non-empty list, got {typical!r}")
+        for i, tokens in enumerate(typical):
+            checks.integer(f"{path}: typical_mm_tokens_per_item[{i}]", tokens, minimum=1)
     return data

@@ -84,3 +84,24 @@ def test_fitted_profile_validates_coefficients():
         FittedProfile(encode=TRUE.encode, prefill=TRUE.prefill,
                       decode={**TRUE.decode, "fixed_s": -1.0},
                       embed_bytes_per_token=1, kv_bytes_per_token=1)
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"tp": None}, r"tp must be an integer, got None"),
+    ({"tp": "x"}, r"tp must be an integer, got 'x'"),
+    ({"model": {}}, r"model must be a name, got \{\}"),
+    ({"gpu": None}, r"gpu must be a name, got None"),
+    ({"typical_mm_tokens_per_item": [None]}, r"typical_mm_tokens_per_item\[0\] must be an integer"),
+    ({"typical_mm_tokens_per_item": "x"}, r"typical_mm_tokens_per_item must be a non-empty list"),
+])
+def test_a_samples_files_header_is_checked(tmp_path, change, match):
+    """easerve profile fit: each was an internal TypeError, int()'s message, or a profile of model
+    '{}' (found by tests/core/mutation.py, kind samples)."""
+    import json
+
+    from calibration.fit import load_samples
+
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({**synthetic_samples(TRUE, np.random.default_rng(1), noise=0.0), **change}))
+    with pytest.raises(ValueError, match=match):
+        load_samples(path)

@@ -485,17 +485,24 @@ def _profile_case(rng: random.Random, work: Path) -> Callable[[], object]:
 
 def _samples_case(rng: random.Random, work: Path) -> Callable[[], object]:
     """Stage samples (as ``easerve calibrate`` writes them; tests/calibration/test_fit.py's synthetic
-    ones) mutated, read and fitted (``easerve profile fit``)."""
+    ones) mutated, read, fitted and made a profile (``easerve profile fit``)."""
     import numpy as np
 
     from calibration.fit import fit_samples, load_samples
+    from calibration.registry import fitted_doc
     from tests.calibration.test_fit import TRUE, synthetic_samples
 
     data = synthetic_samples(TRUE, np.random.default_rng(rng.randrange(4)), noise=0.02)
+    if rng.random() < 0.3:
+        data["typical_mm_tokens_per_item"] = [500]
     mutate_spec(data, rng)
     path = work / f"samples-{next(_SERIAL)}.json"
     path.write_text(json.dumps(data))
-    return lambda: fit_samples(load_samples(path))
+
+    def run() -> object:
+        samples = load_samples(path)
+        return fitted_doc(fit_samples(samples), samples, created="2026-12-03")
+    return run
 
 
 CASES = {"traces": _trace_case, "specs": _spec_case, "shifts": _shift_case, "configs": _config_case,
