@@ -43,6 +43,11 @@ TRACES = {
                  '{"timestamp": 3052, "input_length": 2287, "output_length": 316}\n'),
     "easerve": ("trace.csv", "arrival_s,modality,prompt_tokens,output_tokens,mm_tokens_per_item\n"
                              "0.0,image,128,64,2928\n0.5,image,100,32,1948;576\n1.25,text,300,20,\n"),
+    "easerve-jsonl": ("trace.jsonl",
+                      '{"arrival_s": 0.0, "modality": "image", "prompt_tokens": 128, "output_tokens": 64, '
+                      '"mm_tokens_per_item": [2928]}\n'
+                      '{"request_id": 7, "arrival_s": 0.5, "modality": "text", "prompt_tokens": 10, '
+                      '"output_tokens": 3, "mm_tokens_per_item": []}\n'),
 }
 #: what a mutation inserts into a trace's text
 PIECES = ["", ",", "\n", '"', "{", "}", "[", "]", ":", "-1", "1e400", "nan", "inf", "0", "x", "\x00",
@@ -98,8 +103,9 @@ def _trace_case(rng: random.Random, work: Path) -> Callable[[], object]:
     from easerve_core.workload import WorkloadSpec
     from runtime.traces import load_trace
 
-    fmt = rng.choice(sorted(TRACES))
-    name, text = TRACES[fmt]
+    kind = rng.choice(sorted(TRACES))
+    name, text = TRACES[kind]
+    fmt = kind.removesuffix("-jsonl")
     path = work / name
     path.write_text(mutate_text(text, rng), encoding="utf-8", errors="surrogatepass")
     table = {"mix": "llava-image", "trace": str(path), "trace_format": fmt}
