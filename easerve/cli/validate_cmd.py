@@ -21,7 +21,8 @@ stage logs ``easerve calibrate --from-runs`` can refit from.
 A sweep SPEC changes the base deployment, tokens joined by ``-``: ``b<B>``
 (max encode batch), ``s<fraction>`` (remote prefill), a sharing mode
 (``dynamic``, ``static``, ``time-slice``, ``none``), ``e<n>``/``p<n>``/``d<n>``
-(workers per stage), e.g. ``b4-s0.5-dynamic``. Without SPECs the sweep is
+(workers per stage), e.g. ``b4-s0.5-dynamic``; each at most once, and at least one
+(a SPEC that changes nothing, or sets a knob twice, is refused). Without SPECs the sweep is
 :data:`DEFAULT_SWEEP`.
 """
 
@@ -115,12 +116,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def parse_spec(base: Deployment, spec: str) -> Deployment:
     """The base deployment changed by one sweep SPEC (see the module docstring)."""
     changes: dict[str, Any] = {}
-    for token in filter(None, spec.replace("time-slice", "time_slice").split("-")):
-        token = token.replace("time_slice", "time-slice")  # the one mode whose name holds a '-'
+    tokens = [t.replace("time_slice", "time-slice")  # the one mode whose name holds a '-'
+              for t in filter(None, spec.replace("time-slice", "time_slice").split("-"))]
+    named = spec if len(spec) <= 40 else spec[:37] + "..."
+    if not tokens:
+        raise ValueError(f"--sweep: {named!r} changes nothing (b<B>, s<frac>, e/p/d<n>, or a mode)")
+    for token in tokens:
+        shown = token if len(token) <= 40 else token[:37] + "..."
         if token in _MODES:
+            if "sm_sharing" in changes:
+                raise ValueError(f"--sweep: {named!r} sets the sharing mode twice")
             changes["sm_sharing"] = token
             continue
         key, value = token[0], token[1:]
+        if key in "bsepd" and {"b": "max_encode_batch", "s": "remote_fraction", "e": "encode",
+                               "p": "prefill", "d": "decode"}[key] in changes:
+            raise ValueError(f"--sweep: {named!r} sets {key}<...> twice")
         try:
             if key == "b":
                 changes["max_encode_batch"] = int(value)
@@ -132,7 +143,7 @@ def parse_spec(base: Deployment, spec: str) -> Deployment:
             else:
                 raise ValueError
         except ValueError:
-            raise ValueError(f"--sweep: bad token {token!r} in {spec!r} (b<B>, s<frac>, e/p/d<n>, "
+            raise ValueError(f"--sweep: bad token {shown!r} (b<B>, s<frac>, e/p/d<n>, "
                              f"or a mode: {', '.join(sorted(_MODES))})") from None
     return base.with_(**changes)
 

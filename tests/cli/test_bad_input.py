@@ -472,6 +472,11 @@ CASES = [
          "--host-cores: read only by a live run (no --bench or --live-from) and --live-from; this run is "
          "--bench"),
     Case("validate-sweep-token", validate("--sweep", "b4-x9"), "--sweep: bad token 'x9'"),
+    # a spec that changed nothing ran the base deployment again, and a key set twice kept the last
+    Case("validate-sweep-empty", validate("--sweep", "b4", "-"), "--sweep: '-' changes nothing"),
+    Case("validate-sweep-twice", validate("--sweep", "b4", "b4-b8"), "--sweep: 'b4-b8' sets b<...> twice"),
+    Case("validate-sweep-modes", validate("--sweep", "b4", "dynamic-static"),
+         "--sweep: 'dynamic-static' sets the sharing mode twice"),
     Case("validate-device", validate("--device", "tpu"), "--device must be one of"),
     Case("validate-out-not-empty", lambda tmp: ((tmp / "out").mkdir(), raw("out/a", "x")(tmp),
                                                 validate()(tmp))[2],
