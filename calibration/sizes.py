@@ -27,18 +27,26 @@ from easerve_core.workload.sizes import RawItem
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One processor rule: what it is called, the raw-size keys it takes, one item's tokens."""
+    """One processor rule: what it is called, the raw-size keys it takes, one item's tokens, and
+    (``unpooled``, where the rule pools features after the projector) its tokens before pooling:
+    the encoder's work."""
 
     what: str
     takes: tuple[str, ...]
     tokens: Callable[[ProcessorSpec, RawItem], int]
+    unpooled: Callable[[ProcessorSpec, RawItem], int] | None = None
 
 
-def _anyres(p: ProcessorSpec, item: RawItem) -> int:
+def _anyres(p: ProcessorSpec, item: RawItem, *, pooled: bool = True) -> int:
     assert isinstance(item, ImageSize)
     return rules.llava_next_tokens(item.width_px, item.height_px, tile_px=p.tile_px, patch_px=p.patch_px,
                                    pinpoints=p.pinpoints_px, base_extra=p.base_extra_tokens,
-                                   anyres_max=p.anyres_max)
+                                   anyres_max=p.anyres_max if pooled else 0)
+
+
+def _anyres_unpooled(p: ProcessorSpec, item: RawItem) -> int:
+    """LLaVA-OneVision: the tower and projector see every tile; ``anyres_max`` pools after them."""
+    return _anyres(p, item, pooled=False)
 
 
 def _qwen(p: ProcessorSpec, item: RawItem) -> int:
@@ -79,7 +87,7 @@ def _whisper(p: ProcessorSpec, item: RawItem) -> int:
 
 #: processor kind -> its rule
 RULES: Mapping[str, Rule] = {
-    "anyres": Rule("LLaVA-NeXT anyres grid", ("images",), _anyres),
+    "anyres": Rule("LLaVA-NeXT anyres grid", ("images",), _anyres, _anyres_unpooled),
     "qwen": Rule("Qwen resize to merged patches within pixel bounds", ("images", "videos"), _qwen),
     "fixed": Rule("fixed tokens per image", ("images",), _fixed),
     "split": Rule("Idefics3 longest side scaled, split into tiles, plus a global view", ("images",), _split),
@@ -104,13 +112,16 @@ def processor_of(model: str, key: str) -> ProcessorSpec:
     return spec.processor
 
 
-def item_tokens(processor: ProcessorSpec, sizes: RawSizes) -> tuple[int, ...]:
-    """LM tokens of each raw item under ``processor``'s rule."""
+def item_tokens(processor: ProcessorSpec, sizes: RawSizes, *, pooled: bool = True) -> tuple[int, ...]:
+    """LM tokens of each raw item under ``processor``'s rule; ``pooled=False``: before the rule's
+    pooling after the projector (the encoder's work; the same where the rule pools nothing)."""
     rule = RULES[processor.kind]
+    count = rule.tokens if pooled or rule.unpooled is None else rule.unpooled
+    what = "LM tokens" if pooled else "LM tokens before pooling"
     out = []
     for i, item in enumerate(sizes.items):
-        tokens = rule.tokens(processor, item)
-        limits.at_most(f"workload.{sizes.key}[{i}] ({item.label()}: {tokens:,} LM tokens)", tokens,
+        tokens = count(processor, item)
+        limits.at_most(f"workload.{sizes.key}[{i}] ({item.label()}: {tokens:,} {what})", tokens,
                        limits.MAX_TOKENS, limits.TOKENS_WHY)
         out.append(tokens)
     return tuple(out)
@@ -124,7 +135,9 @@ def resolve_workload(workload: WorkloadSpec, model: str) -> WorkloadSpec:
     processor = processor_of(model, workload.sizes.key)
     name = model_spec(model).name
     tokens = item_tokens(processor, workload.sizes)
-    return workload.with_size_tokens(tokens, f"{name} processor: {RULES[processor.kind].what}")
+    unpooled = item_tokens(processor, workload.sizes, pooled=False)
+    return workload.with_size_tokens(tokens, f"{name} processor: {RULES[processor.kind].what}",
+                                     unpooled if unpooled != tokens else ())
 
 
 def resolve_sizes(config: ExperimentConfig) -> ExperimentConfig:

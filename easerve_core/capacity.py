@@ -36,16 +36,25 @@ def _items(name: str, value: Any) -> tuple[int, ...]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RequestShape(Settings):
-    """Typical request sizes: text prompt, multimodal items (LM tokens each), output."""
+    """Typical request sizes: text prompt, multimodal items (LM tokens each), output, and the
+    items' tokens before any pooling (the encoder's work: ``Request.encode_tokens_per_item``)."""
 
     prompt_tokens: int = field(metadata=rule(checks.integer, minimum=0))
     output_tokens: int = field(metadata=rule(checks.integer, minimum=1))
     mm_tokens_per_item: tuple[int, ...] = field(default=(), metadata=rule(_items, store=True))
+    encode_tokens_per_item: tuple[int, ...] = field(default=(), metadata=rule(_items, store=True))
 
     def __post_init__(self) -> None:
         self.validate()
         if self.seq_len < 1:
             raise ValueError("a request needs prompt_tokens or mm_tokens_per_item")
+        if self.encode_tokens_per_item and len(self.encode_tokens_per_item) != len(self.mm_tokens_per_item):
+            raise ValueError("encode_tokens_per_item must hold one count per item of mm_tokens_per_item")
+
+    @property
+    def encode_items(self) -> tuple[int, ...]:
+        """The encoder's work per item (``encode_tokens_per_item``, else ``mm_tokens_per_item``)."""
+        return self.encode_tokens_per_item or self.mm_tokens_per_item
 
     @property
     def seq_len(self) -> int:
@@ -69,9 +78,9 @@ def encode_rps(profile: StageProfile, shape: RequestShape, *, batch_size: int,
     batch_size = checks.integer("batch_size", batch_size, minimum=1)
     if not shape.mm_tokens_per_item:
         return math.inf
-    items = list(shape.mm_tokens_per_item) * batch_size
+    items = list(shape.encode_items) * batch_size
     rps = batch_size / profile.encode_s(items, sm_share)
-    host_s = host_preprocess_s(profile, shape.mm_tokens_per_item)
+    host_s = host_preprocess_s(profile, shape.encode_items)
     if host_s > 0:
         rps = min(rps, checks.integer("preprocess_threads", preprocess_threads, minimum=1) / host_s)
     return rps

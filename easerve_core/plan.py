@@ -157,7 +157,7 @@ def cluster_dict(cluster: Cluster) -> dict[str, Any]:
 
 def derived_table(deployment: Deployment, requests: Sequence[Request], profile: Profile) -> SMShareTable:
     """Rule 4 of the module docstring: the table the profile gives this deployment and stream."""
-    items = sorted(r.mm_tokens_per_item for r in requests if r.mm_tokens_per_item)
+    items = sorted(r.encode_items for r in requests if r.mm_tokens_per_item)
     if not items:
         return SMShareTable({1: 1.0})
     typical = items[len(items) // 2]
@@ -239,7 +239,8 @@ def resolve(config: ExperimentConfig, profile: Profile | None, *, base_cluster: 
         generate(workload, np.random.default_rng(config.seed)))
     if checks.positive("item_scale", item_scale) != 1.0:
         if requests is None:
-            stream = tuple(replace(r, mm_tokens_per_item=scale_items(r.mm_tokens_per_item, item_scale))
+            stream = tuple(replace(r, mm_tokens_per_item=scale_items(r.mm_tokens_per_item, item_scale),
+                                   encode_tokens_per_item=scale_items(r.encode_tokens_per_item, item_scale))
                            for r in stream)
         workload = replace(workload, mix=workload.mix.with_item_scale(item_scale))
     spec = config.slo.with_tier(tier) if tier else config.slo

@@ -53,15 +53,18 @@ def reference_latency(
     lm = profile_for_tp(profile, tp)
     enc = profile_for_tp(profile, 1)
     items: list[int] = []
+    tower: list[int] = []  # the encoder's work: the items before any pooling
     if mix.item_tokens:
-        ordered = sorted(mix.item_tokens)
-        items = [ordered[len(ordered) // 2]] * max(1, _median(mix.items_per_request))
+        count = max(1, _median(mix.items_per_request))
+        pairs = sorted(zip(mix.item_tokens, mix.item_encode_tokens or mix.item_tokens, strict=True))
+        median = pairs[len(pairs) // 2]
+        items, tower = [median[0]] * count, [median[1]] * count
     prompt = _median(mix.prompt_tokens)
     output = max(2, _median(mix.output_tokens))
     seq = prompt + sum(items)
     ttft = lm.prefill_s([seq])
     if items:
-        ttft += host_preprocess_s(enc, items) + enc.encode_s(items)
+        ttft += host_preprocess_s(enc, tower) + enc.encode_s(tower)
         if cluster is not None:
             ttft += cluster.link_latency_s + enc.embed_bytes(sum(items)) / cluster.link_bytes_per_s
     tpot = lm.decode_step_s(1, seq + output // 2)

@@ -62,13 +62,31 @@ def check_modalities(requests: Iterable[Request], takes: Iterable[str | Modality
         check_modality(modality, takes, model=model, field_name=field_name)
 
 
+def encode_tokens(values: Iterable[Any], count: int, name: str, *, per: str = "item") -> tuple[int, ...]:
+    """``values``: one whole count >= 1 per ``per`` (``count`` of them), each within the token
+    bound; the ``ValueError`` names ``name`` (``encode_tokens_per_item``, ``item_encode_tokens``)."""
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise ValueError(f"{name} must be a list of token counts, got {values!r}")
+    out = tuple(values)
+    if len(out) != count:
+        raise ValueError(f"{name} must hold one count per {per} ({count}), got {len(out)}")
+    for i, tokens in enumerate(out):
+        limits.at_most(f"{name}[{i}]", checks.integer(f"{name}[{i}]", tokens, minimum=1),
+                       limits.MAX_TOKENS, limits.TOKENS_WHY)
+    return tuple(int(t) for t in out)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     """One multimodal request.
 
     ``mm_tokens_per_item`` holds the LM tokens each multimodal item (image,
     video clip, audio clip) becomes after the encoder and projector; it is
-    empty for a text-only request.
+    empty for a text-only request. ``encode_tokens_per_item``, where a model
+    pools an item's features after its projector (LLaVA-OneVision's
+    ``anyres_max``), holds the LM tokens each item would be before that
+    pooling: the encoder's work, which the LM tokens no longer tell. Empty:
+    the encoder's work is ``mm_tokens_per_item`` (:attr:`encode_items`).
     """
 
     request_id: int
@@ -77,6 +95,7 @@ class Request:
     prompt_tokens: int
     output_tokens: int
     mm_tokens_per_item: tuple[int, ...] = ()
+    encode_tokens_per_item: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         checks.integer("request_id", self.request_id, minimum=0)
@@ -101,6 +120,14 @@ class Request:
         if self.modality is not Modality.TEXT and not items:
             raise ValueError(f"mm_tokens_per_item must hold at least one item for {self.modality}")
         object.__setattr__(self, "mm_tokens_per_item", items)
+        if self.encode_tokens_per_item:
+            object.__setattr__(self, "encode_tokens_per_item", encode_tokens(
+                self.encode_tokens_per_item, len(items), "encode_tokens_per_item"))
+
+    @property
+    def encode_items(self) -> tuple[int, ...]:
+        """The encoder's work per item, in LM tokens before any pooling (see the class docstring)."""
+        return self.encode_tokens_per_item or self.mm_tokens_per_item
 
     @property
     def mm_tokens(self) -> int:

@@ -221,7 +221,8 @@ class Trial:
             req = job.request
             if job.mm is not None:
                 counts = tuple(self.spec.family.validate(model_config, job.mm))
-                req = replace(req, mm_tokens_per_item=counts)
+                # the live families pool nothing after their projector: the counts are the tower's too
+                req = replace(req, mm_tokens_per_item=counts, encode_tokens_per_item=())
             out.append(req)
         return out
 

@@ -103,7 +103,8 @@ def bench_requests(run: BenchRun, mix: RequestMix, seed: int) -> list[Request]:
         int(x) for x in rng.integers(mix.prompt_tokens[0], mix.prompt_tokens[1] + 1, size=run.num_requests))
     return [Request(request_id=i, arrival_s=float(arrivals[i]), modality=mix.modality,
                     prompt_tokens=int(prompts[i]), output_tokens=int(run.output_tokens[i]),
-                    mm_tokens_per_item=items[i]) for i in range(run.num_requests)]
+                    mm_tokens_per_item=items[i][0], encode_tokens_per_item=items[i][1])
+            for i in range(run.num_requests)]
 
 
 def bench_records(run: BenchRun, requests: Sequence[Request]) -> pd.DataFrame:

@@ -97,8 +97,9 @@ def clip_anyres(tower: Keys, top: Keys, lm_hidden: int, *, siglip: bool, anyres:
     }
     if siglip:
         notes.append(
-            "LLaVA-OneVision anyres_max: LM tokens of large images are pooled down while the "
-            "tower still encodes every tile; easerve prices tiles from LM tokens"
+            "LLaVA-OneVision anyres_max: LM tokens of large images are pooled down after the tower "
+            "encodes every tile; raw sizes (workload.images) or workload.item_encode_tokens price the "
+            "encoder on the tokens before pooling, item_tokens alone on the pooled LM tokens"
         )
         aspect = str(top.raw_value("vision_aspect_ratio", "anyres_max_9"))
         if not aspect.startswith("anyres_max_") or not aspect.removeprefix("anyres_max_").isdigit():

@@ -139,9 +139,7 @@ def with_item_scale(setup: Setup, scale: float) -> Setup:
     """
     if not scale > 0:
         raise ValueError(f"scale must be > 0, got {scale!r}")
-    return with_mix(setup, replace(setup.mix, item_tokens=tuple(max(1, round(t * scale))
-                                                                for t in setup.mix.item_tokens)),
-                    name=f"{setup.workload.mix_name} x{scale:g}")
+    return with_mix(setup, setup.mix.with_item_scale(scale), name=f"{setup.workload.mix_name} x{scale:g}")
 
 
 def with_mix(setup: Setup, mix: RequestMix, name: str = "custom", *, same_encoder: bool = False) -> Setup:

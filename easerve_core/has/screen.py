@@ -42,15 +42,18 @@ _BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 def typical_shape(mix: RequestMix) -> RequestShape:
     """The mix's mean request: mean prompt, output, item count and (weighted) item size."""
     items: tuple[int, ...] = ()
+    tower: tuple[int, ...] = ()
     if mix.item_tokens:
         probs = np.array(mix.item_weights or [1.0] * len(mix.item_tokens), dtype=float)
-        mean_item = float(np.dot(probs / probs.sum(), mix.item_tokens))
         count = max(1, round(sum(mix.items_per_request) / 2))
-        items = (max(1, round(mean_item)),) * count
+        items = (max(1, round(float(np.dot(probs / probs.sum(), mix.item_tokens)))),) * count
+        if mix.item_encode_tokens:  # the mean encoder's work, before pooling
+            tower = (max(1, round(float(np.dot(probs / probs.sum(), mix.item_encode_tokens)))),) * count
     return RequestShape(
         prompt_tokens=round(sum(mix.prompt_tokens) / 2),
         output_tokens=max(1, round(sum(mix.output_tokens) / 2)),
         mm_tokens_per_item=items,
+        encode_tokens_per_item=tower,
     )
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from easerve_core import checks, limits
-from easerve_core.request import Modality, Request
+from easerve_core.request import Modality, Request, encode_tokens
 
 #: the upper bound of each [min, max] range of a mix, and why (easerve_core.limits)
 _RANGE_LIMITS = {
@@ -39,6 +39,10 @@ _RANGE_LIMITS = {
     "prompt_tokens": (limits.MAX_TOKENS, "the longest context of public LLMs"),
     "output_tokens": (limits.MAX_TOKENS, "the longest context of public LLMs"),
 }
+
+
+#: one request's items: a count per item
+Items = tuple[int, ...]
 
 
 def _range(name: str, value: Sequence[int]) -> tuple[int, int]:
@@ -63,6 +67,10 @@ class RequestMix:
         modality: the requests' modality.
         item_tokens: LM tokens per multimodal item, one value per choice.
         item_weights: relative weights of ``item_tokens`` (uniform if empty).
+        item_encode_tokens: where the model pools an item's features after
+            its projector (LLaVA-OneVision's ``anyres_max``), the LM tokens
+            each choice would be before pooling: the encoder's work
+            (``Request.encode_tokens_per_item``); empty: ``item_tokens``.
         items_per_request: [min, max] items per request (inclusive).
         prompt_tokens: [min, max] text prompt tokens, uniform.
         output_tokens: [min, max] output tokens, uniform.
@@ -71,6 +79,7 @@ class RequestMix:
     modality: Modality
     item_tokens: tuple[int, ...] = ()
     item_weights: tuple[float, ...] = ()
+    item_encode_tokens: tuple[int, ...] = ()
     items_per_request: tuple[int, int] = (1, 1)
     prompt_tokens: tuple[int, int] = (128, 512)
     output_tokens: tuple[int, int] = (128, 256)
@@ -105,6 +114,9 @@ class RequestMix:
         if weights and sum(weights) <= 0:
             raise ValueError("item_weights must not all be zero")
         set_(self, "item_weights", weights)
+        if self.item_encode_tokens:
+            set_(self, "item_encode_tokens", encode_tokens(self.item_encode_tokens, len(tokens),
+                                                           "item_encode_tokens", per="item_tokens choice"))
         probs = np.array(weights or [1.0] * len(tokens), dtype=float)
         set_(self, "_probs", probs / probs.sum() if probs.size else probs)
 
@@ -122,43 +134,47 @@ class RequestMix:
 
     def with_item_scale(self, scale: float) -> RequestMix:
         """This mix with every item's LM tokens times ``scale`` (rounded, at least 1)."""
-        return replace(self, item_tokens=scale_items(self.item_tokens, scale))
+        return replace(self, item_tokens=scale_items(self.item_tokens, scale),
+                       item_encode_tokens=scale_items(self.item_encode_tokens, scale))
 
     def draw(self, request_id: int, arrival_s: float, rng: np.random.Generator) -> Request:
         """One request; draws in a fixed order so a seed fixes every size."""
         prompt = int(rng.integers(self.prompt_tokens[0], self.prompt_tokens[1] + 1))
         output = int(rng.integers(self.output_tokens[0], self.output_tokens[1] + 1))
-        items = self.draw_items(rng)
+        picks = self._picks(rng)
         return Request(
             request_id=request_id,
             arrival_s=float(arrival_s),
             modality=self.modality,
             prompt_tokens=prompt,
             output_tokens=output,
-            mm_tokens_per_item=items,
+            mm_tokens_per_item=tuple(self.item_tokens[i] for i in picks),
+            encode_tokens_per_item=tuple(self.item_encode_tokens[i] for i in picks)
+            if self.item_encode_tokens else (),
         )
 
-
-    def draw_items(self, rng: np.random.Generator) -> tuple[int, ...]:
-        """One request's multimodal items (LM tokens each); a text mix draws nothing."""
+    def _picks(self, rng: np.random.Generator) -> Sequence[int]:
+        """One request's item choices (indices); a text mix draws nothing."""
         if self.modality is Modality.TEXT:
             return ()
         lo, hi = self.items_per_request
         k = int(rng.integers(lo, hi + 1))
-        picks = rng.choice(len(self.item_tokens), size=k, p=self._probs)
-        return tuple(self.item_tokens[i] for i in picks)
+        picks: list[int] = rng.choice(len(self.item_tokens), size=k, p=self._probs).tolist()
+        return picks
 
-
-    def draw_item_lists(self, n: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
-        """``n`` requests' items at once: every count first, then every item (for long traces)."""
+    def draw_item_lists(self, n: int, rng: np.random.Generator) -> list[tuple[Items, Items]]:
+        """``n`` requests' items at once, every count first, then every item (for long traces): each
+        request's (LM tokens, encoder's tokens) per item, the second empty unless the mix pools."""
         if self.modality is Modality.TEXT:
-            return [()] * n
+            return [((), ())] * n
         lo, hi = self.items_per_request
         counts = rng.integers(lo, hi + 1, size=n)
         picks = rng.choice(len(self.item_tokens), size=int(counts.sum()), p=self._probs)
         tokens = np.asarray(self.item_tokens)[picks].tolist()
+        tower = np.asarray(self.item_encode_tokens)[picks].tolist() if self.item_encode_tokens else None
         ends = np.cumsum(counts).tolist()
-        return [tuple(tokens[end - k:end]) for end, k in zip(ends, counts.tolist(), strict=True)]
+        return [(tuple(tokens[end - k:end]), tuple(tower[end - k:end]) if tower is not None else ())
+                for end, k in zip(ends, counts.tolist(), strict=True)]
 
 
 def scale_items(tokens: Sequence[int], scale: float) -> tuple[int, ...]:

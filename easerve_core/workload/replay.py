@@ -139,7 +139,7 @@ class TokenTrace:
         out = []
         items_of = mix.draw_item_lists(self.num_requests, rng)
         rows = zip(self.arrival_s, self.input_tokens, self.output_tokens, items_of, strict=True)
-        for i, (arrival, input_tokens, output_tokens, items) in enumerate(rows):
+        for i, (arrival, input_tokens, output_tokens, (items, tower)) in enumerate(rows):
             out.append(Request(
                 request_id=i,
                 arrival_s=arrival,
@@ -147,5 +147,6 @@ class TokenTrace:
                 prompt_tokens=max(1, input_tokens - sum(items)),
                 output_tokens=max(1, output_tokens),
                 mm_tokens_per_item=items,
+                encode_tokens_per_item=tower,
             ))
         return out

@@ -77,7 +77,9 @@ class RawSizes:
     """The raw items of a workload (one key of :data:`KEYS`), and their LM tokens once resolved.
 
     ``tokens`` (one per item) and ``rule`` (what computed them, for the
-    user) are empty until :meth:`resolved`.
+    user) are empty until :meth:`resolved`. ``encode_tokens``, where the
+    rule pools features after the projector (LLaVA-OneVision), holds each
+    item's tokens before pooling: the encoder's work (empty: none pooled).
     """
 
     key: str
@@ -85,6 +87,7 @@ class RawSizes:
     weights: tuple[float, ...] = ()
     tokens: tuple[int, ...] = ()
     rule: str = ""
+    encode_tokens: tuple[int, ...] = ()
 
     @property
     def modality(self) -> Modality:
@@ -94,14 +97,19 @@ class RawSizes:
     def is_resolved(self) -> bool:
         return bool(self.tokens)
 
-    def resolved(self, tokens: tuple[int, ...], rule: str) -> RawSizes:
-        if len(tokens) != len(self.items):
-            raise ValueError(f"workload.{self.key}: {len(tokens)} token counts for {len(self.items)} items")
-        return replace(self, tokens=tuple(tokens), rule=rule)
+    def resolved(self, tokens: tuple[int, ...], rule: str, encode_tokens: tuple[int, ...] = ()) -> RawSizes:
+        for given in (tokens, encode_tokens or tokens):
+            if len(given) != len(self.items):
+                raise ValueError(f"workload.{self.key}: {len(given)} token counts for "
+                                 f"{len(self.items)} items")
+        return replace(self, tokens=tuple(tokens), rule=rule, encode_tokens=tuple(encode_tokens))
 
     def describe(self) -> str:
-        """One line: each item and its LM tokens (after :meth:`resolved`)."""
-        pairs = ", ".join(f"{item.label()} -> {t:,}" for item, t in zip(self.items, self.tokens, strict=True))
+        """One line: each item and its LM tokens (after :meth:`resolved`), and the encoder's
+        tokens before pooling where they differ."""
+        tower = self.encode_tokens or self.tokens
+        pairs = ", ".join(f"{item.label()} -> {t:,}" + (f" (encoder: {e:,})" if e != t else "")
+                          for item, t, e in zip(self.items, self.tokens, tower, strict=True))
         return f"workload.{self.key}: {pairs} LM tokens ({self.rule})"
 
     @classmethod

@@ -61,7 +61,7 @@ ARRIVALS = ("poisson", "gamma", "schedule", "trace", *SHAPES)
 _CLASSIC_FIELDS = {"rate_hz", "cv", "burstiness", "schedule"}
 _SHAPE_FIELDS = {name for kind in SHAPES for name in shape_fields(kind)} - _CLASSIC_FIELDS
 _KEYS = {"mix", "num_requests", "arrival", "trace", "trace_format", "prompt_tokens",
-         "output_tokens", "items_per_request", "item_tokens", "item_weights",
+         "output_tokens", "items_per_request", "item_tokens", "item_weights", "item_encode_tokens",
          *SIZE_KEYS, *WEIGHT_KEYS, *_CLASSIC_FIELDS, *_SHAPE_FIELDS}
 #: the mix a raw-size key draws text lengths from when the table names none
 RAW_SIZE_MIXES = {"images": "llava-image", "videos": "qwen-video", "audio_s": "ultravox-audio"}
@@ -121,13 +121,16 @@ class WorkloadSpec:
         """Whether raw sizes still wait for the model's processor rule."""
         return self.sizes is not None and not self.sizes.is_resolved
 
-    def with_size_tokens(self, tokens: tuple[int, ...], rule: str) -> WorkloadSpec:
-        """The workload with its raw sizes resolved to ``tokens`` (one per item) by ``rule``."""
+    def with_size_tokens(self, tokens: tuple[int, ...], rule: str,
+                         encode_tokens: tuple[int, ...] = ()) -> WorkloadSpec:
+        """The workload with its raw sizes resolved to ``tokens`` (one per item) by ``rule``;
+        ``encode_tokens``: each item's tokens before the model's pooling (empty: it pools none)."""
         if self.sizes is None:
             raise ValueError("the workload gives no raw sizes to resolve")
-        sizes = self.sizes.resolved(tokens, rule)
+        sizes = self.sizes.resolved(tokens, rule, encode_tokens)
         try:
-            mix = replace(self.mix, item_tokens=sizes.tokens, item_weights=sizes.weights)
+            mix = replace(self.mix, item_tokens=sizes.tokens, item_weights=sizes.weights,
+                          item_encode_tokens=sizes.encode_tokens)
         except ValueError as exc:
             raise ValueError(f"workload.{sizes.key} ({rule}): {exc}") from None
         return replace(self, mix=mix, sizes=sizes)
@@ -144,10 +147,11 @@ class WorkloadSpec:
         if sizes is not None:
             _check_sizes(sizes, data, base)
         overrides: dict[str, Any] = {k: _seq(f"workload.{k}", data[k]) for k in (
-            "prompt_tokens", "output_tokens", "items_per_request", "item_tokens", "item_weights")
-            if k in data}
-        if "item_tokens" in overrides and "item_weights" not in overrides:
-            overrides["item_weights"] = ()
+            "prompt_tokens", "output_tokens", "items_per_request", "item_tokens", "item_weights",
+            "item_encode_tokens") if k in data}
+        if "item_tokens" in overrides:  # the preset's weights and pooling were for its own choices
+            overrides.setdefault("item_weights", ())
+            overrides.setdefault("item_encode_tokens", ())
         req_mix = replace(base, **overrides) if overrides else base
         if kind == "trace":
             _refuse_foreign_fields(kind, data)
@@ -163,7 +167,7 @@ class WorkloadSpec:
 
 def _check_sizes(sizes: RawSizes, data: Mapping[str, Any], base: RequestMix) -> None:
     """Raw sizes replace the preset's item tokens, and must be of the mix's modality."""
-    for key in ("item_tokens", "item_weights"):
+    for key in ("item_tokens", "item_weights", "item_encode_tokens"):
         if key in data:
             raise ValueError(f"workload.{key}: give LM tokens or workload.{sizes.key} (raw sizes), not both")
     if base.modality is not sizes.modality:

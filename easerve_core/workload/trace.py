@@ -2,9 +2,11 @@
 
 A trace is CSV or JSONL (by file suffix), one request per row, with the
 columns ``arrival_s, modality, prompt_tokens, output_tokens,
-mm_tokens_per_item`` and optionally ``request_id``. In CSV,
-``mm_tokens_per_item`` is a ``;``-separated list ("2928;1948"), empty for
-text; in JSONL it is a list. Rows are renumbered when they carry no ids. A
+mm_tokens_per_item`` and optionally ``request_id`` and
+``encode_tokens_per_item`` (each item's tokens before the model's pooling:
+the encoder's work, ``Request.encode_tokens_per_item``; written only where a
+request has them). In CSV, ``mm_tokens_per_item`` is a ``;``-separated list
+("2928;1948"), empty for text; in JSONL it is a list. Rows are renumbered when they carry no ids. A
 malformed row is refused with its line number and field, and so is a row a
 generated workload could not hold: a token count or item count over
 :mod:`easerve_core.limits`, an arrival time over a year, a CSV row with more
@@ -34,6 +36,8 @@ from easerve_core.text import TextSink, csv_rows, jsonl_objects
 
 TRACE_FIELDS = ("request_id", "arrival_s", "modality", "prompt_tokens", "output_tokens",
                 "mm_tokens_per_item")
+#: what a trace may hold: :data:`TRACE_FIELDS` and the items' tokens before pooling
+KNOWN_FIELDS = (*TRACE_FIELDS, "encode_tokens_per_item")
 
 
 def trace_suffix(path: str | os.PathLike[str]) -> str:
@@ -45,19 +49,19 @@ def trace_suffix(path: str | os.PathLike[str]) -> str:
     return suffix
 
 
-def _parse_items(value: Any, where: str) -> tuple[int, ...]:
+def _parse_items(value: Any, where: str, name: str = "mm_tokens_per_item") -> tuple[int, ...]:
     if value is None or (isinstance(value, str) and not value.strip()):  # a text request
         return ()
     if isinstance(value, str):
         try:  # an empty item ("576;;576", "576;") is malformed, not skipped
             return tuple(int(p) for p in value.replace(",", ";").split(";"))
         except ValueError:
-            raise ValueError(f"{where}: field 'mm_tokens_per_item' is malformed: {value!r}") from None
+            raise ValueError(f"{where}: field {name!r} is malformed: {value!r}") from None
     if isinstance(value, list):
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            raise ValueError(f"{where}: field 'mm_tokens_per_item' must hold integers: {value!r}")
+            raise ValueError(f"{where}: field {name!r} must hold integers: {value!r}")
         return tuple(value)
-    raise ValueError(f"{where}: field 'mm_tokens_per_item' is malformed: {value!r}")
+    raise ValueError(f"{where}: field {name!r} is malformed: {value!r}")
 
 
 def _number(row: Mapping[str, Any], name: str, where: str, kind: type) -> Any:
@@ -85,6 +89,8 @@ def _row_to_request(row: Mapping[str, Any], index: int, where: str) -> Request:
             prompt_tokens=_number(row, "prompt_tokens", where, int),
             output_tokens=_number(row, "output_tokens", where, int),
             mm_tokens_per_item=_parse_items(row.get("mm_tokens_per_item"), where),
+            encode_tokens_per_item=_parse_items(row.get("encode_tokens_per_item"), where,
+                                                "encode_tokens_per_item"),
         )
     except ValueError as exc:
         msg = str(exc)
@@ -95,22 +101,22 @@ def _csv_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
     """(line, fields) of each CSV row: no unknown column, no column twice, no row longer than the
     header."""
     def check(names: list[str]) -> None:
-        unknown = [name for name in names if name not in TRACE_FIELDS]
+        unknown = [name for name in names if name not in KNOWN_FIELDS]
         if unknown:
             raise ValueError(f"{path}:1: unknown trace column(s): {', '.join(map(repr, unknown))}; "
-                             f"known: {', '.join(TRACE_FIELDS)}")
+                             f"known: {', '.join(KNOWN_FIELDS)}")
 
-    return [(line_no, dict(row)) for line_no, row in csv_rows(path, text, check, TRACE_FIELDS)]
+    return [(line_no, dict(row)) for line_no, row in csv_rows(path, text, check, KNOWN_FIELDS)]
 
 
 def _jsonl_rows(path: Path, text: str) -> list[tuple[int, dict[str, Any]]]:
     """(line, fields) of each JSONL object: no unknown key."""
     rows = list(jsonl_objects(path, text))
     for line_no, row in rows:
-        unknown = sorted(set(row) - set(TRACE_FIELDS))
+        unknown = sorted(set(row) - set(KNOWN_FIELDS))
         if unknown:
             raise ValueError(f"{path}:{line_no}: unknown field(s) {', '.join(map(repr, unknown))}; "
-                             f"known: {', '.join(TRACE_FIELDS)}")
+                             f"known: {', '.join(KNOWN_FIELDS)}")
     return rows
 
 
@@ -143,16 +149,20 @@ def format_trace(requests: Iterable[Request], path: str | os.PathLike[str]) -> s
     suffix = trace_suffix(path)
     buf = TextSink()
     if suffix == ".csv":
+        requests = list(requests)
+        pooled = any(r.encode_tokens_per_item for r in requests)  # the column only where it says something
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(TRACE_FIELDS)
+        writer.writerow(KNOWN_FIELDS if pooled else TRACE_FIELDS)
         for r in requests:
-            writer.writerow([r.request_id, repr(r.arrival_s), r.modality.value, r.prompt_tokens,
-                             r.output_tokens, ";".join(str(t) for t in r.mm_tokens_per_item)])
+            cells = [r.request_id, repr(r.arrival_s), r.modality.value, r.prompt_tokens,
+                     r.output_tokens, ";".join(str(t) for t in r.mm_tokens_per_item)]
+            writer.writerow([*cells, ";".join(str(t) for t in r.encode_tokens_per_item)] if pooled else cells)
     else:
         for r in requests:
-            buf.write(json.dumps({
-                "request_id": r.request_id, "arrival_s": r.arrival_s,
-                "modality": r.modality.value, "prompt_tokens": r.prompt_tokens,
-                "output_tokens": r.output_tokens, "mm_tokens_per_item": list(r.mm_tokens_per_item),
-            }) + "\n")
+            row: dict[str, Any] = {"request_id": r.request_id, "arrival_s": r.arrival_s,
+                   "modality": r.modality.value, "prompt_tokens": r.prompt_tokens,
+                   "output_tokens": r.output_tokens, "mm_tokens_per_item": list(r.mm_tokens_per_item)}
+            if r.encode_tokens_per_item:
+                row["encode_tokens_per_item"] = list(r.encode_tokens_per_item)
+            buf.write(json.dumps(row) + "\n")
     return buf.text()

@@ -294,3 +294,55 @@ def test_an_imported_llava_onevision_pools_large_images_as_its_processor_does(tm
     sizes = [[1280, 720], [tile, tile], [8 * tile, 8 * tile]]
     expected = tuple(proc._get_number_of_features(h, w, tile, tile) for w, h in sizes)
     assert _tokens({"images": sizes}, spec) == expected
+
+
+ONEVISION = str(Path(__file__).parents[2] / "easerve" / "configs" / "specs" / "models"
+                / "llava-onevision-qwen2-7b.json")
+
+
+def test_llava_onevision_prices_its_encoder_on_the_tiles_before_pooling(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``anyres_max`` pools a large image's features after the tower has encoded every tile: the mix
+    keeps each item's tokens before pooling (the processor's own count with pooling off), and both
+    the simulator's encoder and the capacity screen work on them, not on the pooled LM tokens."""
+    from transformers import LlavaOnevisionProcessor
+
+    from easerve_core.has.screen import typical_shape
+
+    table = json.loads(Path(ONEVISION).read_text())["processor"]
+    tile, patch = table["tile_px"]["value"], table["patch_px"]["value"]
+    proc = LlavaOnevisionProcessor.__new__(LlavaOnevisionProcessor)  # only the token-count arithmetic
+    proc.num_image_tokens = (tile // patch) ** 2
+    proc.image_processor = type("IP", (), {"image_grid_pinpoints": table["pinpoints_px"]["value"]})()
+    sizes = [[1280, 720], [2304, 2304], [4032, 3024]]
+    counts = {}
+    for aspect in (f"anyres_max_{table['anyres_max']['value']}", "anyres_max_1000"):  # pooled, then not
+        proc.vision_aspect_ratio = aspect
+        counts[aspect] = tuple(proc._get_number_of_features(h, w, tile, tile) for w, h in sizes)
+    pooled, unpooled = counts.values()
+    workload = resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, "images": sizes}), ONEVISION)
+    assert workload.mix.item_tokens == pooled
+    assert workload.mix.item_encode_tokens == unpooled
+    assert pooled[0] == unpooled[0] and pooled[1] * 3 < unpooled[1]  # 1280x720 is not pooled, 2304^2 is
+    shape = typical_shape(workload.mix)
+    assert shape.encode_tokens_per_item == (round(sum(unpooled) / 3),)
+    # a small image pools nothing: the mix carries no second list
+    assert resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, "images": [[640, 480]]}),
+                            ONEVISION).mix.item_encode_tokens == ()
+
+    def encode_s(name: str, workload_lines: str) -> pd.DataFrame:
+        config = _config(tmp_path, ONEVISION, workload_lines, name=f"{name}.toml")
+        assert main(["sim", str(config), "--out", str(tmp_path / name), "--no-plots"]) == 0
+        return pd.read_parquet(tmp_path / name / "records.parquet")
+
+    capsys.readouterr()
+    raw = encode_s("raw", "images = [[2304, 2304]]")
+    assert f"2304x2304 -> {pooled[1]:,} (encoder: {unpooled[1]:,}) LM tokens" in capsys.readouterr().out
+    lm_only = encode_s("lm", f"item_tokens = [{pooled[1]}]")
+    told = encode_s("told", f"item_tokens = [{pooled[1]}]\nitem_encode_tokens = [{unpooled[1]}]")
+    for frame in (raw, lm_only, told):
+        assert set(frame["mm_tokens"].astype(int)) == {pooled[1]}  # Prefill sees the pooled tokens
+    took = {name: float((f["encode_end_s"] - f["encode_start_s"]).median())
+            for name, f in (("raw", raw), ("lm", lm_only), ("told", told))}
+    assert took["raw"] == took["told"]
+    assert took["raw"] > 2.5 * took["lm"]  # 37 tiles' tower forwards against the 10 the LM tokens imply

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -348,8 +349,13 @@ def test_cli_unknown_format_is_exit_2(tmp_path, capsys):
 def test_item_lists_drawn_at_once_follow_the_mix():
     image = RequestMix(modality="image", item_tokens=(10, 20, 30), item_weights=(0.0, 1.0, 1.0),
                        items_per_request=(1, 3))
-    lists = image.draw_item_lists(3_000, np.random.default_rng(0))
+    pairs = image.draw_item_lists(3_000, np.random.default_rng(0))
+    lists = [items for items, _ in pairs]
     assert {len(items) for items in lists} == {1, 2, 3}
     assert {t for items in lists for t in items} == {20, 30}
-    assert lists == image.draw_item_lists(3_000, np.random.default_rng(0))
-    assert MIXES["text"].draw_item_lists(4, np.random.default_rng(0)) == [()] * 4
+    assert {tower for _, tower in pairs} == {()}  # the mix pools nothing
+    assert pairs == image.draw_item_lists(3_000, np.random.default_rng(0))
+    assert MIXES["text"].draw_item_lists(4, np.random.default_rng(0)) == [((), ())] * 4
+    pooled = replace(image, item_encode_tokens=(11, 40, 90))
+    assert [(items, tuple({20: 40, 30: 90}[t] for t in items))
+            for items in lists] == pooled.draw_item_lists(3_000, np.random.default_rng(0))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
-from easerve_core.request import Modality
+from easerve_core.request import Modality, Request
 from easerve_core.workload import MIXES, GammaArrivals, PoissonArrivals, RateSchedule, WorkloadSpec, generate
 from runtime.traces import load_trace, read_trace, write_trace
 
@@ -122,6 +124,10 @@ def test_malformed_trace_row_names_line_and_field(tmp_path, row, field):
         ({"rate_hz": 1.0, "speed": 3}, "speed"),
         ({"arrival": "schedule", "schedule": [[1, -2]]}, "rate_hz"),
         ({"arrival": "trace"}, "trace"),
+        ({"rate_hz": 1.0, "item_tokens": [64], "item_encode_tokens": [64, 128]}, "item_encode_tokens"),
+        ({"rate_hz": 1.0, "item_tokens": [64], "item_encode_tokens": [0]}, r"item_encode_tokens\[0\]"),
+        ({"rate_hz": 1.0, "item_tokens": [64], "item_encode_tokens": "64"}, "item_encode_tokens"),
+        ({"rate_hz": 1.0, "images": [[640, 480]], "item_encode_tokens": [64]}, "item_encode_tokens"),
     ],
 )
 def test_bad_workload_tables(table, field):
@@ -135,6 +141,49 @@ def test_item_tokens_override():
     assert {t for r in generate(spec, np.random.default_rng(0)) for t in r.mm_tokens_per_item} <= {64, 128}
     with pytest.raises(ValueError, match="item_weights"):
         WorkloadSpec.from_dict({"rate_hz": 1.0, "item_tokens": [64], "item_weights": [1, 2]})
+
+
+def test_items_pooled_after_the_projector_carry_the_encoder_s_tokens(tmp_path):
+    """``item_encode_tokens`` (the tokens before a model's pooling) go with each drawn item, leave
+    the seed's draws as they were, scale with the items, and survive a trace both ways."""
+    table = {"mix": "llava-image", "rate_hz": 1.0, "num_requests": 40, "item_tokens": [64, 128],
+             "item_weights": [1, 3], "items_per_request": [1, 3]}
+    plain = generate(WorkloadSpec.from_dict(table), np.random.default_rng(0))
+    spec = WorkloadSpec.from_dict({**table, "item_encode_tokens": [640, 1280]})
+    pooled = generate(spec, np.random.default_rng(0))
+    assert [replace(r, encode_tokens_per_item=()) for r in pooled] == plain
+    for r in pooled:
+        assert r.encode_tokens_per_item == tuple(10 * t for t in r.mm_tokens_per_item)
+        assert r.encode_items == r.encode_tokens_per_item and r.mm_tokens == sum(r.mm_tokens_per_item)
+    assert all(r.encode_items == r.mm_tokens_per_item for r in plain)
+    assert spec.mix.with_item_scale(0.5).item_encode_tokens == (320, 640)
+    for suffix in (".csv", ".jsonl"):
+        path = write_trace(pooled, tmp_path / f"t{suffix}")
+        assert "encode_tokens_per_item" in path.read_text()
+        assert read_trace(path) == pooled
+        assert "encode_tokens_per_item" not in write_trace(plain, tmp_path / f"p{suffix}").read_text()
+    # the preset's own choices are replaced with item_tokens, and so is what their encoder took
+    assert WorkloadSpec.from_dict({"rate_hz": 1.0, "item_tokens": [64]}).mix.item_encode_tokens == ()
+
+
+@pytest.mark.parametrize(("fields", "what"), [
+    ({"mm_tokens_per_item": (5, 6), "encode_tokens_per_item": (7,)}, "one count per item"),
+    ({"mm_tokens_per_item": (5,), "encode_tokens_per_item": (0,)}, r"encode_tokens_per_item\[0\]"),
+    ({"mm_tokens_per_item": (5,), "encode_tokens_per_item": (2.5,)}, r"encode_tokens_per_item\[0\]"),
+    ({"mm_tokens_per_item": (5,), "encode_tokens_per_item": "7"}, "encode_tokens_per_item"),
+])
+def test_a_request_s_encoder_tokens_are_checked(fields, what):
+    with pytest.raises(ValueError, match=what):
+        Request(request_id=0, arrival_s=0.0, modality="image", prompt_tokens=1, output_tokens=1, **fields)
+
+
+def test_a_malformed_encoder_token_cell_names_its_line_and_field(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("arrival_s,modality,prompt_tokens,output_tokens,mm_tokens_per_item,encode_tokens_per_item\n"
+                    "0.5,image,10,10,5,50\n0.6,image,10,10,5,x\n")
+    with pytest.raises(ValueError, match="encode_tokens_per_item") as info:
+        read_trace(path)
+    assert ":3" in str(info.value)
 
 
 def test_the_longest_input_bounds_every_seed_s_stream() -> None:
