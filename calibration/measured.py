@@ -155,7 +155,7 @@ class MeasuredProfile(SpecMemory):
         prefill and a decode step at ``lm_tp``."""
         typical, lm, prices = self.model.typical_request, self.model.lm, self.ops()
         seq = typical.prompt_tokens + sum(typical.mm_tokens_per_item)
-        ops = [*(encoder_ops(self.model, typical.mm_tokens_per_item) if typical.mm_tokens_per_item else []),
+        ops = [*(encoder_ops(self.model, typical.encode_items) if typical.mm_tokens_per_item else []),
                *prefill_ops(lm, [seq], tp=lm_tp), *decode_ops(lm, 32, 32 * seq, tp=lm_tp)]
         seen: dict[tuple[str, str], str] = {}
         for op in ops:
@@ -191,7 +191,7 @@ def model_tables(tables: OpTables, model: ModelSpec, tps: Sequence[int] = PROFIL
     lm, gemm_shapes = model.lm, set()
     ctx, gen = set(), set()
     probe = [(ops, tp) for tp in tps for ops in (prefill_ops(lm, [64], tp=tp), decode_ops(lm, 8, 512, tp=tp))]
-    probe.append((encoder_ops(model, list(model.typical_request.mm_tokens_per_item) or [64]), 1))
+    probe.append((encoder_ops(model, list(model.typical_request.encode_items) or [64]), 1))
     enc = set()
     for ops, _ in probe:
         for op in ops:

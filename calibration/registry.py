@@ -111,7 +111,7 @@ def analytic_doc(model: str, gpu: str, *, lm_tp: int, created: str) -> ProfileDo
         raise ValueError(f"{model} does not fit {gpu} at tp={lm_tp}; try a larger --tp")
     params: dict[str, Any] = profile.to_params()
     params["lm_tp"] = lm_tp
-    items = profile.model.typical_request.mm_tokens_per_item
+    items = profile.model.typical_request.encode_items
     return ProfileDoc(
         kind="analytic", model=model, gpu=gpu, source="analytic roofline (calibration.analytic)",
         created=created, params=params, sm_share_table=sm_share_table(profile, items=items),
@@ -148,7 +148,7 @@ def measured_doc(model: str, gpu: str, tables: OpTables, database: dict[str, str
         raise ValueError(f"{model} does not fit {gpu} at tp={lm_tp}; try a larger --tp")
     params: dict[str, Any] = profile.to_params()
     params["lm_tp"] = lm_tp
-    items = profile.model.typical_request.mm_tokens_per_item
+    items = profile.model.typical_request.encode_items
     fallback = sorted({label for label, _, source in profile.op_sources(lm_tp) if source == "roofline"})
     return ProfileDoc(
         kind="measured", model=model, gpu=gpu, source=tables.source, created=created, params=params,

@@ -26,7 +26,7 @@ from calibration.marks import read_spec_file, strip_marks
 from calibration.model_parts import MOE_FIELDS, EncoderSpec, LMSpec
 from calibration.processor_spec import ProcessorSpec
 from easerve_core import limits
-from easerve_core.request import Modality
+from easerve_core.request import Modality, encode_tokens
 
 SPEC_DIR = Path(__file__).parent / "specs"
 
@@ -90,6 +90,9 @@ class TypicalRequest:
     prompt_tokens: int
     output_tokens: int
     mm_tokens_per_item: tuple[int, ...]
+    #: the items' tokens before pooling, where the model pools after its projector (the encoder's
+    #: work: ``Request.encode_tokens_per_item``); empty: ``mm_tokens_per_item``
+    encode_tokens_per_item: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         validate(self, positive=frozenset({"output_tokens"}))
@@ -105,6 +108,14 @@ class TypicalRequest:
                             *((f"mm_tokens_per_item[{i}]", t) for i, t in enumerate(items))):
             limits.at_most(f"TypicalRequest.{name}", int(value), limits.MAX_TOKENS, limits.TOKENS_WHY)
         object.__setattr__(self, "mm_tokens_per_item", tuple(int(t) for t in items))
+        if self.encode_tokens_per_item:
+            object.__setattr__(self, "encode_tokens_per_item", encode_tokens(
+                self.encode_tokens_per_item, len(items), "TypicalRequest.encode_tokens_per_item"))
+
+    @property
+    def encode_items(self) -> tuple[int, ...]:
+        """The encoder's work per item (``encode_tokens_per_item``, else ``mm_tokens_per_item``)."""
+        return self.encode_tokens_per_item or self.mm_tokens_per_item
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,6 +158,11 @@ class ModelSpec:
         out.pop("modalities")
         out.pop("max_context_tokens")
         out["typical_request"]["mm_tokens_per_item"] = list(self.typical_request.mm_tokens_per_item)
+        tower = self.typical_request.encode_tokens_per_item
+        if tower:
+            out["typical_request"]["encode_tokens_per_item"] = list(tower)
+        else:  # a model that pools nothing (and every profile embedding it) stays as before
+            out["typical_request"].pop("encode_tokens_per_item")
         if not self.lm.is_moe:  # a dense model's dict (and every profile embedding it) stays as before
             for key in MOE_FIELDS:
                 out["lm"].pop(key)

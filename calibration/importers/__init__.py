@@ -157,6 +157,9 @@ def import_model(
                 "value": [value(built.typical_tokens)],
                 "mark": "D",
             },
+            **({"encode_tokens_per_item": {**built.typical_encode_tokens,
+                                           "value": [value(built.typical_encode_tokens)], "mark": "D"}}
+               if built.typical_encode_tokens is not None else {}),
         },
         "unmodelled": notes + built.notes,
     }

@@ -28,6 +28,8 @@ class Tower:
     typical_tokens: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     processor: dict[str, Any] | None = None
+    #: the typical item's tokens before pooling (the encoder's work), where the tower pools
+    typical_encode_tokens: dict[str, Any] | None = None
 
 
 def fixed_image_processor(tokens: int, why: str) -> dict[str, Any]:

@@ -108,6 +108,15 @@ def clip_anyres(tower: Keys, top: Keys, lm_hidden: int, *, siglip: bool, anyres:
                  else "LlavaOnevisionConfig default vision_aspect_ratio")
         processor["anyres_max"] = leaf(int(aspect.removeprefix("anyres_max_")),
                                        "V" if where.startswith("config") else "D", f"{where} {aspect!r}")
+        pooled = rules.llava_next_tokens(grid[1], grid[0], tile_px=size, patch_px=patch, pinpoints=pins,
+                                         base_extra=base - side * side,
+                                         anyres_max=value(processor["anyres_max"]))
+        if pooled != tokens:  # the LM gets the pooled tokens; the tower still encodes every tile
+            return Tower(
+                enc, mapping,
+                derived(pooled, f"one {grid[1]}x{grid[0]} image -> {pooled} LM tokens, pooled to anyres_max"),
+                notes, processor,
+                derived(tokens, f"before pooling: {tokens} LM tokens, {1 + tiles} tower forwards"))
     return Tower(
         enc,
         mapping,

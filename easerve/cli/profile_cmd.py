@@ -119,17 +119,19 @@ def _items(text: str) -> tuple[int, ...]:
 def _shape(doc: ProfileDoc, args: argparse.Namespace) -> RequestShape:
     try:
         typical = model_spec(doc.model).typical_request
-        base = (typical.prompt_tokens, typical.output_tokens, typical.mm_tokens_per_item)
+        base = (typical.prompt_tokens, typical.output_tokens, typical.mm_tokens_per_item,
+                typical.encode_tokens_per_item)
     except ValueError:
         if args.prompt_tokens is None or args.output_tokens is None:
             raise ValueError(f"model {doc.model!r} has no spec: give --prompt-tokens and "
                              "--output-tokens (and --items)") from None
-        base = (0, 1, ())
-    items = base[2] if args.items is None else _items(args.items)
+        base = (0, 1, (), ())
+    given = args.items is not None  # --items are LM tokens, and the encoder's too
     return RequestShape(
         prompt_tokens=base[0] if args.prompt_tokens is None else args.prompt_tokens,
         output_tokens=base[1] if args.output_tokens is None else args.output_tokens,
-        mm_tokens_per_item=items)
+        mm_tokens_per_item=_items(args.items) if given else base[2],
+        encode_tokens_per_item=() if given else base[3])
 
 
 def _kv_capacity(doc: ProfileDoc, profile: object, lm_tp: int) -> int | None:
@@ -152,13 +154,15 @@ def show_lines(doc: ProfileDoc, shape: RequestShape, *, max_num_seqs: int = 256)
              f"source   {doc.source}"]
     if doc.fit_error:
         lines.append("fit err  " + ", ".join(f"{k} {v:.1%}" for k, v in doc.fit_error.items()))
-    lines.append(f"request  prompt={shape.prompt_tokens} items={list(shape.mm_tokens_per_item)} "
+    tower = shape.encode_tokens_per_item
+    pooled = f" (encoder: {list(tower)} before pooling)" if tower else ""
+    lines.append(f"request  prompt={shape.prompt_tokens} items={list(shape.mm_tokens_per_item)}{pooled} "
                  f"output={shape.output_tokens} (seq {shape.seq_len} tokens)")
     lines.append(f"{'stage':<10}{'worker':<8}{'batch':>6}{'latency_ms':>12}{'capacity_rps':>14}")
     for b in ENCODE_BATCHES:
         if not shape.mm_tokens_per_item:
             break
-        lat = enc.encode_s(list(shape.mm_tokens_per_item) * b)
+        lat = enc.encode_s(list(shape.encode_items) * b)
         lines.append(f"{'encode':<10}{'TP1':<8}{b:>6}{lat * 1e3:>12.1f}{b / lat:>14.2f}")
     lat = lm.prefill_s([shape.seq_len])
     lines.append(f"{'prefill':<10}{f'TP{lm_tp}':<8}{1:>6}{lat * 1e3:>12.1f}{1 / lat:>14.2f}")

@@ -346,3 +346,29 @@ def test_llava_onevision_prices_its_encoder_on_the_tiles_before_pooling(
             for name, f in (("raw", raw), ("lm", lm_only), ("told", told))}
     assert took["raw"] == took["told"]
     assert took["raw"] > 2.5 * took["lm"]  # 37 tiles' tower forwards against the 10 the LM tokens imply
+
+
+def test_llava_onevision_s_typical_request_prefills_pooled_tokens_and_encodes_every_tile(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The imported spec's typical request (the largest grid) gives the LM its pooled tokens and
+    the encoder the tiles before pooling; ``profile show`` prices each stage on its own count, and a
+    model that pools nothing embeds no second list in its profiles."""
+    from calibration.specs import model_spec
+
+    typical = model_spec(ONEVISION).typical_request
+    workload = resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, "images": [[2304, 2304]]}), ONEVISION)
+    assert typical.mm_tokens_per_item == workload.mix.item_tokens
+    assert typical.encode_tokens_per_item == workload.mix.item_encode_tokens
+    assert "encode_tokens_per_item" not in model_spec("llava-v1.6-34b").to_dict()["typical_request"]
+    assert model_spec(ONEVISION).to_dict()["typical_request"]["encode_tokens_per_item"] == \
+        list(typical.encode_tokens_per_item)
+    doc = tmp_path / "ov.json"
+    assert main(["profile", "analytic", "--model", ONEVISION, "--gpu", "b200", "--out", str(doc)]) == 0
+    capsys.readouterr()
+    assert main(["profile", "show", str(doc)]) == 0
+    out = capsys.readouterr().out
+    (pooled,), (tower,) = typical.mm_tokens_per_item, typical.encode_tokens_per_item
+    assert f"items=[{pooled}] (encoder: [{tower}] before pooling)" in out
+    assert f"(seq {typical.prompt_tokens + pooled} tokens)" in out
+    assert main(["profile", "show", str(doc), "--items", "576"]) == 0  # told LM tokens: the encoder's too
+    assert "items=[576] output" in capsys.readouterr().out
