@@ -1,5 +1,6 @@
-"""The two model parts a spec describes: the language model (:class:`LMSpec`) and the encoder tower
-(:class:`EncoderSpec`), with their derived sizes (parameters, KV bytes, MoE active and total).
+"""The parts a spec describes: the language model (:class:`LMSpec`) and the encoder tower
+(:class:`EncoderSpec`), with their derived sizes (parameters, KV bytes, MoE active and total), and
+the typical request its profiles and screens are shown at (:class:`TypicalRequest`).
 
 :mod:`calibration.specs` builds them from the marked spec files and re-exports them.
 """
@@ -9,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from calibration._fields import validate
+from easerve_core import limits
+from easerve_core.request import encode_tokens
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,3 +170,38 @@ class EncoderSpec:
 #: the LM fields that describe a mixture of experts (left out of a dense model's ``to_dict``)
 MOE_FIELDS = ("num_experts", "num_experts_per_token", "moe_intermediate_size",
                "shared_expert_intermediate_size", "num_moe_layers")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TypicalRequest:
+    """Request sizes used by ``easerve profile show`` and capacity screens."""
+
+    prompt_tokens: int
+    output_tokens: int
+    mm_tokens_per_item: tuple[int, ...]
+    #: the items' tokens before pooling, where the model pools after its projector (the encoder's
+    #: work: ``Request.encode_tokens_per_item``); empty: ``mm_tokens_per_item``
+    encode_tokens_per_item: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        validate(self, positive=frozenset({"output_tokens"}))
+        items = self.mm_tokens_per_item
+        if not isinstance(items, list | tuple):
+            raise ValueError(f"TypicalRequest.mm_tokens_per_item must be a list of token counts, "
+                             f"got {items!r}")
+        for i, tokens in enumerate(items):  # whole counts >= 1, within what a request may hold
+            if isinstance(tokens, bool) or not isinstance(tokens, int | float) or tokens < 1 or tokens % 1:
+                raise ValueError(f"TypicalRequest.mm_tokens_per_item[{i}] must be a whole number >= 1, "
+                                 f"got {tokens!r}")
+        for name, value in (("prompt_tokens", self.prompt_tokens), ("output_tokens", self.output_tokens),
+                            *((f"mm_tokens_per_item[{i}]", t) for i, t in enumerate(items))):
+            limits.at_most(f"TypicalRequest.{name}", int(value), limits.MAX_TOKENS, limits.TOKENS_WHY)
+        object.__setattr__(self, "mm_tokens_per_item", tuple(int(t) for t in items))
+        if self.encode_tokens_per_item:
+            object.__setattr__(self, "encode_tokens_per_item", encode_tokens(
+                self.encode_tokens_per_item, len(items), "TypicalRequest.encode_tokens_per_item"))
+
+    @property
+    def encode_items(self) -> tuple[int, ...]:
+        """The encoder's work per item (``encode_tokens_per_item``, else ``mm_tokens_per_item``)."""
+        return self.encode_tokens_per_item or self.mm_tokens_per_item

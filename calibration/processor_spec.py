@@ -6,7 +6,9 @@ sizes each takes and its function is :data:`calibration.sizes.RULES`):
 
 ``anyres``   LLaVA-NeXT anyres grids: ``tile_px``, ``patch_px``,
              ``pinpoints_px`` ([[height, width], ...]), ``base_extra_tokens``;
-             ``anyres_max`` N pools large grids as LLaVA-OneVision does (0: not)
+             ``anyres_max`` N pools large grids as LLaVA-OneVision does (0: not);
+             ``video_frame_pool`` S: videos, each frame one tile pooled S x S
+             (ceil), plus one newline per clip, as LLaVA-OneVision (0: no videos)
 ``qwen``     Qwen2/2.5/3-VL: ``patch_px``, ``merge``, ``temporal_patch``, the
              image pixel bounds ``min_pixels``/``max_pixels`` and the video
              bounds ``video_min_pixels``/``video_max_pixels``, which hold each
@@ -67,6 +69,7 @@ class ProcessorSpec:
     pinpoints_px: tuple[tuple[int, int], ...] = field(default=())
     base_extra_tokens: int = 0
     anyres_max: int = 0
+    video_frame_pool: int = 0
     merge: int = 0
     temporal_patch: int = 0
     min_pixels: int = 0

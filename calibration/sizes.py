@@ -38,6 +38,10 @@ class Rule:
 
 
 def _anyres(p: ProcessorSpec, item: RawItem, *, pooled: bool = True) -> int:
+    if isinstance(item, VideoClip):  # LLaVA-OneVision: the frames as they are given or sampled at fps
+        frames = item.frames or rules.sampled_frames(item.seconds, item.fps)
+        return rules.llava_onevision_video_tokens(frames, tile_px=p.tile_px, patch_px=p.patch_px,
+                                                  pool=p.video_frame_pool, pooled=pooled)
     assert isinstance(item, ImageSize)
     return rules.llava_next_tokens(item.width_px, item.height_px, tile_px=p.tile_px, patch_px=p.patch_px,
                                    pinpoints=p.pinpoints_px, base_extra=p.base_extra_tokens,
@@ -87,7 +91,8 @@ def _whisper(p: ProcessorSpec, item: RawItem) -> int:
 
 #: processor kind -> its rule
 RULES: Mapping[str, Rule] = {
-    "anyres": Rule("LLaVA-NeXT anyres grid", ("images",), _anyres, _anyres_unpooled),
+    "anyres": Rule("LLaVA-NeXT anyres grid; LLaVA-OneVision's pooled frames", ("images", "videos"), _anyres,
+                   _anyres_unpooled),
     "qwen": Rule("Qwen resize to merged patches within pixel bounds", ("images", "videos"), _qwen),
     "fixed": Rule("fixed tokens per image", ("images",), _fixed),
     "split": Rule("Idefics3 longest side scaled, split into tiles, plus a global view", ("images",), _split),
@@ -106,10 +111,20 @@ def processor_of(model: str, key: str) -> ProcessorSpec:
         raise ValueError(f"workload.{key}: model {spec.name!r}'s spec has no processor rule (no 'processor' "
                          "table); give workload.item_tokens instead")
     rule = RULES[spec.processor.kind]
-    if key not in rule.takes:
+    takes = takes_of(spec.processor)
+    if key not in takes:
         raise ValueError(f"workload.{key}: model {spec.name!r}'s processor ({rule.what}) takes "
-                         f"{' and '.join(f'workload.{k}' for k in rule.takes)}, not workload.{key}")
+                         f"{' and '.join(f'workload.{k}' for k in takes)}, not workload.{key}")
     return spec.processor
+
+
+def takes_of(processor: ProcessorSpec) -> tuple[str, ...]:
+    """The raw-size keys ``processor``'s rule takes: its kind's, less videos for an ``anyres``
+    table without ``video_frame_pool`` (LLaVA-NeXT serves no videos)."""
+    takes = RULES[processor.kind].takes
+    if processor.kind == "anyres" and not processor.video_frame_pool:
+        return tuple(k for k in takes if k != "videos")
+    return takes
 
 
 def item_tokens(processor: ProcessorSpec, sizes: RawSizes, *, pooled: bool = True) -> tuple[int, ...]:

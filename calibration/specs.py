@@ -5,7 +5,7 @@ source, D derived, G guess; see docs/profiles.md). Loading strips the marks
 into :attr:`ModelSpec.provenance` / :attr:`GPUSpec.provenance` (dotted path ->
 "[mark] source") and builds frozen, validated dataclasses. :func:`model_spec`
 and :func:`gpu_spec` are the registries: an unknown name fails loudly and lists
-the known ones. The language model and encoder parts live in
+the known ones. The language model, encoder and typical-request parts live in
 :mod:`calibration.model_parts` (re-exported here). ``to_dict`` / ``from_dict``
 give the plain values that analytic profiles embed, so a committed profile does
 not change when a spec file does.
@@ -23,10 +23,9 @@ from typing import Any
 
 from calibration._fields import fraction, unknown_name, validate, validate_kind, whole
 from calibration.marks import read_spec_file, strip_marks
-from calibration.model_parts import MOE_FIELDS, EncoderSpec, LMSpec
+from calibration.model_parts import MOE_FIELDS, EncoderSpec, LMSpec, TypicalRequest
 from calibration.processor_spec import ProcessorSpec
-from easerve_core import limits
-from easerve_core.request import Modality, encode_tokens
+from easerve_core.request import Modality
 
 SPEC_DIR = Path(__file__).parent / "specs"
 
@@ -81,41 +80,6 @@ class ItemMapping:
             return [(num_layers, 0)]
         full = min(num_layers, self.num_full_attention_layers)
         return [(full, 0), (num_layers - full, self.window_positions)]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TypicalRequest:
-    """Request sizes used by ``easerve profile show`` and capacity screens."""
-
-    prompt_tokens: int
-    output_tokens: int
-    mm_tokens_per_item: tuple[int, ...]
-    #: the items' tokens before pooling, where the model pools after its projector (the encoder's
-    #: work: ``Request.encode_tokens_per_item``); empty: ``mm_tokens_per_item``
-    encode_tokens_per_item: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        validate(self, positive=frozenset({"output_tokens"}))
-        items = self.mm_tokens_per_item
-        if not isinstance(items, list | tuple):
-            raise ValueError(f"TypicalRequest.mm_tokens_per_item must be a list of token counts, "
-                             f"got {items!r}")
-        for i, tokens in enumerate(items):  # whole counts >= 1, within what a request may hold
-            if isinstance(tokens, bool) or not isinstance(tokens, int | float) or tokens < 1 or tokens % 1:
-                raise ValueError(f"TypicalRequest.mm_tokens_per_item[{i}] must be a whole number >= 1, "
-                                 f"got {tokens!r}")
-        for name, value in (("prompt_tokens", self.prompt_tokens), ("output_tokens", self.output_tokens),
-                            *((f"mm_tokens_per_item[{i}]", t) for i, t in enumerate(items))):
-            limits.at_most(f"TypicalRequest.{name}", int(value), limits.MAX_TOKENS, limits.TOKENS_WHY)
-        object.__setattr__(self, "mm_tokens_per_item", tuple(int(t) for t in items))
-        if self.encode_tokens_per_item:
-            object.__setattr__(self, "encode_tokens_per_item", encode_tokens(
-                self.encode_tokens_per_item, len(items), "TypicalRequest.encode_tokens_per_item"))
-
-    @property
-    def encode_items(self) -> tuple[int, ...]:
-        """The encoder's work per item (``encode_tokens_per_item``, else ``mm_tokens_per_item``)."""
-        return self.encode_tokens_per_item or self.mm_tokens_per_item
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

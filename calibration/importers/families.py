@@ -45,7 +45,8 @@ def _whisper(stacked: bool) -> TowerFn:
 FAMILIES: dict[str, Family] = {
     "llava": Family("LLaVA (CLIP, one view)", "vision_config", _clip(False, False)),
     "llava_next": Family("LLaVA-NeXT (CLIP anyres)", "vision_config", _clip(False, True)),
-    "llava_onevision": Family("LLaVA-OneVision (SigLIP anyres)", "vision_config", _clip(True, True)),
+    "llava_onevision": Family("LLaVA-OneVision (SigLIP anyres)", "vision_config", _clip(True, True),
+                              ("image", "video")),
     "gemma3": Family(
         "Gemma-3 (SigLIP, 256 tokens per image)",
         "vision_config",

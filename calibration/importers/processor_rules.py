@@ -62,6 +62,17 @@ def llava_next_tokens(
     return per_side * per_side + base_extra + features + newlines
 
 
+def llava_onevision_video_tokens(frames: int, *, tile_px: int, patch_px: int, pool: int,
+                                 pooled: bool = True) -> int:
+    """LM tokens of one clip under LLaVA-OneVision: every frame is one tile whose ``tile/patch``
+    square of features is pooled ``pool`` x ``pool`` (rounding up), then one newline for the clip
+    (``LlavaOnevisionProcessor``, ``LlavaOnevisionModel.apply_pooling``); ``pooled=False``: the
+    features before pooling, what the tower and projector work on."""
+    per_side = tile_px // patch_px
+    side = math.ceil(per_side / pool) if pooled else per_side
+    return frames * side * side + 1
+
+
 def smart_resize(
     height: int, width: int, *, factor: int, min_pixels: int, max_pixels: int
 ) -> tuple[int, int]:

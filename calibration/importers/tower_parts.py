@@ -10,10 +10,11 @@ of audio.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from calibration.importers import processor_rules as rules
 from calibration.importers._read import Keys, derived, leaf, value
 
 TYPICAL_IMAGE_PX = (1280, 720)
@@ -92,3 +93,29 @@ def tiles_mapping(
         "max_tiles": derived(max_tiles, why["max_tiles"]),
         "positions_per_tile": derived(positions, why["positions"]),
     }
+
+
+def onevision_pooling(top: Keys, processor: dict[str, Any], notes: list[str], grid: Sequence[int]) -> int:
+    """LLaVA-OneVision on top of the LLaVA-NeXT ``anyres`` table: its ``anyres_max`` and
+    ``video_frame_pool`` go into ``processor``, its note into ``notes``; returns the LM tokens of
+    the ``grid`` ([height, width]) image once pooled."""
+    notes.append(
+        "LLaVA-OneVision anyres_max: LM tokens of large images are pooled down after the tower "
+        "encodes every tile; raw sizes (workload.images) or workload.item_encode_tokens price the "
+        "encoder on the tokens before pooling, item_tokens alone on the pooled LM tokens"
+    )
+    aspect = str(top.raw_value("vision_aspect_ratio", "anyres_max_9"))
+    if not aspect.startswith("anyres_max_") or not aspect.removeprefix("anyres_max_").isdigit():
+        raise ValueError(f"{top.file}: vision_aspect_ratio {aspect!r}: only anyres_max_N is modelled")
+    where = ("config.json vision_aspect_ratio" if top.raw.get("vision_aspect_ratio") is not None
+             else "LlavaOnevisionConfig default vision_aspect_ratio")
+    processor["anyres_max"] = leaf(int(aspect.removeprefix("anyres_max_")),
+                                   "V" if where.startswith("config") else "D", f"{where} {aspect!r}")
+    processor["video_frame_pool"] = leaf(
+        2, "V", "transformers LlavaOnevisionModel.apply_pooling: each frame's features pooled 2x2 "
+                "(ceil), one newline per clip")
+    return rules.llava_next_tokens(grid[1], grid[0], tile_px=value(processor["tile_px"]),
+                                   patch_px=value(processor["patch_px"]),
+                                   pinpoints=value(processor["pinpoints_px"]),
+                                   base_extra=value(processor["base_extra_tokens"]),
+                                   anyres_max=value(processor["anyres_max"]))

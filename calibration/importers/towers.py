@@ -27,6 +27,7 @@ from calibration.importers.tower_parts import (
     TYPICAL_VIDEO,
     Tower,
     fixed_image_processor,
+    onevision_pooling,
     patch_stem,
     square_side,
     square_vit,
@@ -96,21 +97,7 @@ def clip_anyres(tower: Keys, top: Keys, lm_hidden: int, *, siglip: bool, anyres:
         "base_extra_tokens": derived(base - side * side, f"vision_feature_select_strategy {strategy!r}"),
     }
     if siglip:
-        notes.append(
-            "LLaVA-OneVision anyres_max: LM tokens of large images are pooled down after the tower "
-            "encodes every tile; raw sizes (workload.images) or workload.item_encode_tokens price the "
-            "encoder on the tokens before pooling, item_tokens alone on the pooled LM tokens"
-        )
-        aspect = str(top.raw_value("vision_aspect_ratio", "anyres_max_9"))
-        if not aspect.startswith("anyres_max_") or not aspect.removeprefix("anyres_max_").isdigit():
-            raise ValueError(f"{top.file}: vision_aspect_ratio {aspect!r}: only anyres_max_N is modelled")
-        where = ("config.json vision_aspect_ratio" if top.raw.get("vision_aspect_ratio") is not None
-                 else "LlavaOnevisionConfig default vision_aspect_ratio")
-        processor["anyres_max"] = leaf(int(aspect.removeprefix("anyres_max_")),
-                                       "V" if where.startswith("config") else "D", f"{where} {aspect!r}")
-        pooled = rules.llava_next_tokens(grid[1], grid[0], tile_px=size, patch_px=patch, pinpoints=pins,
-                                         base_extra=base - side * side,
-                                         anyres_max=value(processor["anyres_max"]))
+        pooled = onevision_pooling(top, processor, notes, grid)
         if pooled != tokens:  # the LM gets the pooled tokens; the tower still encodes every tile
             return Tower(
                 enc, mapping,

@@ -372,3 +372,41 @@ def test_llava_onevision_s_typical_request_prefills_pooled_tokens_and_encodes_ev
     assert f"(seq {typical.prompt_tokens + pooled} tokens)" in out
     assert main(["profile", "show", str(doc), "--items", "576"]) == 0  # told LM tokens: the encoder's too
     assert "items=[576] output" in capsys.readouterr().out
+
+
+def test_llava_onevision_sizes_videos_as_its_processor_does(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A clip is its frames, each one 384 px tile pooled 2x2 (rounding up), plus one newline:
+    ``LlavaOnevisionProcessor.replace_video_token``'s count; the encoder works on the frames' features
+    before pooling, and the simulator serves the videos (the spec takes them)."""
+    from transformers import LlavaOnevisionProcessor
+
+    from calibration.specs import model_spec
+
+    table = json.loads(Path(ONEVISION).read_text())["processor"]
+    tile, patch = table["tile_px"]["value"], table["patch_px"]["value"]
+    proc = LlavaOnevisionProcessor.__new__(LlavaOnevisionProcessor)
+    proc.num_image_tokens = (tile // patch) ** 2
+    proc.video_token = "<v>"
+    clips = [1, 8, 16, 32]
+    expected = tuple(proc.replace_video_token({"pixel_values_videos": [np.zeros((n, 3, tile, tile))]}, 0)
+                     .count("<v>") for n in clips)
+    videos = [{"size": [1280, 720], "frames": n} for n in clips]
+    workload = resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, "videos": videos}), ONEVISION)
+    assert workload.mix.item_tokens == expected == tuple(196 * n + 1 for n in clips)
+    assert workload.mix.item_encode_tokens == tuple(729 * n + 1 for n in clips)
+    seconds = resolve_workload(WorkloadSpec.from_dict(
+        {"rate_hz": 1.0, "videos": [{"size": [640, 360], "seconds": 8, "fps": 2}]}), ONEVISION)
+    assert seconds.mix.item_tokens == (196 * 16 + 1,)  # the caller samples: 8 s at 2 fps, 16 frames
+    assert "video" in model_spec(ONEVISION).modalities
+    config = _config(tmp_path, ONEVISION, 'videos = [{ size = [1280, 720], frames = 16 }]')
+    capsys.readouterr()
+    assert main(["sim", str(config), "--out", str(tmp_path / "sim"), "--no-plots"]) == 0
+    assert f"-> {196 * 16 + 1:,} (encoder: {729 * 16 + 1:,}) LM tokens" in capsys.readouterr().out
+    records = pd.read_parquet(tmp_path / "sim" / "records.parquet")
+    assert set(records["modality"]) == {"video"} and set(records["mm_tokens"].astype(int)) == {196 * 16 + 1}
+    # LLaVA-NeXT's anyres table serves no videos: refused with the key named
+    next_config = _config(tmp_path, "llava-v1.6-34b", 'videos = [{ size = [1280, 720], frames = 16 }]',
+                          name="next.toml")
+    refused(tmp_path, capsys, ["sim", str(next_config), "--out", str(tmp_path / "next")],
+            "workload.videos", "takes workload.images, not workload.videos")
