@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from calibration._fields import validate
 from easerve_core import limits
-from easerve_core.request import encode_tokens
+from easerve_core.request import PooledItems
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,7 +173,7 @@ MOE_FIELDS = ("num_experts", "num_experts_per_token", "moe_intermediate_size",
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TypicalRequest:
+class TypicalRequest(PooledItems):
     """Request sizes used by ``easerve profile show`` and capacity screens."""
 
     prompt_tokens: int
@@ -197,11 +197,4 @@ class TypicalRequest:
                             *((f"mm_tokens_per_item[{i}]", t) for i, t in enumerate(items))):
             limits.at_most(f"TypicalRequest.{name}", int(value), limits.MAX_TOKENS, limits.TOKENS_WHY)
         object.__setattr__(self, "mm_tokens_per_item", tuple(int(t) for t in items))
-        if self.encode_tokens_per_item:
-            object.__setattr__(self, "encode_tokens_per_item", encode_tokens(
-                self.encode_tokens_per_item, len(items), "TypicalRequest.encode_tokens_per_item"))
-
-    @property
-    def encode_items(self) -> tuple[int, ...]:
-        """The encoder's work per item (``encode_tokens_per_item``, else ``mm_tokens_per_item``)."""
-        return self.encode_tokens_per_item or self.mm_tokens_per_item
+        self._check_encode_tokens("TypicalRequest.encode_tokens_per_item")

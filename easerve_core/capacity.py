@@ -24,6 +24,7 @@ from typing import Any
 
 from easerve_core import checks
 from easerve_core.profile import StageProfile, host_preprocess_s
+from easerve_core.request import PooledItems
 from easerve_core.settings import Settings, rule
 
 
@@ -35,7 +36,7 @@ def _items(name: str, value: Any) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RequestShape(Settings):
+class RequestShape(Settings, PooledItems):
     """Typical request sizes: text prompt, multimodal items (LM tokens each), output, and the
     items' tokens before any pooling (the encoder's work: ``Request.encode_tokens_per_item``)."""
 
@@ -48,13 +49,7 @@ class RequestShape(Settings):
         self.validate()
         if self.seq_len < 1:
             raise ValueError("a request needs prompt_tokens or mm_tokens_per_item")
-        if self.encode_tokens_per_item and len(self.encode_tokens_per_item) != len(self.mm_tokens_per_item):
-            raise ValueError("encode_tokens_per_item must hold one count per item of mm_tokens_per_item")
-
-    @property
-    def encode_items(self) -> tuple[int, ...]:
-        """The encoder's work per item (``encode_tokens_per_item``, else ``mm_tokens_per_item``)."""
-        return self.encode_tokens_per_item or self.mm_tokens_per_item
+        self._check_encode_tokens("encode_tokens_per_item")
 
     @property
     def seq_len(self) -> int:

@@ -76,17 +76,37 @@ def encode_tokens(values: Iterable[Any], count: int, name: str, *, per: str = "i
     return tuple(int(t) for t in out)
 
 
+class PooledItems:
+    """What a request-like value with ``mm_tokens_per_item`` and ``encode_tokens_per_item`` (the
+    items' tokens before a model's pooling; empty: none pooled) says of its encoder's work:
+    :class:`Request`, ``capacity.RequestShape``, a model spec's ``TypicalRequest``."""
+
+    __slots__ = ()
+    mm_tokens_per_item: tuple[int, ...]
+    encode_tokens_per_item: tuple[int, ...]
+
+    @property
+    def encode_items(self) -> tuple[int, ...]:
+        """The encoder's work per item: ``encode_tokens_per_item``, else ``mm_tokens_per_item``."""
+        return self.encode_tokens_per_item or self.mm_tokens_per_item
+
+    def _check_encode_tokens(self, name: str) -> None:
+        """Normalise ``encode_tokens_per_item`` (when given) by :func:`encode_tokens`."""
+        if self.encode_tokens_per_item:
+            object.__setattr__(self, "encode_tokens_per_item", encode_tokens(
+                self.encode_tokens_per_item, len(self.mm_tokens_per_item), name))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Request:
+class Request(PooledItems):
     """One multimodal request.
 
     ``mm_tokens_per_item`` holds the LM tokens each multimodal item (image,
     video clip, audio clip) becomes after the encoder and projector; it is
     empty for a text-only request. ``encode_tokens_per_item``, where a model
-    pools an item's features after its projector (LLaVA-OneVision's
-    ``anyres_max``), holds the LM tokens each item would be before that
-    pooling: the encoder's work, which the LM tokens no longer tell. Empty:
-    the encoder's work is ``mm_tokens_per_item`` (:attr:`encode_items`).
+    pools an item's features after its projector (LLaVA-OneVision), holds each
+    item's LM tokens before that pooling: the encoder's work, which the LM
+    tokens no longer tell (:class:`PooledItems`; empty: none pooled).
     """
 
     request_id: int
@@ -120,14 +140,7 @@ class Request:
         if self.modality is not Modality.TEXT and not items:
             raise ValueError(f"mm_tokens_per_item must hold at least one item for {self.modality}")
         object.__setattr__(self, "mm_tokens_per_item", items)
-        if self.encode_tokens_per_item:
-            object.__setattr__(self, "encode_tokens_per_item", encode_tokens(
-                self.encode_tokens_per_item, len(items), "encode_tokens_per_item"))
-
-    @property
-    def encode_items(self) -> tuple[int, ...]:
-        """The encoder's work per item, in LM tokens before any pooling (see the class docstring)."""
-        return self.encode_tokens_per_item or self.mm_tokens_per_item
+        self._check_encode_tokens("encode_tokens_per_item")
 
     @property
     def mm_tokens(self) -> int:
