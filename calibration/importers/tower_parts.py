@@ -100,9 +100,10 @@ def onevision_pooling(top: Keys, processor: dict[str, Any], notes: list[str], gr
     ``video_frame_pool`` go into ``processor``, its note into ``notes``; returns the LM tokens of
     the ``grid`` ([height, width]) image once pooled."""
     notes.append(
-        "LLaVA-OneVision anyres_max: LM tokens of large images are pooled down after the tower "
-        "encodes every tile; raw sizes (workload.images) or workload.item_encode_tokens price the "
-        "encoder on the tokens before pooling, item_tokens alone on the pooled LM tokens"
+        "LLaVA-OneVision anyres_max pools large images after the tower encodes every tile: "
+        "workload.item_tokens alone price the encoder on the pooled tokens (give raw sizes or "
+        "workload.item_encode_tokens); a request of several images gets base views only in "
+        "LlavaOnevisionProcessor, priced here as anyres grids"
     )
     aspect = str(top.raw_value("vision_aspect_ratio", "anyres_max_9"))
     if not aspect.startswith("anyres_max_") or not aspect.removeprefix("anyres_max_").isdigit():
