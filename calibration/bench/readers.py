@@ -172,12 +172,19 @@ def _genai_perf(path: Path, obj: Mapping[str, Any], run: int | None) -> BenchRun
                                                                    "response_outputs")):
             raise ValueError(f"{path}: requests[{i}] lacks timestamp, response_timestamps or "
                              "response_outputs")
-        stamps = [t for t, out in zip(req["response_timestamps"], req["response_outputs"], strict=False)
-                  if _has_text(out)]
+        for key in ("response_timestamps", "response_outputs"):
+            if not isinstance(req[key], list):
+                raise ValueError(f"{path}: requests[{i}].{key} must be a list, got {req[key]!r:.60}")
+        stamps = [_ns(path, f"requests[{i}].response_timestamps", j, t)
+                  for j, (t, out) in enumerate(zip(req["response_timestamps"], req["response_outputs"],
+                                                   strict=False)) if _has_text(out)]
         if not stamps:
             failed += 1
             continue
-        start = float(req["timestamp"])
+        start = _ns(path, "requests", i, req["timestamp"], key=".timestamp")
+        if stamps[0] < start or stamps != sorted(stamps):
+            raise ValueError(f"{path}: requests[{i}].response_timestamps must follow its timestamp "
+                             f"({start:.0f} ns) in time order")
         sends.append(start)
         outputs.append(len(stamps))
         ttfts.append((stamps[0] - start) * _NS)
@@ -239,6 +246,13 @@ def _int(path: Path, field: str, i: int, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{path}: {field}[{i}] must be a token count, got {value!r}")
     return value
+
+
+def _ns(path: Path, field: str, i: int, value: Any, *, key: str = "") -> float:
+    """A genai-perf time stamp (nanoseconds since the epoch): a finite number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{path}: {field}[{i}]{key} must be nanoseconds >= 0, got {value!r:.40}")
+    return float(value)
 
 
 def _seconds(path: Path, field: str, i: int, value: Any) -> float:

@@ -77,3 +77,25 @@ def test_ragged_fields(rec, tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="itls do not hold"):
         read_bench(path)
+
+
+@pytest.mark.parametrize(("change", "match"), [
+    (lambda req: req["response_timestamps"].__setitem__(1, "x"),
+     r"requests\[0\]\.response_timestamps\[1\] must be nanoseconds >= 0, got 'x'"),
+    (lambda req: req.__setitem__("timestamp", "soon"), r"requests\[0\]\.timestamp must be nanoseconds"),
+    (lambda req: req.__setitem__("timestamp", float("nan")), r"requests\[0\]\.timestamp must be nanoseconds"),
+    (lambda req: req.__setitem__("response_timestamps", 5),
+     r"requests\[0\]\.response_timestamps must be a list"),
+    (lambda req: req.__setitem__("timestamp", req["response_timestamps"][-1] + 1),
+     r"requests\[0\]\.response_timestamps must follow its timestamp"),
+    (lambda req: req["response_timestamps"].reverse(), "in time order"),
+])
+def test_genai_perf_time_stamps_are_checked(rec, tmp_path, change, match):
+    """Found by the mutation harness (``refits``): a time stamp that is not a number reached the
+    arithmetic, an internal error; each is now one line naming the request and field."""
+    data = genai_perf_export(rec)
+    change(data["experiments"][0]["requests"][0])
+    path = tmp_path / "profile_export.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=match):
+        read_bench(path)

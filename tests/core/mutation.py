@@ -4,8 +4,9 @@ Run as ``python -m tests.core.mutation KIND CASES SEED`` (``KIND``: a key of :da
 model specs, shift files, shipped configs composed and simulated, raw item sizes, GPU specs, models'
 config.json and processor files imported and priced, benchmark result files, ``[live]`` tables,
 command lines run, profiles loaded, priced and simulated on, plan tables run by ``sim --controller``,
-stage samples fitted); it prints one line per kind of failure (an exception other than ``ValueError``,
-or a ``ValueError`` of several lines or of more than 250 characters past the file's name and before
+stage samples fitted, a stand-in engine's benchmark files refit by ``calibrate --from-bench``); it
+prints one line per kind of failure (an exception other than ``ValueError``, or a ``ValueError`` of
+several lines or of more than 250 characters past the file's name and before
 a list of the known names) and exits 1 when there is any. ``tests/core/test_mutated_inputs.py``
 runs it in a child process under a memory limit, since the failures it looks for include
 arithmetic that fills the host's memory.
@@ -320,6 +321,54 @@ def _bench_case(rng: random.Random, work: Path) -> Callable[[], object]:
     return lambda: read_bench(path)
 
 
+_ENGINE: dict[str, str] = {}
+
+
+def _engine_files(work: Path) -> dict[str, str]:
+    """Each schema's file of one stand-in engine run (tests/calibration_bench/schemas.py: the
+    simulator at known scales), and its config's text; built once a process (a simulation)."""
+    if not _ENGINE:
+        from tests.calibration_bench.schemas import (
+            engine_run,
+            genai_perf_export,
+            sglang_line,
+            vllm_result,
+            write_config,
+        )
+
+        folder = work / "engine"
+        folder.mkdir()
+        config = write_config(folder, num_requests=24)
+        rec = engine_run(config)
+        _ENGINE.update({"config.toml": config.read_text(), "vllm.json": json.dumps(vllm_result(rec)),
+                        "sglang.jsonl": json.dumps(sglang_line(rec)) + "\n",
+                        "profile_export.json": json.dumps(genai_perf_export(rec))})
+    return _ENGINE
+
+
+def _refit_case(rng: random.Random, work: Path) -> Callable[[], object]:
+    """A stand-in engine's benchmark file (vLLM, SGLang or genai-perf) mutated, its text or its
+    values, and refit end to end: ``easerve calibrate --from-bench`` exits 0, or 2 with one line and
+    nothing written."""
+    files = _engine_files(work)
+    case = work / f"refit-{next(_SERIAL)}"
+    case.mkdir()
+    config = case / "config.toml"
+    config.write_text(files["config.toml"])
+    name = rng.choice(["vllm.json", "sglang.jsonl", "profile_export.json"])
+    text = files[name]
+    if rng.random() < 0.5:
+        text = mutate_text(text, rng)
+    else:
+        data = json.loads(text)
+        mutate_spec(data, rng)
+        text = json.dumps(data) + ("\n" if name.endswith("jsonl") else "")
+    bench = case / name
+    bench.write_text(text, encoding="utf-8", errors="surrogatepass")
+    argv = ["calibrate", "--from-bench", str(bench), "--config", str(config), "--out", str(case / "p.json")]
+    return lambda: _exit_0_or_2(argv, case, keep=(config, bench))
+
+
 def _live_case(rng: random.Random, work: Path) -> Callable[[], object]:
     """A shipped config's ``[live]`` table mutated, read as the live executor reads it."""
     import tomllib
@@ -514,7 +563,7 @@ def _samples_case(rng: random.Random, work: Path) -> Callable[[], object]:
 CASES = {"traces": _trace_case, "specs": _spec_case, "shifts": _shift_case, "configs": _config_case,
          "sizes": _sizes_case, "gpus": _gpu_case, "models": _hf_case, "bench": _bench_case,
          "live": _live_case, "cli": _cli_case, "profiles": _profile_case,
-         "tables": _plan_table_case, "samples": _samples_case}
+         "tables": _plan_table_case, "samples": _samples_case, "refits": _refit_case}
 
 
 def failures(kind: str, cases: int, seed: int) -> tuple[dict[str, str], int]:

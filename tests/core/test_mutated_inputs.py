@@ -3,7 +3,8 @@ specs, shift files, shipped configs (composed and simulated), raw item sizes, GP
 config.json and processor files (imported and priced), benchmark result files, ``[live]`` tables,
 command lines (a valid one mutated and run: exit 0, or 2 with one line and nothing written), profiles
 (loaded, priced and simulated on), the controller's plan tables (run by ``sim --controller``) and
-stage samples (fitted).
+stage samples (fitted), and a stand-in engine's benchmark files refit end to end (``calibrate
+--from-bench``: exit 0, or 2 with one line and nothing written).
 
 Each finding of the first runs is a case here now: a trace whose header opened a quote printed
 the whole file as its column names; spec values divided by zero or filled the host's memory
@@ -34,7 +35,7 @@ def _capped() -> None:
                                              ("configs", 300), ("sizes", 1000), ("gpus", 300),
                                              ("models", 1000), ("bench", 1500), ("live", 1000),
                                              ("cli", 1000), ("profiles", 1000), ("tables", 500),
-                                             ("samples", 500)])
+                                             ("samples", 500), ("refits", 200)])
 def test_mutated_inputs_are_refused_in_one_line_or_taken(kind: str, cases: int) -> None:
     done = subprocess.run([sys.executable, "-m", "tests.core.mutation", kind, str(cases), "2026"], cwd=REPO,
                           capture_output=True, text=True, preexec_fn=_capped, timeout=300, check=False)
