@@ -29,7 +29,7 @@ A sweep SPEC changes the base deployment, tokens joined by ``-``: ``b<B>``
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import signal
 import sys
 from collections.abc import Callable
@@ -50,6 +50,7 @@ from easerve.cli.validate_outputs import write_outputs
 from easerve.resources import load_config
 from easerve_core.config import ExperimentConfig
 from easerve_core.deployment import Deployment, SMSharing, StageGroup
+from runtime.files import read_json
 from runtime.profiles import load_profile_doc
 
 DEFAULT_SWEEP = ("b1-s1-none", "b4-s1-none", "b4-s0.5-dynamic", "b8-s0.5-static", "b4-s0-time-slice")
@@ -228,10 +229,17 @@ def recorded_cores(folders: list[Path], names: list[str]) -> Callable[[str], flo
     cores: dict[str, float] = {}
     for folder in folders:
         path = folder / "summary.json"
-        recorded = json.loads(path.read_text()).get("host_cores", {}) if path.exists() else {}
+        summary = read_json(path, what="validate summary") if path.exists() else {}
+        recorded = summary.get("host_cores", {}) if isinstance(summary, dict) else summary
+        if not isinstance(recorded, dict):
+            raise ValueError(f"{path}: host_cores must be an object (deployment: cores), got {recorded!r:.9}")
         for name in names:
-            if name not in cores and recorded.get(name):
-                cores[name] = float(recorded[name])
+            value = recorded.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                      or not math.isfinite(value) or value < 0):
+                raise ValueError(f"{path}: host_cores.{name} must be a number >= 0, got {value!r:.40}")
+            if name not in cores and value:
+                cores[name] = float(value)
     missing = [n for n in names if n not in cores]
     if missing:
         raise ValueError(f"--live-from: no host cores recorded for {', '.join(missing)} "

@@ -4,7 +4,8 @@ Run as ``python -m tests.core.mutation KIND CASES SEED`` (``KIND``: a key of :da
 model specs, shift files, shipped configs composed and simulated, raw item sizes, GPU specs, models'
 config.json and processor files imported and priced, benchmark result files, ``[live]`` tables,
 command lines run, profiles loaded, priced and simulated on, plan tables run by ``sim --controller``,
-stage samples fitted, a stand-in engine's benchmark files refit by ``calibrate --from-bench``); it
+stage samples fitted, a stand-in engine's benchmark files refit by ``calibrate --from-bench``, an
+earlier report's live trial damaged and judged again by ``validate --live-from``); it
 prints one line per kind of failure (an exception other than ``ValueError``, or a ``ValueError`` of
 several lines or of more than 250 characters past the file's name and before
 a list of the known names) and exits 1 when there is any. ``tests/core/test_mutated_inputs.py``
@@ -369,6 +370,86 @@ def _refit_case(rng: random.Random, work: Path) -> Callable[[], object]:
     return lambda: _exit_0_or_2(argv, case, keep=(config, bench))
 
 
+def _recorded_folder(work: Path) -> Path:
+    """A ``validate`` folder with one live trial of the tiny Qwen2-Audio on the CPU (about 10 s, once a
+    process), and its config and profile beside it."""
+    import contextlib
+    import io
+    import shutil
+
+    from easerve.cli import main
+    from easerve.cli.search_cmd import dump_toml
+    from tests.cli.test_bad_input import CPU_PROFILE, LIVE
+
+    folder = work / "recorded"
+    if not folder.exists():
+        folder.mkdir()
+        (folder / "live.toml").write_text(dump_toml(LIVE))
+        shutil.copy(CPU_PROFILE, folder / "profile.json")
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(["validate", str(folder / "live.toml"), "--profile", str(folder / "profile.json"),
+                         "--out", str(folder / "report"), "--repeats", "1", "--host-cores", "profile"]) == 0
+        summary = json.loads((folder / "report" / "summary.json").read_text())
+        summary["host_cores"] = {"base": 1.5}  # what --host-cores auto replays
+        (folder / "report" / "summary.json").write_text(json.dumps(summary))
+    return folder
+
+
+def _mutate_records(path: Path, rng: random.Random) -> None:
+    """A records table with a column dropped, set to a wild value, or its rows cut or doubled."""
+    import pandas as pd
+
+    frame = pd.read_parquet(path)
+    column = rng.choice(list(frame.columns))
+    op = rng.random()
+    if op < 0.25:
+        frame = frame.drop(columns=[column])
+    elif op < 0.7:
+        wild = rng.choice([-1, 0, 1e300, float("nan"), float("inf"), "x", None, True])
+        rows = frame.index if rng.random() < 0.5 else frame.index[:1]
+        frame[column] = frame[column].astype(object)
+        frame.loc[rows, column] = wild
+    elif op < 0.85:
+        frame = frame.iloc[: rng.randrange(len(frame) + 1)]
+    else:
+        frame = pd.concat([frame, frame.iloc[:2]])
+    try:
+        frame.to_parquet(path)
+    except Exception:  # a column pyarrow cannot type (mixed objects): write it as text instead
+        frame.astype({column: str} if column in frame else {}).to_parquet(path)
+
+
+def _recorded_case(rng: random.Random, work: Path) -> Callable[[], object]:
+    """``validate --live-from`` on an earlier report with one of its files mutated (its summaries, a
+    trial's config, records or other tables, as text or as values, or gone): it exits 0, or 2 with one
+    line and nothing written."""
+    import shutil
+
+    valid = _recorded_folder(work)
+    case = work / f"recorded-{next(_SERIAL)}"
+    shutil.copytree(valid / "report", case / "report")
+    trial = case / "report" / "runs" / "base" / "live-0"
+    target = rng.choice([case / "report" / "summary.json", trial / "summary.json", trial / "config.json",
+                         trial / "records.parquet", trial / "records.parquet", trial / "stage_log.parquet"])
+    op = rng.random()
+    if op < 0.1:
+        target.unlink()
+    elif target.suffix == ".parquet" and op < 0.8:
+        _mutate_records(target, rng)
+    elif target.suffix == ".json" and op < 0.6:
+        data = json.loads(target.read_text())
+        mutate_spec(data, rng)
+        target.write_text(json.dumps(data))
+    else:
+        raw = target.read_bytes()
+        text = mutate_text(raw.decode("latin-1"), rng)
+        target.write_bytes(text.encode("latin-1", errors="replace"))
+    cores = rng.choice(["profile", "auto", "2"])
+    argv = ["validate", str(valid / "live.toml"), "--profile", str(valid / "profile.json"), "--out",
+            str(case / "out"), "--live-from", str(case / "report"), "--host-cores", cores]
+    return lambda: _exit_0_or_2(argv, case, keep=(case / "report",))
+
+
 def _live_case(rng: random.Random, work: Path) -> Callable[[], object]:
     """A shipped config's ``[live]`` table mutated, read as the live executor reads it."""
     import tomllib
@@ -563,7 +644,8 @@ def _samples_case(rng: random.Random, work: Path) -> Callable[[], object]:
 CASES = {"traces": _trace_case, "specs": _spec_case, "shifts": _shift_case, "configs": _config_case,
          "sizes": _sizes_case, "gpus": _gpu_case, "models": _hf_case, "bench": _bench_case,
          "live": _live_case, "cli": _cli_case, "profiles": _profile_case,
-         "tables": _plan_table_case, "samples": _samples_case, "refits": _refit_case}
+         "tables": _plan_table_case, "samples": _samples_case, "refits": _refit_case,
+         "recorded": _recorded_case}
 
 
 def failures(kind: str, cases: int, seed: int) -> tuple[dict[str, str], int]:
