@@ -58,6 +58,8 @@ def handoff_delays(log: pd.DataFrame, records: pd.DataFrame) -> pd.DataFrame:
     starts_of = {key: np.sort(g["start_s"].to_numpy(float)) for key, g in log.groupby(["group", "worker"])}
 
     def went_on(group: str, worker: Any, sent: float) -> bool:
+        if pd.isna(worker):  # a record naming no sender (a run folder edited by hand): no hand-off seen
+            return False
         starts = starts_of.get((group, int(worker)), np.empty(0))
         i = int(np.searchsorted(starts, sent))
         return i < len(starts) and starts[i] <= sent + BUSY_WINDOW_S

@@ -32,8 +32,10 @@ from calibration.loop.samples import CPU_SHARE_STEPS, held_out_error
 from calibration.loop.stalls import find_pauses, fit_stalls, pause_summary
 from calibration.loop.warmup import fit_warmup, lane_excess, warmup_rows, warmup_summary
 from easerve_core.profile import ProfileDoc
+from easerve_core.result import STAGE_LOG_COLUMNS
 from live.zoo import ModelSpec, build_model
 from runtime.files import read_json
+from runtime.results import read_records, read_table
 from sim.host_effects import WARMUP_LANES
 
 #: host-model fields the refit measures from the traces' batch changes and hand-offs
@@ -52,11 +54,19 @@ def read_run(folder: Path) -> Run:
     model = config.get("model") if isinstance(config, dict) else None
     if not isinstance(model, dict) or not isinstance(model.get("name"), str):
         raise ValueError(f"{cfg_path}: not a run's config (no [model] name)")
+    if not isinstance(model.get("size", "full"), str):
+        raise ValueError(f"{cfg_path}: [model] size must be a string, got {model['size']!r:.40}")
     if not isinstance(config.get("deployment", {}), dict):
         raise ValueError(f"{cfg_path}: deployment must be a table")
     rec_path = folder / "records.parquet"
-    records = pd.read_parquet(rec_path) if rec_path.exists() else None
-    return pd.read_parquet(log_path), config, records
+    records = read_records(rec_path) if rec_path.exists() else None
+    log = read_table(log_path, STAGE_LOG_COLUMNS)
+    for column in ("stage", "group"):  # a stage the refit does not fit (local-prefill) is left out
+        if column in log and log[column].isna().any():
+            raise ValueError(f"{log_path}: column {column!r} must name every batch's {column}")
+    if (log["batch_size"] < 1).any() or (log["end_s"] < log["start_s"]).any():
+        raise ValueError(f"{log_path}: every batch needs batch_size >= 1 and end_s >= start_s")
+    return log, config, records
 
 
 def refit_from_runs(runs: Sequence[Run], base: ProfileDoc | None, *, created: str,

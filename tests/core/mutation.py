@@ -5,7 +5,8 @@ model specs, shift files, shipped configs composed and simulated, raw item sizes
 config.json and processor files imported and priced, benchmark result files, ``[live]`` tables,
 command lines run, profiles loaded, priced and simulated on, plan tables run by ``sim --controller``,
 stage samples fitted, a stand-in engine's benchmark files refit by ``calibrate --from-bench``, an
-earlier report's live trial damaged and judged again by ``validate --live-from``); it
+earlier report's live trial damaged and judged again by ``validate --live-from`` or refit by
+``calibrate --from-runs``); it
 prints one line per kind of failure (an exception other than ``ValueError``, or a ``ValueError`` of
 several lines or of more than 250 characters past the file's name and before
 a list of the known names) and exits 1 when there is any. ``tests/core/test_mutated_inputs.py``
@@ -419,18 +420,9 @@ def _mutate_records(path: Path, rng: random.Random) -> None:
         frame.astype({column: str} if column in frame else {}).to_parquet(path)
 
 
-def _recorded_case(rng: random.Random, work: Path) -> Callable[[], object]:
-    """``validate --live-from`` on an earlier report with one of its files mutated (its summaries, a
-    trial's config, records or other tables, as text or as values, or gone): it exits 0, or 2 with one
-    line and nothing written."""
-    import shutil
-
-    valid = _recorded_folder(work)
-    case = work / f"recorded-{next(_SERIAL)}"
-    shutil.copytree(valid / "report", case / "report")
-    trial = case / "report" / "runs" / "base" / "live-0"
-    target = rng.choice([case / "report" / "summary.json", trial / "summary.json", trial / "config.json",
-                         trial / "records.parquet", trial / "records.parquet", trial / "stage_log.parquet"])
+def _damage(name: str, folder: Path, rng: random.Random) -> None:
+    """``folder / name`` removed, its table's values or JSON's entries mutated, or its bytes."""
+    target = folder / name
     op = rng.random()
     if op < 0.1:
         target.unlink()
@@ -441,13 +433,42 @@ def _recorded_case(rng: random.Random, work: Path) -> Callable[[], object]:
         mutate_spec(data, rng)
         target.write_text(json.dumps(data))
     else:
-        raw = target.read_bytes()
-        text = mutate_text(raw.decode("latin-1"), rng)
+        text = mutate_text(target.read_bytes().decode("latin-1"), rng)
         target.write_bytes(text.encode("latin-1", errors="replace"))
+
+
+def _recorded_case(rng: random.Random, work: Path) -> Callable[[], object]:
+    """``validate --live-from`` on an earlier report with one of its files mutated (its summaries, a
+    trial's config, records or other tables, as text or as values, or gone): it exits 0, or 2 with one
+    line and nothing written."""
+    import shutil
+
+    valid = _recorded_folder(work)
+    case = work / f"recorded-{next(_SERIAL)}"
+    shutil.copytree(valid / "report", case / "report")
+    trial = case / "report" / "runs" / "base" / "live-0"
+    folder, name = rng.choice([(case / "report", "summary.json"), (trial, "summary.json"),
+                               (trial, "config.json"), (trial, "records.parquet"), (trial, "records.parquet"),
+                               (trial, "stage_log.parquet")])
+    _damage(name, folder, rng)
     cores = rng.choice(["profile", "auto", "2"])
     argv = ["validate", str(valid / "live.toml"), "--profile", str(valid / "profile.json"), "--out",
             str(case / "out"), "--live-from", str(case / "report"), "--host-cores", cores]
     return lambda: _exit_0_or_2(argv, case, keep=(case / "report",))
+
+
+def _runs_case(rng: random.Random, work: Path) -> Callable[[], object]:
+    """``calibrate --from-runs`` on a live trial with one of its files damaged (as in ``recorded``)."""
+    import shutil
+
+    valid = _recorded_folder(work)
+    case = work / f"runs-{next(_SERIAL)}"
+    shutil.copytree(valid / "report" / "runs" / "base" / "live-0", case / "trial")
+    _damage(rng.choice(["summary.json", "config.json", "records.parquet", "stage_log.parquet",
+                        "stage_log.parquet"]), case / "trial", rng)
+    argv = ["calibrate", "--from-runs", str(case / "trial"), "--profile", str(valid / "profile.json"),
+            "--out", str(case / "p.json")]
+    return lambda: _exit_0_or_2(argv, case, keep=(case / "trial",))
 
 
 def _live_case(rng: random.Random, work: Path) -> Callable[[], object]:
@@ -645,7 +666,7 @@ CASES = {"traces": _trace_case, "specs": _spec_case, "shifts": _shift_case, "con
          "sizes": _sizes_case, "gpus": _gpu_case, "models": _hf_case, "bench": _bench_case,
          "live": _live_case, "cli": _cli_case, "profiles": _profile_case,
          "tables": _plan_table_case, "samples": _samples_case, "refits": _refit_case,
-         "recorded": _recorded_case}
+         "recorded": _recorded_case, "runs": _runs_case}
 
 
 def failures(kind: str, cases: int, seed: int) -> tuple[dict[str, str], int]:

@@ -5,7 +5,7 @@ command lines (a valid one mutated and run: exit 0, or 2 with one line and nothi
 (loaded, priced and simulated on), the controller's plan tables (run by ``sim --controller``) and
 stage samples (fitted), a stand-in engine's benchmark files refit end to end (``calibrate
 --from-bench``: exit 0, or 2 with one line and nothing written), and an earlier report's live trial
-damaged and judged again (``validate --live-from``, likewise).
+damaged and judged again (``validate --live-from``) or refit (``calibrate --from-runs``), likewise.
 
 Each finding of the first runs is a case here now: a trace whose header opened a quote printed
 the whole file as its column names; spec values divided by zero or filled the host's memory
@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 MEMORY_BYTES = 4 << 30
 #: kinds that need more address space: ``recorded`` runs one live trial, whose worker processes
 #: (torch) map about 6 GB each before they touch it
-MEMORY_BYTES_OF = {"recorded": 8 << 30}
+MEMORY_BYTES_OF = {"recorded": 8 << 30, "runs": 8 << 30}
 
 
 def _capped(limit: int) -> Callable[[], None]:
@@ -40,7 +40,8 @@ def _capped(limit: int) -> Callable[[], None]:
                                              ("configs", 300), ("sizes", 1000), ("gpus", 300),
                                              ("models", 1000), ("bench", 1500), ("live", 1000),
                                              ("cli", 1000), ("profiles", 1000), ("tables", 500),
-                                             ("samples", 500), ("refits", 200), ("recorded", 100)])
+                                             ("samples", 500), ("refits", 200), ("recorded", 100),
+                                             ("runs", 60)])
 def test_mutated_inputs_are_refused_in_one_line_or_taken(kind: str, cases: int) -> None:
     done = subprocess.run([sys.executable, "-m", "tests.core.mutation", kind, str(cases), "2026"], cwd=REPO,
                           capture_output=True, text=True, timeout=300, check=False,

@@ -90,3 +90,50 @@ def test_recorded_host_cores_that_are_not_numbers_are_named(tmp_path, cores, mat
         recorded_cores([tmp_path], ["base"])
     (tmp_path / "summary.json").write_text(json.dumps({"host_cores": {"base": 1.5}}))
     assert recorded_cores([tmp_path], ["base"])("base") == 1.5
+
+
+def _log(change: Callable[[pd.DataFrame], None]) -> Callable[[Path], None]:
+    def apply(path: Path) -> None:
+        frame = pd.read_parquet(path / "stage_log.parquet")
+        change(frame)
+        frame.to_parquet(path / "stage_log.parquet")
+    return apply
+
+
+@pytest.mark.parametrize(("damage", "match"), [
+    (_log(lambda f: f.__setitem__("batch_size", 0)), "batch_size >= 1 and end_s >= start_s"),
+    (_log(lambda f: f.__setitem__("end_s", f["start_s"] - 1e-3)), "batch_size >= 1 and end_s >= start_s"),
+    (_log(lambda f: f.__setitem__("stage", None)), "column 'stage' must name every batch's stage"),
+    (_log(lambda f: f.__setitem__("tokens", -5)), "column 'tokens' must hold finite values >= 0"),
+    (lambda p: (p / "config.json").write_text(json.dumps({"model": {"name": "qwen2-audio", "size": [1]}})),
+     r"\[model\] size must be a string"),
+])
+def test_a_damaged_run_folder_is_refused_by_the_refit_too(folder, tmp_path, damage, match):
+    """``calibrate --from-runs`` reads the same folders (``refit_profile.read_run``); found by the
+    mutation kind ``runs``: a batch of size 0 divided by zero, an unknown stage reached pandas' NA
+    truth test, a size that was a list reached a set."""
+    from calibration.loop.refit_profile import read_run
+
+    copy = tmp_path / "run"
+    copy.mkdir()
+    for file in folder.iterdir():
+        (copy / file.name).write_bytes(file.read_bytes())
+    (copy / "config.json").write_text(json.dumps({"model": {"name": "qwen2-audio", "size": "tiny"}}))
+    read_run(copy)
+    damage(copy)
+    with pytest.raises(ValueError, match=match):
+        read_run(copy)
+
+
+def test_a_hand_off_whose_record_names_no_sender_is_not_counted():
+    """Found by the mutation kind ``runs``: a remote record without its encode worker reached ``int()``."""
+    from calibration.loop.handoffs import handoff_delays
+
+    log = pd.DataFrame({"stage": ["encode", "prefill"], "group": ["encode", "prefill"], "worker": [0, 0],
+                        "start_s": [0.0, 0.5], "end_s": [0.4, 0.9], "batch_size": [1, 1], "tokens": [8, 20]})
+    records = pd.DataFrame({"status": ["ok"], "route": ["remote"], "prefill_worker": [0],
+                            "encode_worker": pd.array([None], dtype="Int64"), "encode_end_s": [0.4],
+                            "prefill_start_s": [0.5], "mm_tokens": [8], "decode_worker": pd.array([None],
+                                                                                             dtype="Int64")})
+    table = handoff_delays(log, records)
+    assert table["sender_busy"].tolist() == [False]  # the hand-off is seen; its sender is not known
