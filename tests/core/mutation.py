@@ -51,6 +51,13 @@ TRACES = {
                       '"mm_tokens_per_item": [2928]}\n'
                       '{"request_id": 7, "arrival_s": 0.5, "modality": "text", "prompt_tokens": 10, '
                       '"output_tokens": 3, "mm_tokens_per_item": []}\n'),
+    "easerve-pooled": ("pooled.csv", "arrival_s,modality,prompt_tokens,output_tokens,mm_tokens_per_item,"
+                                     "encode_tokens_per_item\n0.0,image,128,64,7371,27135\n"
+                                     "0.5,image,100,32,2929;5967,2929;5967\n1.25,text,300,20,,\n"),
+    "easerve-pooled-jsonl": ("pooled.jsonl",
+                             '{"arrival_s": 0.0, "modality": "image", "prompt_tokens": 128, '
+                             '"output_tokens": 64, "mm_tokens_per_item": [7371], '
+                             '"encode_tokens_per_item": [27135]}\n'),
 }
 #: what a mutation inserts into a trace's text
 PIECES = ["", ",", "\n", '"', "{", "}", "[", "]", ":", "-1", "1e400", "nan", "inf", "0", "x", "\x00",
@@ -108,7 +115,7 @@ def _trace_case(rng: random.Random, work: Path) -> Callable[[], object]:
 
     kind = rng.choice(sorted(TRACES))
     name, text = TRACES[kind]
-    fmt = kind.removesuffix("-jsonl")
+    fmt = kind.split("-")[0]  # easerve-jsonl, easerve-pooled: our own format
     path = work / name
     path.write_text(mutate_text(text, rng), encoding="utf-8", errors="surrogatepass")
     table = {"mix": "llava-image", "trace": str(path), "trace_format": fmt}
