@@ -150,7 +150,8 @@ def resolve_workload(workload: WorkloadSpec, model: str) -> WorkloadSpec:
     processor = processor_of(model, workload.sizes.key)
     name = model_spec(model).name
     tokens = item_tokens(processor, workload.sizes)
-    unpooled = item_tokens(processor, workload.sizes, pooled=False)
+    pooling = RULES[processor.kind].unpooled is not None
+    unpooled = item_tokens(processor, workload.sizes, pooled=False) if pooling else tokens
     return workload.with_size_tokens(tokens, f"{name} processor: {RULES[processor.kind].what}",
                                      unpooled if unpooled != tokens else ())
 

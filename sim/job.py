@@ -46,8 +46,7 @@ class Job:
     def __init__(self, req: Request, index: int) -> None:
         self.req = req
         self.index = index  # the request's row in the RecordTable
-        #: what the encoder works on per item (LM tokens before any pooling: Request.encode_items)
-        self.items = req.encode_tokens_per_item or req.mm_tokens_per_item
+        self.items = req.encode_items  # what the encoder works on per item (before any pooling)
         self.mm_tokens = sum(req.mm_tokens_per_item)
         self.input_tokens = req.prompt_tokens + self.mm_tokens
         #: KV a decode worker reserves for the whole sequence (no preemption)

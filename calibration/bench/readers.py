@@ -248,14 +248,17 @@ def _int(path: Path, field: str, i: int, value: Any) -> int:
     return value
 
 
-def _ns(path: Path, field: str, i: int, value: Any, *, key: str = "") -> float:
-    """A genai-perf time stamp (nanoseconds since the epoch): a finite number >= 0."""
+def _time(path: Path, where: str, value: Any, unit: str) -> float:
+    """A time (``unit``: seconds, or a genai-perf stamp in nanoseconds): a finite number >= 0, given
+    as a number (a string is not one here)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{path}: {field}[{i}]{key} must be nanoseconds >= 0, got {value!r:.40}")
+        raise ValueError(f"{path}: {where} must be {unit} >= 0, got {value!r:.40}")
     return float(value)
+
+
+def _ns(path: Path, field: str, i: int, value: Any, *, key: str = "") -> float:
+    return _time(path, f"{field}[{i}]{key}", value, "nanoseconds")
 
 
 def _seconds(path: Path, field: str, i: int, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{path}: {field}[{i}] must be seconds >= 0, got {value!r}")
-    return float(value)
+    return _time(path, f"{field}[{i}]", value, "seconds")
