@@ -179,7 +179,7 @@ class TypicalRequest(PooledItems):
     prompt_tokens: int
     output_tokens: int
     mm_tokens_per_item: tuple[int, ...]
-    #: the items' tokens before pooling, where the model pools after its projector (the encoder's
+    #: the items' tokens before unpadding and pooling, where the model does either (the encoder's
     #: work: ``Request.encode_tokens_per_item``); empty: ``mm_tokens_per_item``
     encode_tokens_per_item: tuple[int, ...] = ()
 

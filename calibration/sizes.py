@@ -28,29 +28,41 @@ from easerve_core.workload.sizes import RawItem
 @dataclass(frozen=True, slots=True)
 class Rule:
     """One processor rule: what it is called, the raw-size keys it takes, one item's tokens, and
-    (``unpooled``, where the rule pools features after the projector) its tokens before pooling:
-    the encoder's work."""
+    (``encoded``, where the rule cuts or pools features after the projector) the item's tokens
+    before that: the encoder's work, in the units of the spec's item mapping."""
 
     what: str
     takes: tuple[str, ...]
     tokens: Callable[[ProcessorSpec, RawItem], int]
-    unpooled: Callable[[ProcessorSpec, RawItem], int] | None = None
+    encoded: Callable[[ProcessorSpec, RawItem], int] | None = None
 
 
-def _anyres(p: ProcessorSpec, item: RawItem, *, pooled: bool = True) -> int:
+def _anyres(p: ProcessorSpec, item: RawItem) -> int:
     if isinstance(item, VideoClip):  # LLaVA-OneVision: the frames as they are given or sampled at fps
-        frames = item.frames or rules.sampled_frames(item.seconds, item.fps)
-        return rules.llava_onevision_video_tokens(frames, tile_px=p.tile_px, patch_px=p.patch_px,
-                                                  pool=p.video_frame_pool, pooled=pooled)
+        return rules.llava_onevision_video_tokens(_frames(item), tile_px=p.tile_px, patch_px=p.patch_px,
+                                                  pool=p.video_frame_pool)
     assert isinstance(item, ImageSize)
     return rules.llava_next_tokens(item.width_px, item.height_px, tile_px=p.tile_px, patch_px=p.patch_px,
                                    pinpoints=p.pinpoints_px, base_extra=p.base_extra_tokens,
-                                   anyres_max=p.anyres_max if pooled else 0)
+                                   anyres_max=p.anyres_max)
 
 
-def _anyres_unpooled(p: ProcessorSpec, item: RawItem) -> int:
-    """LLaVA-OneVision: the tower and projector see every tile; ``anyres_max`` pools after them."""
-    return _anyres(p, item, pooled=False)
+def _anyres_encoded(p: ProcessorSpec, item: RawItem) -> int:
+    """The tower encodes every tile of the grid an image is padded to, and every frame of a clip;
+    LLaVA-NeXT removes the padding's features after it, LLaVA-OneVision's ``anyres_max`` and
+    frame pooling shrink them after it. Counted as the ``tiles`` item mapping reads them back."""
+    if isinstance(item, VideoClip):  # one tower forward a frame; the first stands where the base view does
+        tiles = _frames(item) - 1
+    else:
+        assert isinstance(item, ImageSize)
+        tiles = rules.llava_grid_tiles(item.width_px, item.height_px, tile_px=p.tile_px,
+                                       pinpoints=p.pinpoints_px)
+    return rules.llava_tower_tokens(tiles, tile_px=p.tile_px, patch_px=p.patch_px,
+                                    base_extra=p.base_extra_tokens)
+
+
+def _frames(clip: VideoClip) -> int:
+    return clip.frames or rules.sampled_frames(clip.seconds, clip.fps)
 
 
 def _qwen(p: ProcessorSpec, item: RawItem) -> int:
@@ -92,7 +104,7 @@ def _whisper(p: ProcessorSpec, item: RawItem) -> int:
 #: processor kind -> its rule
 RULES: Mapping[str, Rule] = {
     "anyres": Rule("LLaVA-NeXT anyres grid; LLaVA-OneVision's pooled frames", ("images", "videos"), _anyres,
-                   _anyres_unpooled),
+                   _anyres_encoded),
     "qwen": Rule("Qwen resize to merged patches within pixel bounds", ("images", "videos"), _qwen),
     "fixed": Rule("fixed tokens per image", ("images",), _fixed),
     "split": Rule("Idefics3 longest side scaled, split into tiles, plus a global view", ("images",), _split),
@@ -127,12 +139,13 @@ def takes_of(processor: ProcessorSpec) -> tuple[str, ...]:
     return takes
 
 
-def item_tokens(processor: ProcessorSpec, sizes: RawSizes, *, pooled: bool = True) -> tuple[int, ...]:
-    """LM tokens of each raw item under ``processor``'s rule; ``pooled=False``: before the rule's
-    pooling after the projector (the encoder's work; the same where the rule pools nothing)."""
+def item_tokens(processor: ProcessorSpec, sizes: RawSizes, *, encoder: bool = False) -> tuple[int, ...]:
+    """LM tokens of each raw item under ``processor``'s rule; ``encoder=True``: the tokens before
+    the rule cuts or pools features after the projector (the encoder's work; the same where the
+    rule does neither)."""
     rule = RULES[processor.kind]
-    count = rule.tokens if pooled or rule.unpooled is None else rule.unpooled
-    what = "LM tokens" if pooled else "LM tokens before pooling"
+    count = rule.encoded if encoder and rule.encoded is not None else rule.tokens
+    what = "tokens before unpadding and pooling" if encoder else "LM tokens"
     out = []
     for i, item in enumerate(sizes.items):
         tokens = count(processor, item)
@@ -150,10 +163,14 @@ def resolve_workload(workload: WorkloadSpec, model: str) -> WorkloadSpec:
     processor = processor_of(model, workload.sizes.key)
     name = model_spec(model).name
     tokens = item_tokens(processor, workload.sizes)
-    pooling = RULES[processor.kind].unpooled is not None
-    unpooled = item_tokens(processor, workload.sizes, pooled=False) if pooling else tokens
+    if RULES[processor.kind].encoded is None:
+        return workload.with_size_tokens(tokens, f"{name} processor: {RULES[processor.kind].what}")
+    encoded = item_tokens(processor, workload.sizes, encoder=True)
+    # kept only where the LM tokens would price the encoder otherwise (a padded grid, a pooled one)
+    segments = model_spec(model).mapping.segments
+    differ = any(segments(e) != segments(t) for e, t in zip(encoded, tokens, strict=True))
     return workload.with_size_tokens(tokens, f"{name} processor: {RULES[processor.kind].what}",
-                                     unpooled if unpooled != tokens else ())
+                                     encoded if differ else ())
 
 
 def resolve_sizes(config: ExperimentConfig) -> ExperimentConfig:

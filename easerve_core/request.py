@@ -78,7 +78,7 @@ def encode_tokens(values: Iterable[Any], count: int, name: str, *, per: str = "i
 
 class PooledItems:
     """What a request-like value with ``mm_tokens_per_item`` and ``encode_tokens_per_item`` (the
-    items' tokens before a model's pooling; empty: none pooled) says of its encoder's work:
+    items' tokens before a model cuts or pools features; empty: neither) says of its encoder's work:
     :class:`Request`, ``capacity.RequestShape``, a model spec's ``TypicalRequest``."""
 
     __slots__ = ()
@@ -104,9 +104,10 @@ class Request(PooledItems):
     ``mm_tokens_per_item`` holds the LM tokens each multimodal item (image,
     video clip, audio clip) becomes after the encoder and projector; it is
     empty for a text-only request. ``encode_tokens_per_item``, where a model
-    pools an item's features after its projector (LLaVA-OneVision), holds each
-    item's LM tokens before that pooling: the encoder's work, which the LM
-    tokens no longer tell (:class:`PooledItems`; empty: none pooled).
+    cuts or pools an item's features after its projector (LLaVA-NeXT's
+    unpadding, LLaVA-OneVision's ``anyres_max``), holds each item's tokens
+    before that: the encoder's work, which the LM tokens no longer tell
+    (:class:`PooledItems`; empty: nothing cut or pooled).
     """
 
     request_id: int

@@ -62,6 +62,22 @@ def llava_next_tokens(
     return per_side * per_side + base_extra + features + newlines
 
 
+def llava_grid_tiles(width: int, height: int, *, tile_px: int, pinpoints: Sequence[Sequence[int]]) -> int:
+    """The tiles of the grid LLaVA-NeXT pads an image to, the base view not counted: the processor
+    crops all of them and the tower encodes every one, however much of the grid is padding."""
+    grid_h, grid_w = select_best_resolution(height, width, pinpoints)
+    return (grid_h // tile_px) * (grid_w // tile_px)
+
+
+def llava_tower_tokens(tiles: int, *, tile_px: int, patch_px: int, base_extra: int = 0) -> int:
+    """The encoder's work of a base view and ``tiles`` more tower forwards, in the units of the
+    ``tiles`` item mapping (:class:`calibration.specs.ItemMapping`): the base view's tokens, then
+    each tile as its rows of features with one newline each, before any are unpadded or pooled.
+    The mapping reads it back as exactly ``1 + tiles`` forwards (up to its ``max_tiles``)."""
+    per_side = tile_px // patch_px
+    return per_side * per_side + base_extra + tiles * per_side * (per_side + 1)
+
+
 def llava_onevision_video_tokens(frames: int, *, tile_px: int, patch_px: int, pool: int,
                                  pooled: bool = True) -> int:
     """LM tokens of one clip under LLaVA-OneVision: every frame is one tile whose ``tile/patch``

@@ -99,11 +99,14 @@ def clip_anyres(tower: Keys, top: Keys, lm_hidden: int, *, siglip: bool, anyres:
     if siglip:
         pooled = onevision_pooling(top, processor, notes, grid)
         if pooled != tokens:  # the LM gets the pooled tokens; the tower still encodes every tile
+            tower_tokens = rules.llava_tower_tokens(tiles, tile_px=size, patch_px=patch,
+                                                    base_extra=base - side * side)
             return Tower(
                 enc, mapping,
                 derived(pooled, f"one {grid[1]}x{grid[0]} image -> {pooled} LM tokens, pooled to anyres_max"),
                 notes, processor,
-                derived(tokens, f"before pooling: {tokens} LM tokens, {1 + tiles} tower forwards"))
+                derived(tower_tokens, f"before pooling: the base view and {tiles} tiles, {1 + tiles} tower "
+                                      f"forwards, at {side} rows x ({side} features + 1 newline) a tile"))
     return Tower(
         enc,
         mapping,

@@ -67,10 +67,11 @@ class RequestMix:
         modality: the requests' modality.
         item_tokens: LM tokens per multimodal item, one value per choice.
         item_weights: relative weights of ``item_tokens`` (uniform if empty).
-        item_encode_tokens: where the model pools an item's features after
-            its projector (LLaVA-OneVision's ``anyres_max``), the LM tokens
-            each choice would be before pooling: the encoder's work
-            (``Request.encode_tokens_per_item``); empty: ``item_tokens``.
+        item_encode_tokens: where the model cuts or pools an item's features
+            after its projector (LLaVA-NeXT's unpadding, LLaVA-OneVision's
+            ``anyres_max``), the tokens each choice would be before that: the
+            encoder's work (``Request.encode_tokens_per_item``); empty:
+            ``item_tokens``.
         items_per_request: [min, max] items per request (inclusive).
         prompt_tokens: [min, max] text prompt tokens, uniform.
         output_tokens: [min, max] output tokens, uniform.
@@ -164,7 +165,7 @@ class RequestMix:
 
     def draw_item_lists(self, n: int, rng: np.random.Generator) -> list[tuple[Items, Items]]:
         """``n`` requests' items at once, every count first, then every item (for long traces): each
-        request's (LM tokens, encoder's tokens) per item, the second empty unless the mix pools."""
+        request's (LM tokens, encoder's tokens) per item, the second empty unless the mix has them."""
         if self.modality is Modality.TEXT:
             return [((), ())] * n
         lo, hi = self.items_per_request

@@ -78,8 +78,9 @@ class RawSizes:
 
     ``tokens`` (one per item) and ``rule`` (what computed them, for the
     user) are empty until :meth:`resolved`. ``encode_tokens``, where the
-    rule pools features after the projector (LLaVA-OneVision), holds each
-    item's tokens before pooling: the encoder's work (empty: none pooled).
+    rule cuts or pools features after the projector (LLaVA-NeXT's unpadding,
+    LLaVA-OneVision's ``anyres_max``), holds each item's tokens before that:
+    the encoder's work (empty: nothing cut or pooled).
     """
 
     key: str
@@ -106,7 +107,7 @@ class RawSizes:
 
     def describe(self) -> str:
         """One line: each item and its LM tokens (after :meth:`resolved`), and the encoder's
-        tokens before pooling where they differ."""
+        tokens before unpadding and pooling where they differ."""
         tower = self.encode_tokens or self.tokens
         pairs = ", ".join(f"{item.label()} -> {t:,}" + (f" (encoder: {e:,})" if e != t else "")
                           for item, t, e in zip(self.items, self.tokens, tower, strict=True))

@@ -124,7 +124,7 @@ class WorkloadSpec:
     def with_size_tokens(self, tokens: tuple[int, ...], rule: str,
                          encode_tokens: tuple[int, ...] = ()) -> WorkloadSpec:
         """The workload with its raw sizes resolved to ``tokens`` (one per item) by ``rule``;
-        ``encode_tokens``: each item's tokens before the model's pooling (empty: it pools none)."""
+        ``encode_tokens``: each item's tokens before the model cuts or pools features (empty: neither)."""
         if self.sizes is None:
             raise ValueError("the workload gives no raw sizes to resolve")
         sizes = self.sizes.resolved(tokens, rule, encode_tokens)

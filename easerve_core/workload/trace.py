@@ -3,8 +3,8 @@
 A trace is CSV or JSONL (by file suffix), one request per row, with the
 columns ``arrival_s, modality, prompt_tokens, output_tokens,
 mm_tokens_per_item`` and optionally ``request_id`` and
-``encode_tokens_per_item`` (each item's tokens before the model's pooling:
-the encoder's work, ``Request.encode_tokens_per_item``; written only where a
+``encode_tokens_per_item`` (each item's tokens before the model cuts or pools
+features after its projector: the encoder's work, ``Request.encode_tokens_per_item``; written only where a
 request has them). In CSV, ``mm_tokens_per_item`` is a ``;``-separated list
 ("2928;1948"), empty for text; in JSONL it is a list. Rows are renumbered when they carry no ids. A
 malformed row is refused with its line number and field, and so is a row a
@@ -36,7 +36,7 @@ from easerve_core.text import TextSink, csv_rows, jsonl_objects
 
 TRACE_FIELDS = ("request_id", "arrival_s", "modality", "prompt_tokens", "output_tokens",
                 "mm_tokens_per_item")
-#: what a trace may hold: :data:`TRACE_FIELDS` and the items' tokens before pooling
+#: what a trace may hold: :data:`TRACE_FIELDS` and the items' tokens before unpadding and pooling
 KNOWN_FIELDS = (*TRACE_FIELDS, "encode_tokens_per_item")
 
 

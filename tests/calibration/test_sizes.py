@@ -296,17 +296,59 @@ def test_an_imported_llava_onevision_pools_large_images_as_its_processor_does(tm
     assert _tokens({"images": sizes}, spec) == expected
 
 
-ONEVISION = str(Path(__file__).parents[2] / "easerve" / "configs" / "specs" / "models"
-                / "llava-onevision-qwen2-7b.json")
+SPECS = Path(__file__).parents[2] / "easerve" / "configs" / "specs" / "models"
+ONEVISION = str(SPECS / "llava-onevision-qwen2-7b.json")
 
 
-def test_llava_onevision_prices_its_encoder_on_the_tiles_before_pooling(
+def _crops(family: str, pinpoints: object, tile: int, sizes: list[list[int]]) -> list[int]:
+    """Tower forwards per image: the crops ``transformers``' own image processor makes of a blank
+    image of each size (the base view and every tile of the grid it is padded to)."""
+    if family == "llava_next":
+        from transformers.models.llava_next.image_processing_pil_llava_next import (
+            LlavaNextImageProcessorPil as Processor,
+        )
+        size: dict[str, int] = {"shortest_edge": tile}
+    else:
+        from transformers.models.llava_onevision.image_processing_pil_llava_onevision import (
+            LlavaOnevisionImageProcessorPil as Processor,
+        )
+        size = {"height": tile, "width": tile}
+    proc = Processor(image_grid_pinpoints=pinpoints, size=size, crop_size={"height": tile, "width": tile})
+    blanks = [np.zeros((h, w, 3), dtype=np.uint8) for w, h in sizes]
+    return [int(proc(images=[image], return_tensors="np")["pixel_values"].shape[1]) for image in blanks]
+
+
+@pytest.mark.parametrize("model", ["llava-v1.6-34b", str(SPECS / "llava-v1.6-vicuna-13b.json")])
+def test_llava_next_prices_its_encoder_on_every_tile_of_the_padded_grid(model: str) -> None:
+    """LLaVA-NeXT pads an image to its grid, and the tower encodes every tile before the padding's
+    features are removed: a 4:3 or 16:9 image on the 672x672 grid leaves fewer LM tokens than
+    the five tiles it costs. Raw sizes keep the encoder's tokens, which the item mapping reads back
+    as ``transformers``' own crop count, where the LM tokens alone would give another."""
+    from calibration.specs import model_spec
+
+    spec = model_spec(model)
+    assert spec.processor is not None
+    pins, tile = [list(p) for p in spec.processor.pinpoints_px], spec.processor.tile_px
+    sizes = [[672, 672], [640, 480], [1280, 720], [720, 1280], [1008, 336], [300, 90], [4032, 3024]]
+    mix = resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, "images": sizes}), model).mix
+    forwards = [len(spec.mapping.segments(t)) for t in mix.item_encode_tokens]
+    assert forwards == _crops("llava_next", pins, tile, sizes) == [5, 5, 5, 5, 4, 3, 5]
+    assert [len(spec.mapping.segments(t)) for t in mix.item_tokens] == [5, 4, 4, 4, 4, 3, 4]  # one short
+    # an image whose LM tokens already give its tiles carries no second list
+    square = resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, "images": [[672, 672], [1008, 336]]}),
+                              model).mix
+    assert square.item_encode_tokens == ()
+
+
+def test_llava_onevision_prices_its_encoder_on_every_tile_it_encodes(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``anyres_max`` pools a large image's features after the tower has encoded every tile: the mix
-    keeps each item's tokens before pooling (the processor's own count with pooling off), and both
-    the simulator's encoder and the capacity screen work on them, not on the pooled LM tokens."""
+    """``anyres_max`` pools a large image's features, and unpadding removes the padding's, after
+    the tower has encoded every tile: the mix keeps each item's encoder tokens (the item mapping
+    reads them back as the processor's own crop count), and both the simulator's encoder and the
+    capacity screen work on them, not on the pooled LM tokens."""
     from transformers import LlavaOnevisionProcessor
 
+    from calibration.specs import model_spec
     from easerve_core.has.screen import typical_shape
 
     table = json.loads(Path(ONEVISION).read_text())["processor"]
@@ -314,20 +356,20 @@ def test_llava_onevision_prices_its_encoder_on_the_tiles_before_pooling(
     proc = LlavaOnevisionProcessor.__new__(LlavaOnevisionProcessor)  # only the token-count arithmetic
     proc.num_image_tokens = (tile // patch) ** 2
     proc.image_processor = type("IP", (), {"image_grid_pinpoints": table["pinpoints_px"]["value"]})()
+    proc.vision_aspect_ratio = f"anyres_max_{table['anyres_max']['value']}"
     sizes = [[1280, 720], [2304, 2304], [4032, 3024]]
-    counts = {}
-    for aspect in (f"anyres_max_{table['anyres_max']['value']}", "anyres_max_1000"):  # pooled, then not
-        proc.vision_aspect_ratio = aspect
-        counts[aspect] = tuple(proc._get_number_of_features(h, w, tile, tile) for w, h in sizes)
-    pooled, unpooled = counts.values()
+    pooled = tuple(proc._get_number_of_features(h, w, tile, tile) for w, h in sizes)
     workload = resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, "images": sizes}), ONEVISION)
     assert workload.mix.item_tokens == pooled
-    assert workload.mix.item_encode_tokens == unpooled
-    assert pooled[0] == unpooled[0] and pooled[1] * 3 < unpooled[1]  # 1280x720 is not pooled, 2304^2 is
+    encoded = workload.mix.item_encode_tokens
+    mapping = model_spec(ONEVISION).mapping
+    assert [len(mapping.segments(t)) for t in encoded] == \
+        _crops("llava_onevision", table["pinpoints_px"]["value"], tile, sizes) == [9, 37, 31]
+    assert [len(mapping.segments(t)) for t in pooled] == [8, 10, 10]  # what the LM tokens alone imply
     shape = typical_shape(workload.mix)
-    assert shape.encode_tokens_per_item == (round(sum(unpooled) / 3),)
-    # a small image pools nothing: the mix carries no second list
-    assert resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, "images": [[640, 480]]}),
+    assert shape.encode_tokens_per_item == (round(sum(encoded) / 3),)
+    # an image whose LM tokens already give its tiles carries no second list
+    assert resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, "images": [[672, 672]]}),
                             ONEVISION).mix.item_encode_tokens == ()
 
     def encode_s(name: str, workload_lines: str) -> pd.DataFrame:
@@ -337,9 +379,9 @@ def test_llava_onevision_prices_its_encoder_on_the_tiles_before_pooling(
 
     capsys.readouterr()
     raw = encode_s("raw", "images = [[2304, 2304]]")
-    assert f"2304x2304 -> {pooled[1]:,} (encoder: {unpooled[1]:,}) LM tokens" in capsys.readouterr().out
+    assert f"2304x2304 -> {pooled[1]:,} (encoder: {encoded[1]:,}) LM tokens" in capsys.readouterr().out
     lm_only = encode_s("lm", f"item_tokens = [{pooled[1]}]")
-    told = encode_s("told", f"item_tokens = [{pooled[1]}]\nitem_encode_tokens = [{unpooled[1]}]")
+    told = encode_s("told", f"item_tokens = [{pooled[1]}]\nitem_encode_tokens = [{encoded[1]}]")
     for frame in (raw, lm_only, told):
         assert set(frame["mm_tokens"].astype(int)) == {pooled[1]}  # Prefill sees the pooled tokens
     took = {name: float((f["encode_end_s"] - f["encode_start_s"]).median())
@@ -394,7 +436,10 @@ def test_llava_onevision_sizes_videos_as_its_processor_does(tmp_path: Path,
     videos = [{"size": [1280, 720], "frames": n} for n in clips]
     workload = resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, "videos": videos}), ONEVISION)
     assert workload.mix.item_tokens == expected == tuple(196 * n + 1 for n in clips)
-    assert workload.mix.item_encode_tokens == tuple(729 * n + 1 for n in clips)
+    # one tower forward a frame, as the item mapping reads them back (the first where the base view is)
+    assert workload.mix.item_encode_tokens == tuple(729 + (n - 1) * 756 for n in clips)
+    mapping = model_spec(ONEVISION).mapping
+    assert [len(mapping.segments(t)) for t in workload.mix.item_encode_tokens] == clips
     seconds = resolve_workload(WorkloadSpec.from_dict(
         {"rate_hz": 1.0, "videos": [{"size": [640, 360], "seconds": 8, "fps": 2}]}), ONEVISION)
     assert seconds.mix.item_tokens == (196 * 16 + 1,)  # the caller samples: 8 s at 2 fps, 16 frames
@@ -402,7 +447,7 @@ def test_llava_onevision_sizes_videos_as_its_processor_does(tmp_path: Path,
     config = _config(tmp_path, ONEVISION, 'videos = [{ size = [1280, 720], frames = 16 }]')
     capsys.readouterr()
     assert main(["sim", str(config), "--out", str(tmp_path / "sim"), "--no-plots"]) == 0
-    assert f"-> {196 * 16 + 1:,} (encoder: {729 * 16 + 1:,}) LM tokens" in capsys.readouterr().out
+    assert f"-> {196 * 16 + 1:,} (encoder: {729 + 15 * 756:,}) LM tokens" in capsys.readouterr().out
     records = pd.read_parquet(tmp_path / "sim" / "records.parquet")
     assert set(records["modality"]) == {"video"} and set(records["mm_tokens"].astype(int)) == {196 * 16 + 1}
     # LLaVA-NeXT's anyres table serves no videos: refused with the key named
