@@ -161,16 +161,16 @@ def resolve_workload(workload: WorkloadSpec, model: str) -> WorkloadSpec:
         return workload
     assert workload.sizes is not None
     processor = processor_of(model, workload.sizes.key)
-    name = model_spec(model).name
+    spec = model_spec(model)
+    what = f"{spec.name} processor: {RULES[processor.kind].what}"
     tokens = item_tokens(processor, workload.sizes)
-    if RULES[processor.kind].encoded is None:
-        return workload.with_size_tokens(tokens, f"{name} processor: {RULES[processor.kind].what}")
+    if RULES[processor.kind].encoded is None or spec.mapping.kind != "tiles":  # its counts are tiles'
+        return workload.with_size_tokens(tokens, what)
     encoded = item_tokens(processor, workload.sizes, encoder=True)
     # kept only where the LM tokens would price the encoder otherwise (a padded grid, a pooled one)
-    segments = model_spec(model).mapping.segments
+    segments = spec.mapping.segments
     differ = any(segments(e) != segments(t) for e, t in zip(encoded, tokens, strict=True))
-    return workload.with_size_tokens(tokens, f"{name} processor: {RULES[processor.kind].what}",
-                                     encoded if differ else ())
+    return workload.with_size_tokens(tokens, what, encoded if differ else ())
 
 
 def resolve_sizes(config: ExperimentConfig) -> ExperimentConfig:
