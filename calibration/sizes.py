@@ -166,11 +166,11 @@ def resolve_workload(workload: WorkloadSpec, model: str) -> WorkloadSpec:
     tokens = item_tokens(processor, workload.sizes)
     if RULES[processor.kind].encoded is None or spec.mapping.kind != "tiles":  # its counts are tiles'
         return workload.with_size_tokens(tokens, what)
-    encoded = item_tokens(processor, workload.sizes, encoder=True)
-    # kept only where the LM tokens would price the encoder otherwise (a padded grid, a pooled one)
-    segments = spec.mapping.segments
-    differ = any(segments(e) != segments(t) for e, t in zip(encoded, tokens, strict=True))
-    return workload.with_size_tokens(tokens, what, encoded if differ else ())
+    # the encoder's count only where the LM tokens would price the encoder otherwise (a padded
+    # grid, a pooled one), and the list only where some item needs it
+    segments, tower = spec.mapping.segments, item_tokens(processor, workload.sizes, encoder=True)
+    encoded = tuple(e if segments(e) != segments(t) else t for e, t in zip(tower, tokens, strict=True))
+    return workload.with_size_tokens(tokens, what, encoded if encoded != tokens else ())
 
 
 def resolve_sizes(config: ExperimentConfig) -> ExperimentConfig:

@@ -333,6 +333,8 @@ def test_llava_next_prices_its_encoder_on_every_tile_of_the_padded_grid(model: s
     mix = resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, "images": sizes}), model).mix
     forwards = [len(spec.mapping.segments(t)) for t in mix.item_encode_tokens]
     assert forwards == _crops("llava_next", pins, tile, sizes) == [5, 5, 5, 5, 4, 3, 5]
+    kept = [t == e for t, e in zip(mix.item_tokens, mix.item_encode_tokens, strict=True)]
+    assert kept == [True, False, False, False, True, True, False]  # the LM's count where it gives them
     assert [len(spec.mapping.segments(t)) for t in mix.item_tokens] == [5, 4, 4, 4, 4, 3, 4]  # one short
     # an image whose LM tokens already give its tiles carries no second list
     square = resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, "images": [[672, 672], [1008, 336]]}),
@@ -437,7 +439,8 @@ def test_llava_onevision_sizes_videos_as_its_processor_does(tmp_path: Path,
     workload = resolve_workload(WorkloadSpec.from_dict({"rate_hz": 1.0, "videos": videos}), ONEVISION)
     assert workload.mix.item_tokens == expected == tuple(196 * n + 1 for n in clips)
     # one tower forward a frame, as the item mapping reads them back (the first where the base view is)
-    assert workload.mix.item_encode_tokens == tuple(729 + (n - 1) * 756 for n in clips)
+    # (a single frame's LM tokens give its one forward already: kept as they are)
+    assert workload.mix.item_encode_tokens == (196 + 1, *(729 + (n - 1) * 756 for n in clips[1:]))
     mapping = model_spec(ONEVISION).mapping
     assert [len(mapping.segments(t)) for t in workload.mix.item_encode_tokens] == clips
     seconds = resolve_workload(WorkloadSpec.from_dict(
