@@ -52,13 +52,13 @@ PHASE_MIXES: Mapping[str, RequestMix] = {
     # chat about an image with long answers (decode-bound)
     "llava-chat": replace(_LLAVA, output_tokens=(512, 1024)),
     # one 336x336 tile, no anyres grid (LLaVA-v1.6's base resolution: 576 LM tokens)
-    "llava-small": replace(_LLAVA, item_tokens=(576,), item_weights=()),
+    "llava-small": _LLAVA.with_items((576,)),
     # anyres with the full 2x2 grid plus the base tile (672x672: 2,928 LM tokens)
-    "llava-anyres": replace(_LLAVA, item_tokens=(2928,), item_weights=()),
+    "llava-anyres": _LLAVA.with_items((2928,)),
     # resolution with the answers each size is asked for: long chat about a small image
     # (decode-bound) and a short answer read off an anyres 4-tile grid (encode- and prefill-bound)
-    "llava-small-chat": replace(_LLAVA, item_tokens=(576,), item_weights=(), output_tokens=(512, 1024)),
-    "llava-anyres-short": replace(_LLAVA, item_tokens=(2928,), item_weights=(), prompt_tokens=(16, 64),
+    "llava-small-chat": replace(_LLAVA.with_items((576,)), output_tokens=(512, 1024)),
+    "llava-anyres-short": replace(_LLAVA.with_items((2928,)), prompt_tokens=(16, 64),
                                   output_tokens=(16, 48)),
     # Qwen2.5-VL: chat about an image (long answers, decode-bound), then 16-frame clips captioned
     # in a line (encode- and prefill-bound)

@@ -133,6 +133,12 @@ class RequestMix:
         """The longest input (prompt and items) this mix can draw."""
         return self.prompt_tokens[1] + self.longest_items_tokens
 
+    def with_items(self, tokens: tuple[int, ...], weights: tuple[float, ...] = (),
+                   encode_tokens: tuple[int, ...] = ()) -> RequestMix:
+        """This mix with ``tokens`` as its item choices, and their own weights and encoder counts
+        (uniform and none by default): the mix's were for its own choices and never carry over."""
+        return replace(self, item_tokens=tokens, item_weights=weights, item_encode_tokens=encode_tokens)
+
     def with_item_scale(self, scale: float) -> RequestMix:
         """This mix with every item's LM tokens times ``scale`` (rounded, at least 1)."""
         return replace(self, item_tokens=scale_items(self.item_tokens, scale),

@@ -129,8 +129,7 @@ class WorkloadSpec:
             raise ValueError("the workload gives no raw sizes to resolve")
         sizes = self.sizes.resolved(tokens, rule, encode_tokens)
         try:
-            mix = replace(self.mix, item_tokens=sizes.tokens, item_weights=sizes.weights,
-                          item_encode_tokens=sizes.encode_tokens)
+            mix = self.mix.with_items(sizes.tokens, sizes.weights, sizes.encode_tokens)
         except ValueError as exc:
             raise ValueError(f"workload.{sizes.key} ({rule}): {exc}") from None
         return replace(self, mix=mix, sizes=sizes)

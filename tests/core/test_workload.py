@@ -164,6 +164,12 @@ def test_items_pooled_after_the_projector_carry_the_encoder_s_tokens(tmp_path):
         assert "encode_tokens_per_item" not in write_trace(plain, tmp_path / f"p{suffix}").read_text()
     # the preset's own choices are replaced with item_tokens, and so is what their encoder took
     assert WorkloadSpec.from_dict({"rate_hz": 1.0, "item_tokens": [64]}).mix.item_encode_tokens == ()
+    # and in code: new choices never keep the old ones' weights or encoder counts
+    small = spec.mix.with_items((576,))
+    assert (small.item_tokens, small.item_weights, small.item_encode_tokens) == ((576,), (), ())
+    assert spec.mix.with_items((5, 6), (1, 2), (50, 60)).item_encode_tokens == (50, 60)
+    with pytest.raises(ValueError, match="item_encode_tokens"):
+        replace(spec.mix, item_tokens=(576,), item_weights=())  # what with_items spares a caller
 
 
 @pytest.mark.parametrize(("fields", "what"), [
