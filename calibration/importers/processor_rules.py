@@ -78,14 +78,12 @@ def llava_tower_tokens(tiles: int, *, tile_px: int, patch_px: int, base_extra: i
     return per_side * per_side + base_extra + tiles * per_side * (per_side + 1)
 
 
-def llava_onevision_video_tokens(frames: int, *, tile_px: int, patch_px: int, pool: int,
-                                 pooled: bool = True) -> int:
+def llava_onevision_video_tokens(frames: int, *, tile_px: int, patch_px: int, pool: int) -> int:
     """LM tokens of one clip under LLaVA-OneVision: every frame is one tile whose ``tile/patch``
     square of features is pooled ``pool`` x ``pool`` (rounding up), then one newline for the clip
-    (``LlavaOnevisionProcessor``, ``LlavaOnevisionModel.apply_pooling``); ``pooled=False``: the
-    features before pooling, what the tower and projector work on."""
-    per_side = tile_px // patch_px
-    side = math.ceil(per_side / pool) if pooled else per_side
+    (``LlavaOnevisionProcessor``, ``LlavaOnevisionModel.apply_pooling``); the encoder's work is
+    one tower forward a frame (:func:`llava_tower_tokens`)."""
+    side = math.ceil(tile_px // patch_px / pool)
     return frames * side * side + 1
 
 
