@@ -6,7 +6,7 @@ engine version: ``systems/data/<system>/<family>/<engine>/<version>/*.parquet``
 (latencies in milliseconds). Nothing else in easerve reads that layout or
 imports that package, so when its next release renames the package
 (``aisimulate``) or moves the data, this module alone changes
-(docs/calibration.md, "Measured kernel databases").
+(docs/profiles.md, "Measured profiles").
 
 What is read, and the conventions of the tables (read from the data and from
 the package's own op builders, ``sdk/models/llama.py``):

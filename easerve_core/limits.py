@@ -1,4 +1,6 @@
-"""Upper bounds on every size a user can type, each with its reason (docs/metrics.md, "Limits").
+"""Upper bounds on every size a user can type, each with its reason.
+
+The table of them is docs/cli.md, "Sizes: bounded, each with its reason".
 
 A bound refuses, with its reason, a size the toolkit cannot run rather than
 letting it hang or exhaust the machine:

@@ -1,7 +1,7 @@
 """Raw item sizes in a ``[workload]`` table: images in pixels, videos in frames, audio in seconds.
 
 A workload may give its multimodal items as the user knows them instead of
-as LM tokens (docs/workloads.md, "Raw sizes"):
+as LM tokens (docs/workloads.md, "Raw item sizes"):
 
 ``images``   ``[[width, height], ...]`` in pixels, with ``image_weights``
 ``videos``   ``[{ size = [width, height], frames = N }, ...]`` (frames already
