@@ -103,7 +103,8 @@ def onevision_pooling(top: Keys, processor: dict[str, Any], notes: list[str], gr
         "LLaVA-OneVision anyres_max pools large images after the tower encodes every tile: "
         "workload.item_tokens alone price the encoder on the pooled tokens (give raw sizes or "
         "workload.item_encode_tokens); a request of several images gets base views only in "
-        "LlavaOnevisionProcessor, priced here as anyres grids"
+        "transformers' LlavaOnevisionProcessor and model, and each its anyres grid in vLLM's model, "
+        "as priced here"
     )
     aspect = str(top.raw_value("vision_aspect_ratio", "anyres_max_9"))
     if not aspect.startswith("anyres_max_") or not aspect.removeprefix("anyres_max_").isdigit():
