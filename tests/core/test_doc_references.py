@@ -80,6 +80,8 @@ def _dangling(name: str, text: str) -> list[str]:
 def test_every_pointer_into_the_docs_names_a_page_and_section_that_exist() -> None:
     dangling = []
     for file in _tracked():
+        if file == Path(__file__).resolve():  # its own pointers are the probe's, made to dangle
+            continue
         try:
             text = file.read_text(encoding="utf-8")
         except (UnicodeDecodeError, OSError):  # a file git tracks but the checkout lacks, or binary
