@@ -22,8 +22,9 @@ shifts where the best deployment moves instead (:mod:`easerve.experiments.shifts
 make-before-break oracle, the reactive and the predictive controller);
 the name ``trace-rate`` among them is the trace-rate shift on the built-in
 synthetic stream; ``--shift FILE`` one shift from a TOML file; ``--trace FILE
-[--trace-format burstgpt]`` the trace-rate shift from a public trace's
-arrivals (:mod:`easerve.experiments.trace_shift`); ``--forecaster`` names the
+[--trace-format burstgpt] [--trace-load F]`` the trace-rate shift from a public
+trace's arrivals, its mean rate F of the mix's screened capacity
+(:mod:`easerve.experiments.trace_shift`); ``--forecaster`` names the
 predictive system's forecaster (default ``holt``); the mix shifts' plan
 tables are cross-checked (each phase keeps the best of the table's
 deployments judged on its own workload) unless ``--no-cross-check``,
@@ -77,6 +78,7 @@ from easerve.experiments.mix_flags import (
     settle_z_of,
     shifts_of,
     study_of,
+    trace_load_of,
 )
 from easerve.experiments.mix_seeds import seeds_tables
 from easerve.experiments.paper import MODALITIES
@@ -222,7 +224,8 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
         phase_tables = PHASE_TABLES if args.phase_tables is None else args.phase_tables
         rules = replace(RULES, settle_z=settle_z_of(args.settle_z), cut_z=cut_z_of(args.cut_z))
         oracle_lead_s = oracle_lead_of(args.oracle_lead)
-        shifts = shifts_of(args.mix_shifts, args.shift, args.trace, args.trace_format)
+        shifts = shifts_of(args.mix_shifts, args.shift, args.trace, args.trace_format,
+                           trace_load_of(args.trace_load))
         seed = seed_of(args.seed)
         jobs = jobs_of(args.jobs)
         seeds = seeds_of(args.seeds)

@@ -27,7 +27,7 @@ from easerve.experiments.mix_control import (
 )
 from easerve.experiments.shift_control import MoveMechanisms
 from easerve.experiments.shifts import KNOWN_SHIFTS, Shift, load_shift
-from easerve.experiments.trace_shift import TRACE_RATE, trace_arrivals, trace_shift
+from easerve.experiments.trace_shift import TRACE_LOAD_FRAC, TRACE_RATE, trace_arrivals, trace_shift
 
 #: the flags that take a value (absent: the evaluation's default): flag, metavar, what it sets
 VALUE_FLAGS = (
@@ -42,6 +42,9 @@ VALUE_FLAGS = (
      "mix_control.ORACLE_LEAD_S, at the phase's start)"),
     ("--rate-scale", "X", "every phase's rate X times as high (a what-if on load; not with a trace's "
      "shift; default 1)"),
+    ("--trace-load", "F", "with --trace: the trace's mean rate is scaled to F of the mix's screened "
+     "capacity on the cluster, 0 < F <= 1 (default: trace_shift.TRACE_LOAD_FRAC, 0.6); a bursty "
+     "trace's busy windows run well above its mean"),
     ("--seed", "N", "the seed of the streams, HAS's searches and the simulations (default 0, the "
      "evaluation's)"),
     ("--seeds", "N,M,...", "run the shifts once per seed (not with --seed), each seed's tables under "
@@ -107,21 +110,24 @@ def study_of(args: argparse.Namespace) -> str:
             shown = f"--[no-]{flag[2:]}" if flag in {f for f, _ in SWITCHES} else flag
             raise ValueError(f"{shown}: read only by {_either([_STUDY_NAMES[s] for s in studies])}; "
                              f"this run is {this}")
-    if _given(args, "--trace-format") and not _given(args, "--trace"):
-        raise ValueError("--trace-format: goes with --trace")
+    for flag in ("--trace-format", "--trace-load"):
+        if _given(args, flag) and not _given(args, "--trace"):
+            raise ValueError(f"{flag}: goes with --trace")
     return study
 
 
 def shifts_of(names: str | None, shift_file: str | None = None, trace: str | None = None,
-              trace_format: str | None = None) -> list[Shift]:
+              trace_format: str | None = None, trace_load: float = TRACE_LOAD_FRAC) -> list[Shift]:
     """The shifts a run names: ``--shift FILE``'s, ``--trace FILE``'s (``--trace-format``, default
-    burstgpt), then ``--mix-shifts``' (comma-separated, :data:`KNOWN_SHIFTS` or ``trace-rate``).
+    burstgpt; its mean rate ``trace_load`` of the mix's screened capacity), then ``--mix-shifts``'
+    (comma-separated, :data:`KNOWN_SHIFTS` or ``trace-rate``).
     An unknown or empty name, or two shifts of one name (their tables are keyed by it), is a
     ``ValueError`` naming the flag."""
     shifts = [load_shift(shift_file)] if shift_file is not None else []
     if trace is not None:
         arrivals = trace_arrivals(trace, "burstgpt" if trace_format is None else trace_format)
-        shifts.append(trace_shift(arrivals, capacity_hz=mix_capacity_hz("image", "llava-image")))
+        shifts.append(trace_shift(arrivals, capacity_hz=mix_capacity_hz("image", "llava-image"),
+                                  load_frac=trace_load))
     listed = names.split(",") if names is not None else []
     known = [*KNOWN_SHIFTS, TRACE_RATE]
     unknown = sorted({repr(n) if not n.strip() else n for n in listed} - set(known))
@@ -180,6 +186,16 @@ def rate_scale_of(value: str | None) -> float:
     scale = _number("--rate-scale", value, 1.0)
     assert scale is not None
     return scale
+
+
+def trace_load_of(value: str | None) -> float:
+    """``--trace-load`` (a fraction in (0, 1]; absent:
+    :data:`~easerve.experiments.trace_shift.TRACE_LOAD_FRAC`)."""
+    load = _number("--trace-load", value, TRACE_LOAD_FRAC, what="a fraction in (0, 1]")
+    assert load is not None
+    if load > 1:
+        raise ValueError(f"--trace-load must be a fraction in (0, 1], got {value!r}")
+    return load
 
 
 def seed_of(value: str | None, flag: str = "--seed") -> int:

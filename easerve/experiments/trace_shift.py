@@ -48,6 +48,8 @@ WHY = ("one mix at two rates: the busy windows need the allocation with the most
 
 #: the built-in trace-rate shift's name (``--mix-shifts``)
 TRACE_RATE = "trace-rate"
+#: the fraction of the mix's screened capacity a trace's mean rate is scaled to (``--trace-load``)
+TRACE_LOAD_FRAC = 0.6
 #: the built-in stream (:func:`synthetic_arrivals`): quiet and busy segments of ``SYNTHETIC_SEGMENT_S``
 #: at these rates (req/s before scaling; only their ratio and the burstiness survive the rescale)
 SYNTHETIC_RATES_HZ = (1.0, 3.0, 1.0, 3.0)
@@ -87,7 +89,7 @@ def trace_arrivals(path: str | os.PathLike[str], trace_format: str) -> tuple[flo
 
 
 def trace_shift(arrival_s: Sequence[float], *, capacity_hz: float, name: str = TRACE_RATE,
-                model: str = "image", mix: str = "llava-image", load_frac: float = 0.6,
+                model: str = "image", mix: str = "llava-image", load_frac: float = TRACE_LOAD_FRAC,
                 phase_s: float = 300.0, max_phases: int = 6) -> Shift:
     """The shift of ``trace``'s arrivals (module docstring), signal ``requests``.
 

@@ -119,3 +119,39 @@ def test_an_unknown_mix_shift_names_the_known_ones_with_the_trace_rate(
     assert main(["--mix-shifts", "output-length,rates"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--mix-shifts: unknown shift(s) rates" in err[0] and "trace-rate" in err[0]
+
+
+@pytest.mark.parametrize("value", ["0", "-0.5", "1.5", "x", "nan", "inf"])
+def test_a_bad_trace_load_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 value: str) -> None:
+    path = _burstgpt(tmp_path / "b.csv", (1.0, 3.0))
+    assert main(["--trace", str(path), "--trace-load", value, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--trace-load must be a fraction in (0, 1], got {value!r}" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.csv"]
+
+
+def test_a_trace_load_without_a_trace_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--mix-shifts", "trace-rate", "--trace-load", "0.5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--trace-load: goes with --trace" in err[0]
+
+
+def test_the_trace_load_scales_the_trace_to_that_share_of_the_capacity(tmp_path: Path) -> None:
+    from easerve.experiments.mix_control import mix_capacity_hz
+    from easerve.experiments.mix_flags import shifts_of, trace_load_of
+    from easerve.experiments.trace_shift import TRACE_LOAD_FRAC
+
+    path = str(_burstgpt(tmp_path / "b.csv", (1.0, 3.0, 3.0, 1.0) * 8))
+    assert trace_load_of(None) == TRACE_LOAD_FRAC == 0.6
+    (default,) = shifts_of(None, trace=path)
+    (half,) = shifts_of(None, trace=path, trace_load=trace_load_of("0.3"))
+    # half the load: the same arrivals, their time stretched twice; the kept stream's mean rate is
+    # the share of the mix's screened capacity (within the file's window-to-window spread)
+    capacity = mix_capacity_hz("image", "llava-image")
+    for shift, load in ((default, 0.6), (half, 0.3)):
+        assert shift.load_frac == load
+        span = shift.phases[-1].end_s
+        assert len(shift.arrivals_s) / span == pytest.approx(load * capacity, rel=0.1)
+    gaps = [float(np.mean(np.diff(s.arrivals_s))) for s in (default, half)]
+    assert gaps[1] == pytest.approx(2 * gaps[0], rel=0.05)
