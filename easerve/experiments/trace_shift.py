@@ -21,7 +21,9 @@ No public trace is in the tree (BurstGPT's CSVs are Git LFS objects, Azure's
 are not vendored), so the built-in trace-rate shift (``easerve controller-eval
 --mix-shifts trace-rate``) replays :func:`synthetic_arrivals`: a seeded, bursty
 stream of quiet and busy segments, the same every run. A real trace file takes
-its place with ``--trace FILE``.
+its place with ``--trace FILE`` (``--trace-load F`` sets ``load_frac``); the
+Azure traces of 2023, fetched from their repository, are run in
+docs/results/controller_trace_azure/.
 """
 
 from __future__ import annotations
