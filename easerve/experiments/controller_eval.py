@@ -88,7 +88,7 @@ from easerve.experiments.setup import load_setup
 from easerve.experiments.shape_control import controller_shapes
 from easerve.experiments.shift_control import rate_shift_study
 from easerve.experiments.shifts import SHIFTS, Shift, at_rate_scale
-from easerve.experiments.trace_shift import TRACE_RATE
+from easerve.experiments.trace_shift import TRACE_PLANNING, TRACE_RATE
 from easerve_core.controller import ControllerSettings
 from runtime.parallel import BackendSettings, open_backend
 
@@ -222,6 +222,7 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
         ControllerSettings(forecaster=forecaster)
         moves = move_mechanisms(args.drain_deadline, args.concurrent_steps, args.serve_first, args.linger)
         phase_tables = PHASE_TABLES if args.phase_tables is None else args.phase_tables
+        trace_planning = TRACE_PLANNING if args.trace_planning is None else args.trace_planning
         rules = replace(RULES, settle_z=settle_z_of(args.settle_z), cut_z=cut_z_of(args.cut_z))
         oracle_lead_s = oracle_lead_of(args.oracle_lead)
         shifts = shifts_of(args.mix_shifts, args.shift, args.trace, args.trace_format,
@@ -241,7 +242,7 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
         return 2
     settings = {"trials": plan.has_trials, "num_samples": plan.has_samples, "forecaster": forecaster,
                 "cross_check": not args.no_cross_check, "moves": moves, "phase_tables": phase_tables,
-                "rules": rules, "oracle_lead_s": oracle_lead_s}
+                "rules": rules, "oracle_lead_s": oracle_lead_s, "trace_planning": trace_planning}
     rows = []
     with open_backend(BackendSettings(name="local", num_jobs=jobs)) as pool:
         runs = ([mix_shift_tables(shifts, backend=pool, seed=seed, **settings)] if seeds is None

@@ -47,7 +47,7 @@ from easerve.experiments.setup import Setup, load_setup, with_mix
 from easerve.experiments.shape_control import screened_capacity_hz
 from easerve.experiments.shift_control import MoveMechanisms, held_gpu_s, simulate_system
 from easerve.experiments.shifts import Shift, phase_mix, phase_of, stream
-from easerve.experiments.trace_shift import synthetic_arrivals, trace_shift
+from easerve.experiments.trace_shift import TRACE_PLANNING, plan_setups, synthetic_arrivals, trace_shift
 from easerve_core.controller import Band, Controller, ControllerSettings, PlanTable
 from easerve_core.oracle import ScriptedController
 from easerve_core.plan_check import cross_check_bands
@@ -131,19 +131,23 @@ def lead_s(setup: Setup, table: PlanTable) -> float:
 
 
 def checked_table(shift: Shift, setups: dict[str, Setup], table: PlanTable, kinds: list[tuple[str, float]],
-                  *, seeds: tuple[int, ...] = CROSS_CHECK_SEEDS) -> tuple[PlanTable, pd.DataFrame]:
+                  *, seeds: tuple[int, ...] = CROSS_CHECK_SEEDS,
+                  kind_setups: dict[tuple[str, float], Setup] | None = None
+                  ) -> tuple[PlanTable, pd.DataFrame]:
     """:func:`easerve_core.plan_check.cross_check_bands` on the simulator: band ``i`` is phase
     kind ``kinds[i]`` (its mix at its rate); a candidate's score there is its mean goodput
     (moderate SLO of that mix) over ``seeds``' fresh streams one phase long
     (:func:`~easerve.experiments.plan_tables.segment_goodput`), its batcher told the rate hint it
     carries. The candidates are the table's deployments, each told every phase's rate; a tie
     goes first to the one tied with the best in the most phases (``fewest_moves``: a move that
-    buys nothing measurable is not planned)."""
+    buys nothing measurable is not planned). ``kind_setups``: a phase kind's own setup (its
+    streams a trace's gaps, :func:`plan_setups`) in place of its mix's."""
     span = {k: float(np.mean([p.duration_s for p in shift.phases if p.mix == k[0]])) for k in kinds}
 
     def score(deployment: Any, i: int) -> float:
         mix, rate = kinds[i]
-        return segment_goodput(setups[mix], deployment, rate, segment_s=span[kinds[i]], seeds=seeds)
+        setup = (kind_setups or {}).get(kinds[i], setups[mix])
+        return segment_goodput(setup, deployment, rate, segment_s=span[kinds[i]], seeds=seeds)
 
     checked, rows = cross_check_bands(table, score, [r for _, r in kinds], fewest_moves=True)
     frame = pd.DataFrame(rows)
@@ -154,6 +158,7 @@ def checked_table(shift: Shift, setups: dict[str, Setup], table: PlanTable, kind
 
 def shift_study(shift: Shift, *, trials: int, num_samples: int = 1, search_s: float = 120.0, seed: int = 0,
                 forecaster: str = "holt", cross_check: bool = True, moves: MoveMechanisms = MOVES,
+                trace_planning: bool = TRACE_PLANNING,
                 phase_tables: bool = PHASE_TABLES, rules: ControllerSettings = RULES,
                 oracle_lead_s: float = ORACLE_LEAD_S, backend: Backend = IN_PROCESS) -> dict[str, Any]:
     """HAS per phase, the plan table (cross-checked unless ``cross_check`` is False) and the five
@@ -164,7 +169,8 @@ def shift_study(shift: Shift, *, trials: int, num_samples: int = 1, search_s: fl
     rates = phase_rates(shift, setups)
     requests = stream(shift, rates, seed=seed)
     kinds = list(dict.fromkeys(zip((p.mix for p in shift.phases), rates, strict=True)))
-    tasks = [partial(choose, setups[m], rate_hz=r, trials=trials, seed=seed, num_samples=num_samples,
+    planned = plan_setups(shift, setups, kinds, trace_planning)
+    tasks = [partial(choose, planned[(m, r)], rate_hz=r, trials=trials, seed=seed, num_samples=num_samples,
                      num_requests=max(40, round(r * search_s))) for m, r in kinds]
     choices = dict(zip(kinds, run_tasks(backend, tasks), strict=True))
     arrivals = np.array([r.arrival_s for r in requests])
@@ -181,7 +187,7 @@ def shift_study(shift: Shift, *, trials: int, num_samples: int = 1, search_s: fl
     edges = band_edges(shift, [level[k] for k in order])
     has_table = PlanTable(tuple(Band(rate_hz=round(edge, 3), deployment=choices[k].deployment)
                                 for k, edge in zip(order, edges, strict=True)), signal=shift.signal)
-    table, scores = (checked_table(shift, setups, has_table, order) if cross_check
+    table, scores = (checked_table(shift, setups, has_table, order, kind_setups=planned) if cross_check
                      else (has_table, pd.DataFrame()))
     band_of = [order.index((p.mix, rates[i])) for i, p in enumerate(shift.phases)]
     plans = pd.DataFrame([{"shift": shift.name, "mix": m, "rate_hz": r, "band": order.index((m, r)),
@@ -268,7 +274,8 @@ MIX_TABLES = ("controller_mix_shifts", "controller_mix_shifts_phases", "controll
 def mix_shift_tables(shifts: list[Shift], *, trials: int, num_samples: int = 1, forecaster: str = "holt",
                      cross_check: bool = True, moves: MoveMechanisms = MOVES,
                      phase_tables: bool = PHASE_TABLES, rules: ControllerSettings = RULES,
-                     oracle_lead_s: float = ORACLE_LEAD_S, backend: Backend = IN_PROCESS, log: Any = None,
+                     oracle_lead_s: float = ORACLE_LEAD_S, trace_planning: bool = TRACE_PLANNING,
+                     backend: Backend = IN_PROCESS, log: Any = None,
                      seed: int = 0) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any]]]:
     """:func:`shift_study` on each of ``shifts`` (``seed``: the streams', searches' and
     simulations'), its frames concatenated as :data:`MIX_TABLES`; also each study's dict (rates,
@@ -279,7 +286,8 @@ def mix_shift_tables(shifts: list[Shift], *, trials: int, num_samples: int = 1, 
             log(f"mix shift {shift.name}")
         studies.append(shift_study(shift, trials=trials, num_samples=num_samples, forecaster=forecaster,
                                    cross_check=cross_check, moves=moves, phase_tables=phase_tables,
-                                   rules=rules, oracle_lead_s=oracle_lead_s, backend=backend, seed=seed))
+                                   rules=rules, oracle_lead_s=oracle_lead_s, trace_planning=trace_planning,
+                                   backend=backend, seed=seed))
     return mix_tables(studies), studies
 
 

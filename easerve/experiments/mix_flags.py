@@ -63,6 +63,9 @@ SWITCHES = (
      "default: mix_control.MOVES)"),
     ("--phase-tables", "every system's encoders run each phase's SM-share table from the phase's start "
      "(sim.sm_tables; default: mix_control.PHASE_TABLES)"),
+    ("--trace-planning", "a trace's shift: HAS and the cross-check plan each class on the trace's own "
+     "gaps from its windows after the replayed ones, not on Poisson streams at the class's mean rate "
+     "(where the trace holds enough of them; default: trace_shift.TRACE_PLANNING)"),
 )
 
 

@@ -26,7 +26,14 @@ from easerve_core.config import ExperimentConfig
 from easerve_core.plan import RunPlan, replan
 from easerve_core.reference import slo_for
 from easerve_core.slo import SLO_TIERS
-from easerve_core.workload import GammaArrivals, RateSchedule, RequestMix, WorkloadSpec, generate
+from easerve_core.workload import (
+    GammaArrivals,
+    RateSchedule,
+    ReplayedGaps,
+    RequestMix,
+    WorkloadSpec,
+    generate,
+)
 from runtime.configs import load_experiment
 from sim import SimOptions
 from sim.result import SimResult
@@ -142,6 +149,13 @@ def with_item_scale(setup: Setup, scale: float) -> Setup:
     return with_mix(setup, setup.mix.with_item_scale(scale), name=f"{setup.workload.mix_name} x{scale:g}")
 
 
+def with_gaps(setup: Setup, gaps_s: tuple[float, ...], rate_hz: float) -> Setup:
+    """``setup`` with its workload's arrivals a trace's ``gaps_s`` replayed at ``rate_hz``
+    (:class:`ReplayedGaps`): HAS's streams and :func:`requests_for`'s keep the trace's bursts."""
+    workload = replace(setup.workload, arrivals=ReplayedGaps(gaps_s=gaps_s, rate_hz=rate_hz))
+    return replace(setup, plan=replace(setup.plan, workload=workload))
+
+
 def with_mix(setup: Setup, mix: RequestMix, name: str = "custom", *, same_encoder: bool = False) -> Setup:
     """``setup`` with its workload drawing from ``mix`` (named ``name``); SLO tiers and
     SM-share table recomputed.
@@ -173,8 +187,13 @@ class Arrivals:
 
 def requests_for(setup: Setup, rate_hz: float, num_requests: int, seed: int,
                  arrivals: Arrivals = Arrivals()) -> list[Any]:
+    """``num_requests`` of ``setup``'s workload at ``rate_hz``: Poisson (Gamma with ``arrivals.cv``,
+    or its schedule), unless the setup replays a trace's gaps (:class:`ReplayedGaps`, and no
+    ``arrivals`` told otherwise): those, at that rate."""
     spec = replace(setup.workload, num_requests=num_requests)
-    if arrivals.schedule:
+    if isinstance(spec.arrivals, ReplayedGaps) and arrivals == Arrivals():
+        spec = spec.with_rate(rate_hz)
+    elif arrivals.schedule:
         sched = RateSchedule(segments=arrivals.schedule, cv=arrivals.cv)  # type: ignore[arg-type]
         spec = replace(spec, arrivals=sched).with_rate(rate_hz)
     else:

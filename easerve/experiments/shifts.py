@@ -103,6 +103,11 @@ class Shift:
     #: non-decreasing); each phase's requests take these times, their content from its mix.
     #: Empty: Poisson arrivals at each phase's rate.
     arrivals_s: tuple[float, ...] = ()
+    #: for a trace's shift, each class's phase rate with the gaps between arrivals inside the
+    #: trace's later windows of that class (:mod:`easerve.experiments.trace_shift`), which HAS
+    #: and the cross-check plan that class on (:class:`~easerve_core.workload.ReplayedGaps`).
+    #: Empty: Poisson streams at each phase's rate.
+    plan_gaps_s: tuple[tuple[float, tuple[float, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         checks.one_of("model", self.model, list(MODALITIES))

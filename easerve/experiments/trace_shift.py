@@ -24,15 +24,21 @@ stream of quiet and busy segments, the same every run. A real trace file takes
 its place with ``--trace FILE`` (``--trace-load F`` sets ``load_frac``); the
 Azure traces of 2023, fetched from their repository, are run in
 docs/results/controller_trace_azure/.
+
+Each class is planned on the gaps inside its windows after the replayed ones
+(``Shift.plan_gaps_s``, replayed by
+:class:`~easerve_core.workload.ReplayedGaps`), where they hold at least one of
+its phases at its rate: a trace's bursts are what its deployment must carry.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from easerve.experiments.setup import Setup, with_gaps
 from easerve.experiments.shifts import Phase, Shift
 from easerve_core import checks
 from easerve_core.workload.replay import TokenTrace
@@ -52,6 +58,11 @@ WHY = ("one mix at two rates: the busy windows need the allocation with the most
 TRACE_RATE = "trace-rate"
 #: the fraction of the mix's screened capacity a trace's mean rate is scaled to (``--trace-load``)
 TRACE_LOAD_FRAC = 0.6
+#: a trace's shift is planned, class by class, on the trace's own gaps from the windows after the
+#: ones it replays (``Shift.plan_gaps_s``), not on Poisson streams at the class's mean rate: a
+#: bursty trace's bursts are what its deployment must carry (docs/controller.md, "The trace-rate
+#: shift"). Shifts without such gaps (every built-in one) are planned as before.
+TRACE_PLANNING = True
 #: the built-in stream (:func:`synthetic_arrivals`): quiet and busy segments of ``SYNTHETIC_SEGMENT_S``
 #: at these rates (req/s before scaling; only their ratio and the burstiness survive the rescale)
 SYNTHETIC_RATES_HZ = (1.0, 3.0, 1.0, 3.0)
@@ -127,5 +138,32 @@ def trace_shift(arrival_s: Sequence[float], *, capacity_hz: float, name: str = T
             phases.append(Phase(start_s=k * phase_s, duration_s=phase_s, mix=mix,
                                 rate_hz=max(level[bool(high[k])], 0.01)))
     kept = arrivals[arrivals < num * phase_s]
+    later = _later_gaps(arrivals, num * phase_s, phase_s, float(rates.mean()))
+    # a class is planned on its later gaps when they hold one of its phases at its rate, so a
+    # cross-check stream (one phase long) replays the recording without wrapping around
+    plan_gaps = tuple((max(level[h], 0.01), gaps) for h, gaps in sorted(later.items())
+                      if h in level and len(gaps) >= level[h] * phase_s)
     return Shift(name=name, model=model, signal="requests", phases=tuple(phases), load_frac=load_frac,
-                 why=WHY, arrivals_s=tuple(float(t) for t in kept))
+                 why=WHY, arrivals_s=tuple(float(t) for t in kept), plan_gaps_s=plan_gaps)
+
+
+def _later_gaps(arrivals: np.ndarray, start_s: float, phase_s: float,
+                threshold_hz: float) -> dict[bool, tuple[float, ...]]:
+    """The gaps inside each whole window of ``phase_s`` after ``start_s``, by class (busy: the
+    window's rate at least ``threshold_hz``, the run's windows' mean): the part of the trace the
+    run does not replay, to plan on."""
+    rest = arrivals[arrivals >= start_s] - start_s
+    found: dict[bool, list[float]] = {False: [], True: []}
+    for k in range(int(rest[-1] // phase_s) if rest.size else 0):
+        window = rest[(rest >= k * phase_s) & (rest < (k + 1) * phase_s)]
+        if window.size >= 2:
+            found[window.size / phase_s >= threshold_hz].extend(np.diff(window).tolist())
+    return {busy: tuple(gaps) for busy, gaps in found.items() if len(gaps) >= 2}
+
+
+def plan_setups(shift: Shift, setups: Mapping[str, Setup], kinds: Sequence[tuple[str, float]],
+                trace_planning: bool = TRACE_PLANNING) -> dict[tuple[str, float], Setup]:
+    """Each phase kind's setup to plan on: its mix's, with the arrivals of a trace's later windows
+    of its class where the shift holds them (``Shift.plan_gaps_s``) and ``trace_planning`` says so."""
+    gaps = dict(shift.plan_gaps_s) if trace_planning else {}
+    return {(m, r): with_gaps(setups[m], gaps[r], r) if r in gaps else setups[m] for m, r in kinds}

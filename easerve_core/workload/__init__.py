@@ -11,6 +11,7 @@ from easerve_core.workload.arrivals import (
     PoissonArrivals,
     RateSchedule,
     RateSegment,
+    ReplayedGaps,
 )
 from easerve_core.workload.mixes import MIXES, RequestMix, mix
 from easerve_core.workload.replay import DEFAULT_TRACE_FORMAT, RecordedTrace, TokenTrace, Trace, TraceReader
@@ -40,6 +41,7 @@ __all__ = [
     "RateSegment",
     "RawSizes",
     "RecordedTrace",
+    "ReplayedGaps",
     "RequestMix",
     "SineArrivals",
     "SpikeArrivals",

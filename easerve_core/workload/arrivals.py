@@ -15,6 +15,9 @@ duration kept.
   renewal gaps of coefficient of variation ``cv`` inside, built by time
   change: a unit-rate renewal process is mapped through the inverse of the
   cumulative rate. The schedule repeats when it runs out.
+* :class:`ReplayedGaps`: a recorded sequence of gaps (a trace's), replayed in
+  order from a drawn start, cyclically, scaled to ``rate_hz``: the trace's
+  bursts, gap after gap, at another mean rate.
 """
 
 from __future__ import annotations
@@ -146,3 +149,40 @@ class RateSchedule:
         idx = np.clip(idx, 0, len(self.segments) - 1)
         offset = (within - edges_l[idx]) / np.where(rates[idx] > 0, rates[idx], 1.0)
         return periods * self.period_s + edges_t[idx] + offset
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayedGaps:
+    """A recorded sequence of gaps between arrivals (a trace's), replayed at ``rate_hz``.
+
+    A sample starts at a gap the generator draws and takes the next ``n`` in their recorded
+    order, wrapping around to the first, each scaled by one factor so their mean is
+    ``1 / rate_hz``: the order of the gaps, and so the bursts, is kept, where a renewal process
+    would shuffle them. Two generators give two stretches of the recording.
+    """
+
+    gaps_s: tuple[float, ...]
+    rate_hz: float
+
+    def __post_init__(self) -> None:
+        gaps = np.asarray(self.gaps_s, dtype=float)
+        if gaps.size < 2:
+            raise ValueError(f"gaps_s must hold at least two gaps, got {gaps.size}")
+        if not (np.isfinite(gaps).all() and (gaps >= 0).all() and gaps.sum() > 0):
+            raise ValueError("gaps_s must be finite and >= 0, and not all 0")
+        object.__setattr__(self, "gaps_s", tuple(float(g) for g in gaps))
+        limits.rate("rate_hz", self.rate_hz)
+
+    @property
+    def mean_rate_hz(self) -> float:
+        return self.rate_hz
+
+    def with_rate(self, rate_hz: float) -> ReplayedGaps:
+        return replace(self, rate_hz=rate_hz)
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        n = checks.integer("num_requests", n, minimum=0)
+        gaps = np.asarray(self.gaps_s)
+        start = int(rng.integers(gaps.size))
+        taken = gaps[(start + np.arange(n)) % gaps.size]
+        return np.cumsum(taken / (gaps.mean() * self.rate_hz))

@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 
 from easerve_core.request import Modality, Request
-from easerve_core.workload import MIXES, GammaArrivals, PoissonArrivals, RateSchedule, WorkloadSpec, generate
+from easerve_core.workload import (
+    MIXES,
+    GammaArrivals,
+    PoissonArrivals,
+    RateSchedule,
+    ReplayedGaps,
+    WorkloadSpec,
+    generate,
+)
 from runtime.traces import load_trace, read_trace, write_trace
 
 
@@ -213,3 +221,35 @@ def test_the_longest_input_bounds_every_seed_s_stream() -> None:
     assert recorded.longest_input_tokens(mix) == max(r.input_tokens for r in recorded.requests)
     text = RequestMix(modality=Modality.TEXT, prompt_tokens=(1, 9))
     assert (text.longest_items_tokens, text.longest_input_tokens) == (0, 9)
+
+
+def test_replayed_gaps_keep_their_order_from_a_drawn_start_and_wrap_around() -> None:
+    gaps = (1.0, 1.0, 10.0, 0.0)  # mean 3: at 2 req/s every gap is scaled by 1 / 6
+    process = ReplayedGaps(gaps_s=gaps, rate_hz=2.0)
+    rng = np.random.default_rng(5)
+    start = int(np.random.default_rng(5).integers(4))
+    times = process.sample(9, rng)
+    expected = np.cumsum([gaps[(start + k) % 4] / 6.0 for k in range(9)])
+    assert times == pytest.approx(expected)
+    assert (np.diff(times) >= 0).all()
+    # the same generator state, the same times; another, another stretch of the recording
+    assert process.sample(9, np.random.default_rng(5)) == pytest.approx(times)
+    assert process.mean_rate_hz == 2.0
+    faster = process.with_rate(4.0)
+    assert faster.sample(9, np.random.default_rng(5)) == pytest.approx(times / 2)
+    # over whole laps of the recording, the mean rate is the one asked for
+    laps = process.sample(400, np.random.default_rng(1))
+    assert 400 / laps[-1] == pytest.approx(2.0, rel=0.02)
+
+
+@pytest.mark.parametrize(("gaps", "rate", "says"), [
+    ((1.0,), 1.0, "at least two gaps"),
+    ((1.0, -1.0), 1.0, "finite and >= 0"),
+    ((1.0, float("nan")), 1.0, "finite and >= 0"),
+    ((0.0, 0.0), 1.0, "not all 0"),
+    ((1.0, 2.0), 0.0, "rate_hz"),
+])
+def test_replayed_gaps_refuse_what_cannot_be_replayed(gaps: tuple[float, ...], rate: float,
+                                                      says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        ReplayedGaps(gaps_s=gaps, rate_hz=rate)

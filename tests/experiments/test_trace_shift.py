@@ -8,15 +8,18 @@ import numpy as np
 import pytest
 
 from easerve.experiments.controller_eval import main
+from easerve.experiments.mix_control import phase_setups
 from easerve.experiments.shifts import phase_of, stream
 from easerve.experiments.trace_shift import (
     SYNTHETIC_CV,
     SYNTHETIC_RATES_HZ,
     SYNTHETIC_SEGMENT_S,
+    plan_setups,
     synthetic_arrivals,
     trace_arrivals,
     trace_shift,
 )
+from easerve_core.workload import ReplayedGaps
 
 
 def _burstgpt(path: Path, rates_hz: tuple[float, ...], window_s: float = 100.0, seed: int = 3) -> Path:
@@ -155,3 +158,68 @@ def test_the_trace_load_scales_the_trace_to_that_share_of_the_capacity(tmp_path:
         assert len(shift.arrivals_s) / span == pytest.approx(load * capacity, rel=0.1)
     gaps = [float(np.mean(np.diff(s.arrivals_s))) for s in (default, half)]
     assert gaps[1] == pytest.approx(2 * gaps[0], rel=0.05)
+
+
+def test_each_class_is_planned_on_the_gaps_of_the_trace_s_later_windows(tmp_path: Path) -> None:
+    # eight 100 s windows: the run replays the first four (quiet, busy, busy, quiet), the rest
+    # (busy, quiet, busy, quiet) is what each class is planned on; the mean rate, 2 req/s, is half
+    # of 4 req/s, so the time scale is about 1
+    rates = (1.0, 3.0, 3.0, 1.0, 3.0, 1.0, 3.0, 1.0)
+    arrivals = trace_arrivals(_burstgpt(tmp_path / "b.csv", rates), "burstgpt")
+    shift = trace_shift(arrivals, capacity_hz=4.0, load_frac=0.5, phase_s=100.0, max_phases=4)
+    assert shift.phases[-1].end_s == 400.0 and max(shift.arrivals_s) < 400.0
+    # the rule written again: the later whole windows, each by its rate against the run's mean
+    t = np.asarray(arrivals, dtype=float)
+    t = t * ((t.size - 1) / t[-1]) / (0.5 * 4.0)
+    run = np.histogram(t, bins=4, range=(0.0, 400.0))[0] / 100.0
+    rest = t[t >= 400.0] - 400.0
+    windows = [rest[(rest >= 100 * k) & (rest < 100 * (k + 1))] for k in range(int(rest[-1] // 100))]
+    assert len(windows) == 3 and [w.size / 100 >= run.mean() for w in windows] == [True, False, True]
+    low, high = sorted({p.rate_hz for p in shift.phases})
+    gaps = dict(shift.plan_gaps_s)
+    assert set(gaps) == {low, high}  # each class's gaps hold at least one phase (100 s) at its rate
+    assert gaps[high] == pytest.approx(tuple(np.concatenate([np.diff(windows[0]), np.diff(windows[2])])))
+    assert gaps[low] == pytest.approx(tuple(np.diff(windows[1])))
+    # each kind's setup replays its class's gaps at its rate; off, the mix's own (Poisson)
+    setups = phase_setups(shift)
+    kinds = [("llava-image", low), ("llava-image", high)]
+    planned = plan_setups(shift, setups, kinds)
+    for kind in kinds:
+        replay = planned[kind].workload.arrivals
+        assert isinstance(replay, ReplayedGaps) and replay.rate_hz == kind[1]
+        assert replay.gaps_s == gaps[kind[1]]
+    off = plan_setups(shift, setups, kinds, trace_planning=False)
+    assert off == dict.fromkeys(kinds, setups["llava-image"])
+
+
+def test_a_class_whose_later_gaps_hold_less_than_one_phase_is_planned_on_poisson() -> None:
+    # evenly spaced windows of 100 s: the run (1, 3, 1, 3 req/s), then two busy windows (598 gaps,
+    # at least 3 req/s x 100 s) and one quiet one at 0.5 req/s (49 gaps, short of 1 req/s x 100 s)
+    rates = (1.0, 3.0, 1.0, 3.0, 3.0, 3.0, 0.5)
+    times = np.concatenate([100 * k + np.arange(round(r * 100)) / r for k, r in enumerate(rates)])
+    mean = (times.size - 1) / times[-1]
+    shift = trace_shift(times, capacity_hz=mean / 0.5, load_frac=0.5, phase_s=100.0, max_phases=4)
+    low, high = sorted({p.rate_hz for p in shift.phases})
+    assert (low, high) == (1.0, 3.0)
+    gaps = dict(shift.plan_gaps_s)
+    assert list(gaps) == [high] and len(gaps[high]) == 598 and gaps[high] == pytest.approx((1 / 3,) * 598)
+
+
+def test_a_trace_with_no_window_after_the_run_is_planned_on_poisson() -> None:
+    # the built-in synthetic stream: its run replays every window it has
+    assert trace_shift(synthetic_arrivals(), capacity_hz=3.02).plan_gaps_s == ()
+
+
+def test_the_cross_check_streams_of_a_replaying_setup_keep_the_recorded_gaps() -> None:
+    from easerve.experiments.setup import requests_for, with_gaps
+
+    setup = phase_setups(trace_shift(synthetic_arrivals(), capacity_hz=3.02))["llava-image"]
+    recorded = tuple(float(g) for g in range(1, 11))  # mean 5.5 s: at 2 req/s each is scaled by 1 / 11
+    replaying = with_gaps(setup, recorded, rate_hz=1.0)
+    arrivals = np.array([r.arrival_s for r in requests_for(replaying, 2.0, 25, seed=4)])
+    gaps = np.diff(np.concatenate(([0.0], arrivals))) * 11.0
+    start = recorded.index(round(gaps[0]))
+    assert gaps == pytest.approx([recorded[(start + k) % 10] for k in range(25)])
+    # a Poisson setup's streams are as before: no two draws of its gaps repeat in a cycle of ten
+    plain = np.diff([r.arrival_s for r in requests_for(setup, 2.0, 25, seed=4)])
+    assert len(set(np.round(plain, 9))) == plain.size
