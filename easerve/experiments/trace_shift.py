@@ -140,7 +140,8 @@ def trace_shift(arrival_s: Sequence[float], *, capacity_hz: float, name: str = T
     kept = arrivals[arrivals < num * phase_s]
     later = _later_gaps(arrivals, num * phase_s, phase_s, float(rates.mean()))
     # a class is planned on its later gaps when they hold one of its phases at its rate, so a
-    # cross-check stream (one phase long) replays the recording without wrapping around
+    # cross-check stream (one phase long) repeats no stretch of the recording (from a late start
+    # it wraps to the first gap: one more seam, like those between the class's windows)
     plan_gaps = tuple((max(level[h], 0.01), gaps) for h, gaps in sorted(later.items())
                       if h in level and len(gaps) >= level[h] * phase_s)
     return Shift(name=name, model=model, signal="requests", phases=tuple(phases), load_frac=load_frac,
