@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from easerve_core import checks
 from easerve_core.batcher import AdaptiveBatcher, Batch, Batcher, FixedBatcher
 from easerve_core.deployment import BatchingMode, Deployment, SMSharing
 from easerve_core.router import ROUTERS, Router
@@ -108,3 +109,26 @@ def retune(batcher: Batcher[Any], deployment: Deployment, *, now: float, seed: i
     """
     return Retuned(batcher=make_batcher(deployment), router=make_router(deployment, seed, index, generation),
                    flushed=batcher.flush(now))
+
+
+def interim_remote_fraction(remote_fraction: float, *, remote_serving: float, local_serving: float) -> float:
+    """The remote share that keeps a target's per-worker Prefill loads while only part of it serves.
+
+    A deployment's s sends ``s`` of the encoded requests to its remote Prefill
+    workers and ``1 - s`` to its encoders' local Prefill. Mid-move only
+    ``remote_serving`` of the target's remote Prefill GPUs and ``local_serving``
+    of its LM-holding encoders' GPUs (fractions of the target's) may serve yet;
+    each serving worker keeps the load the target gives it when the share is
+    the odds of ``s * remote_serving`` against ``(1 - s) * local_serving``.
+    Where both sides serve alike (1 and 1: the move is done) that is ``s``
+    exactly; with either side absent the share is left at ``s`` (a caller
+    handles the absent side: sim.roster prefills locally what finds no remote
+    Prefill worker).
+    """
+    checks.fraction("remote_fraction", remote_fraction)
+    checks.non_negative("remote_serving", remote_serving)
+    checks.non_negative("local_serving", local_serving)
+    if remote_serving == local_serving or remote_serving == 0 or local_serving == 0:
+        return remote_fraction
+    remote = remote_fraction * remote_serving
+    return remote / (remote + (1.0 - remote_fraction) * local_serving)

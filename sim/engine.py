@@ -145,7 +145,7 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
              controller: ControllerLike | None = None, reconfiguration_s: float | ReconfigCost | None = None,
              make_before_break: bool = True, drain_deadline_s: float | None = None,
              concurrent_steps: bool = False, serve_first: bool = False, linger: bool = False,
-             sm_tables: Sequence[tuple[float, SMShareTable]] = ()) -> SimResult:
+             interim_share: bool = False, sm_tables: Sequence[tuple[float, SMShareTable]] = ()) -> SimResult:
     """Simulate ``plan`` (see the module docstring).
 
     Args:
@@ -167,7 +167,8 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
             GPUs before the ones they replace drain; staged one worker at a time without a free
             GPU); False: the build's layout, every leaving worker drained at once (the move
             before 2026-12: docs/controller.md).
-        drain_deadline_s, concurrent_steps, serve_first, linger: with ``controller``, how a move
+        drain_deadline_s, concurrent_steps, serve_first, linger, interim_share: with
+            ``controller``, how a move
             runs: the knobs of those names of :mod:`sim.roster` (its docstring tells each;
             ``serve_first`` is :func:`easerve_core.moves.plan_moves`'s); off by default.
         sm_tables: ``(at_s, table)``: every encoder's SM-share table from ``at_s`` (:mod:`sim.sm_tables`).
@@ -214,7 +215,7 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
         roster = Roster(kit, deployment=deployment, encoders=front, profile=profile, seed=seed,
                         reconfig_s=cost, make_before_break=make_before_break,
                         drain_deadline_s=drain_deadline_s, concurrent_steps=concurrent_steps,
-                        serve_first=serve_first, linger=linger)
+                        serve_first=serve_first, linger=linger, interim_share=interim_share)
         steering = SimSteering(env, controller, roster, slo=plan.slo, num_requests=len(requests),
                             num_admitted=len(admitted))
         dispatcher = _SteeredDispatcher(env, requests, admitted, front, options.dispatch,

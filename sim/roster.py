@@ -48,7 +48,11 @@ it longer than the drain it saves, docs/controller.md), else it drains as before
 such a worker, when it leaves Decode with no serving worker and its sequences cannot move, still
 takes the KV caches handed to Decode until every sequence it held when its drain began has left
 (``SteeredPipeline.lingering``): Decode stays served while the long sequences of the phase before
-finish, and goes dark only for the warm-up of the new decoder. A move's steps run one after the
+finish, and goes dark only for the warm-up of the new decoder. With ``interim_share``, while a move
+leaves only part of the target's remote Prefill or LM-holding encoders serving, the target's
+encoders route at the share that keeps each serving worker's load as the target sets it
+(:func:`easerve_core.policies.interim_remote_fraction`; :meth:`Roster._rebalance`), and at the
+target's s once all serve. A move's steps run one after the
 other; with ``concurrent_steps`` a later step starts beside the running ones when it touches none of
 their GPUs, nor any GPU of a waiting step before it, and leaves no stage the target serves without a
 serving worker that the plan does not list in its ``unserved`` (``Roster._may_start``)."""
@@ -63,7 +67,7 @@ from typing import Any
 
 from easerve_core import Cluster, Deployment, ParallelProfile, SMSharing, StageProfile
 from easerve_core.moves import MovePlan, Slot, Step, plan_moves
-from easerve_core.policies import make_batcher, make_router, retune
+from easerve_core.policies import interim_remote_fraction, make_batcher, make_router, retune
 from easerve_core.profile import profile_for_tp
 from easerve_core.worker_choice import least_loaded
 from sim.build import WorkerKit
@@ -163,7 +167,8 @@ class Roster:
     def __init__(self, kit: WorkerKit, *, deployment: Deployment, encoders: list[EncodeWorker],
                  profile: StageProfile | ParallelProfile, seed: int, reconfig_s: ReconfigCost,
                  make_before_break: bool = True, drain_deadline_s: float | None = None,
-                 concurrent_steps: bool = False, serve_first: bool = False, linger: bool = False) -> None:
+                 concurrent_steps: bool = False, serve_first: bool = False, linger: bool = False,
+                 interim_share: bool = False) -> None:
         pipe = kit.pipe
         assert isinstance(pipe, SteeredPipeline)
         if drain_deadline_s is not None and not drain_deadline_s >= 0:
@@ -175,6 +180,7 @@ class Roster:
         self.concurrent_steps = concurrent_steps
         self.serve_first = serve_first  # easerve_core.moves.plan_moves's
         self.linger = linger
+        self.interim_share = interim_share
         pipe.lingering = []
         self.resumed: deque[Job] = deque()  # evicted sequences while no Decode worker serves
         self.deployment = deployment
@@ -243,6 +249,7 @@ class Roster:
         self._running = []
         self._retune(now)
         self._next_step(now)
+        self._rebalance()
         return plan.gpus_moved
 
     def _next_step(self, now: float) -> None:
@@ -292,6 +299,7 @@ class Roster:
                 self._reconfigure(j, now)
         self._running.append((ups, [w for w in drains if w in self.draining]))
         self._prune()
+        self._rebalance()
 
     def _step_done(self, now: float) -> None:
         """After a retirement or a warm-up: the next step once this one's are all done."""
@@ -337,6 +345,31 @@ class Roster:
                 worker.fifo.append(done.flushed)
             worker.batcher, worker.router = done.batcher, done.router
             worker.notify()
+
+    def _rebalance(self) -> None:
+        """With ``interim_share``: every serving encoder of the target routes at the target's s
+        re-weighted by the part of its remote Prefill and LM-holding encode GPUs that serve now
+        (:func:`easerve_core.policies.interim_remote_fraction`; a fresh router where that
+        changes, its batcher kept)."""
+        if not self.interim_share:
+            return
+
+        def serving(stage: str) -> float:  # the part of the target's GPUs of ``stage`` that serve
+            def counts(slot: Slot) -> bool:
+                return stage != "encode" or slot.local_prefill
+            want = sum(len(slot.gpus) for slot in self.target if slot.stage == stage and counts(slot))
+            have = sum(len(w.gpus) for w in self.stages[stage] if counts(slot_of(w)))
+            return have / want if want else 0.0
+
+        d = self.deployment
+        share = interim_remote_fraction(d.remote_fraction, remote_serving=serving("prefill"),
+                                        local_serving=serving("encode"))
+        order = [slot for slot in self.target if slot.stage == "encode"]
+        for worker in self.encoders:
+            slot = slot_of(worker)
+            if slot in order and worker.router.remote_fraction != share:
+                worker.router = make_router(d.with_(remote_fraction=share), self.seed, order.index(slot),
+                                            self.generation)
 
     def _start_drain(self, worker: Worker, now: float) -> None:
         self.stages[worker.stage].remove(worker)
@@ -452,6 +485,7 @@ class Roster:
             self._resume(self.resumed.popleft(), now)
         self.pipe.unpark(now)
         self._step_done(now)
+        self._rebalance()
 
     def _row(self, joining: _Joining, *, worker: int = -1, cancelled_s: float = math.nan) -> None:
         slot = joining.slot

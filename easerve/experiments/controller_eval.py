@@ -29,8 +29,8 @@ predictive system's forecaster (default ``holt``); the mix shifts' plan
 tables are cross-checked (each phase keeps the best of the table's
 deployments judged on its own workload) unless ``--no-cross-check``,
 ``--drain-deadline S`` (``none``: until done), ``--[no-]concurrent-steps``,
-``--[no-]serve-first`` and ``--[no-]linger`` set how the controlled systems' moves run
-(:class:`~easerve.experiments.shift_control.MoveMechanisms`; default
+``--[no-]serve-first``, ``--[no-]linger`` and ``--[no-]interim-share`` set how the
+controlled systems' moves run (:class:`~easerve.experiments.shift_control.MoveMechanisms`; default
 :data:`~easerve.experiments.mix_control.MOVES`), ``--[no-]phase-tables``
 whether every system runs each phase's SM-share table, ``--settle-z Z|none``
 when the controllers may skip the settle and ``--cut-z Z|none`` when their
@@ -220,7 +220,8 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
     forecaster = "holt" if args.forecaster is None else args.forecaster
     try:
         ControllerSettings(forecaster=forecaster)
-        moves = move_mechanisms(args.drain_deadline, args.concurrent_steps, args.serve_first, args.linger)
+        moves = move_mechanisms(args.drain_deadline, args.concurrent_steps, args.serve_first, args.linger,
+                                args.interim_share)
         phase_tables = PHASE_TABLES if args.phase_tables is None else args.phase_tables
         trace_planning = TRACE_PLANNING if args.trace_planning is None else args.trace_planning
         rules = replace(RULES, settle_z=settle_z_of(args.settle_z), cut_z=cut_z_of(args.cut_z))

@@ -56,11 +56,11 @@ from runtime.parallel import IN_PROCESS, Backend, run_tasks
 from sim.roster import worker_slots
 
 SYSTEMS = ("static-low", "static-high", "oracle", "reactive", "predictive")
-#: how the controlled systems' moves run in the shifts: a leaving decoder's sequences move at once
-#: (to one at least its size), a staged move's disjoint steps run side by side (docs/controller.md,
-#: "Moves that pay"), and a leaving decoder whose sequences cannot move lingers (docs/controller.md,
-#: "A decoder that lingers"; MoveMechanisms() is the move before)
-MOVES = MoveMechanisms(drain_deadline_s=0.0, concurrent_steps=True, linger=True)
+#: the shifts' moves (docs/controller.md, "Moves that pay"): a leaving decoder's sequences move at
+#: once (to one at least its size), disjoint steps run side by side, a leaving decoder whose
+#: sequences cannot move lingers, and a half-served target's encoders route at the share that keeps
+#: each serving Prefill worker's load (interim_share); MoveMechanisms() is the move before
+MOVES = MoveMechanisms(drain_deadline_s=0.0, concurrent_steps=True, linger=True, interim_share=True)
 #: every system's encoders run each phase's SM-share table from the phase's start (sim.sm_tables);
 #: False: the first phase's for the whole run, which flattered static-low on image -> video
 PHASE_TABLES = True

@@ -61,6 +61,9 @@ SWITCHES = (
     ("--linger", "a draining Decode worker whose sequences cannot move (the target's decoders are "
      "smaller) takes new ones while no other serves, until those it held have left (sim.roster; "
      "default: mix_control.MOVES)"),
+    ("--interim-share", "while a move leaves part of the target's remote Prefill or LM-holding encoders "
+     "serving, the target's encoders route at the share that keeps each serving worker's load "
+     "(easerve_core.policies.interim_remote_fraction; default: mix_control.MOVES)"),
     ("--phase-tables", "every system's encoders run each phase's SM-share table from the phase's start "
      "(sim.sm_tables; default: mix_control.PHASE_TABLES)"),
     ("--trace-planning", "a trace's shift: HAS and the cross-check plan each class on the trace's own "
@@ -155,9 +158,10 @@ def add_mix_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def move_mechanisms(deadline: str | None, concurrent: bool | None,
-                    serve_first: bool | None = None, linger: bool | None = None) -> MoveMechanisms:
+                    serve_first: bool | None = None, linger: bool | None = None,
+                    interim_share: bool | None = None) -> MoveMechanisms:
     """``--drain-deadline`` (seconds >= 0 or ``none``), ``--[no-]concurrent-steps``,
-    ``--[no-]serve-first`` and ``--[no-]linger`` over
+    ``--[no-]serve-first``, ``--[no-]linger`` and ``--[no-]interim-share`` over
     :data:`~easerve.experiments.mix_control.MOVES`; a bad deadline is a ``ValueError`` naming it."""
     moves = MOVES
     if deadline is not None:
@@ -169,6 +173,8 @@ def move_mechanisms(deadline: str | None, concurrent: bool | None,
         moves = replace(moves, serve_first=serve_first)
     if linger is not None:
         moves = replace(moves, linger=linger)
+    if interim_share is not None:
+        moves = replace(moves, interim_share=interim_share)
     return moves
 
 

@@ -209,12 +209,15 @@ class MoveMechanisms:
     move's steps start side by side where they may (``concurrent_steps``), and a stage losing its
     every worker comes up first (``serve_first``, :mod:`easerve_core.moves`), and a draining
     Decode worker whose sequences cannot move takes new ones while no other serves, until those it
-    held have left (``linger``). The defaults are the moves of 2026-12 before any of them."""
+    held have left (``linger``), and while part of the target serves, its encoders route at the
+    share that keeps each serving Prefill worker's load as the target sets it (``interim_share``).
+    The defaults are the moves of 2026-12 before any of them."""
 
     drain_deadline_s: float | None = None
     concurrent_steps: bool = False
     serve_first: bool = False
     linger: bool = False
+    interim_share: bool = False
 
     def __post_init__(self) -> None:
         if self.drain_deadline_s is not None and not self.drain_deadline_s >= 0:
@@ -234,7 +237,7 @@ def simulate_system(setup: Setup, start: Deployment, requests: Sequence[Request]
     cost = ReconfigurationCost(setup.plan.model, setup.plan.cluster.gpu)
     return session.sim(controller=controller, reconfiguration_s=cost, drain_deadline_s=moves.drain_deadline_s,
                        concurrent_steps=moves.concurrent_steps, serve_first=moves.serve_first,
-                       linger=moves.linger,
+                       linger=moves.linger, interim_share=moves.interim_share,
                        sm_tables=sm_tables).run()
 
 

@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from easerve_core import AdaptiveBatcher, Deployment, FixedBatcher, StageGroup
-from easerve_core.policies import BATCHERS, fast_knobs, make_batcher, make_router, make_routers, retune
+from easerve_core.policies import (
+    BATCHERS,
+    fast_knobs,
+    interim_remote_fraction,
+    make_batcher,
+    make_router,
+    make_routers,
+    retune,
+)
 from easerve_core.router import ROUTERS, DeficitRouter, RandomRouter, Route
 
 DEP = Deployment(encode=StageGroup(num_workers=3), prefill=StageGroup(num_workers=1),
@@ -78,3 +86,25 @@ def test_fast_knobs_keep_the_allocation():
     assert (mine.max_encode_batch, mine.remote_fraction, mine.gap_factor) == (16, 0.0, 2.0)
     remote_only = DEP.with_(remote_fraction=1.0, sm_sharing="none")
     assert fast_knobs(remote_only, target).remote_fraction == 1.0  # no local prefill to send to
+
+
+@pytest.mark.parametrize(("s", "remote", "local", "expected"), [
+    (0.82, 0.5, 1.0, 0.41 / (0.41 + 0.18)),  # half the remote Prefill: each worker keeps its load
+    (0.6, 1.0, 0.5, 0.6 / (0.6 + 0.2)),  # half the local Prefill
+    (0.82, 1.0, 1.0, 0.82),  # the move is done: the target's share, to the bit
+    (0.3, 0.5, 0.5, 0.3),  # both halves: the same odds
+    (0.82, 0.0, 1.0, 0.82),  # a side absent: left to the caller
+    (0.82, 1.0, 0.0, 0.82),
+    (0.0, 0.5, 1.0, 0.0),
+    (1.0, 0.5, 1.0, 1.0),
+    (0.5, 1.5, 1.0, 0.6),  # a leaving worker of the same stage still serving counts too
+])
+def test_the_interim_share_keeps_each_serving_worker_s_load(s, remote, local, expected):
+    assert interim_remote_fraction(s, remote_serving=remote, local_serving=local) == pytest.approx(expected)
+
+
+def test_the_interim_share_names_a_bad_argument():
+    with pytest.raises(ValueError, match="remote_fraction"):
+        interim_remote_fraction(1.5, remote_serving=1.0, local_serving=1.0)
+    with pytest.raises(ValueError, match="local_serving"):
+        interim_remote_fraction(0.5, remote_serving=1.0, local_serving=-1.0)

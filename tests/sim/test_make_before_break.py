@@ -13,10 +13,11 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from easerve_core import Cluster, Deployment
+from easerve_core import Cluster, Deployment, SMSharing, StageGroup
 from easerve_core.controller import Band, Controller, PlanTable
 from easerve_core.oracle import ScriptedController
 from easerve_core.plan import assemble
+from easerve_core.router import DeficitRouter
 from sim import simulate
 from sim.control import timeline
 from tests.sim.test_controller_in_sim import PROFILE, A, B, C, _dep, _req
@@ -179,3 +180,39 @@ def test_a_leaving_decoder_whose_sequences_cannot_move_keeps_taking_new_ones_whi
     else:
         assert list(on_d0.index) == [0]
         assert rec.loc[1, "decode_worker"] == 1 and rec.loc[1, "finish_s"] > up["ready_s"]
+
+
+def _shared(p: int, d: int, s: float) -> Deployment:
+    """One encoder that holds the LM (dynamic SM sharing), ``p`` Prefill and ``d`` Decode workers."""
+    return Deployment(encode=StageGroup(num_workers=1), prefill=StageGroup(num_workers=p),
+                      decode=StageGroup(num_workers=d), max_encode_batch=1, remote_fraction=s,
+                      sm_sharing=SMSharing.DYNAMIC)
+
+
+def _deficit_routes(s: float, n: int) -> list[str]:
+    router = DeficitRouter(s)
+    return [router.route().value for _ in range(n)]
+
+
+@pytest.mark.parametrize("interim", [False, True])
+def test_a_half_served_target_routes_at_the_share_that_keeps_each_worker_s_load(interim):
+    # four GPUs: E1 P1 D2 -> E1 P2 D1 at s = 0.6 at t = 1: one idle decoder drains at once and its
+    # GPU warms as the second Prefill worker until 6 s. Until it serves, half the target's remote
+    # Prefill serves beside all of its local Prefill: the encoder routes at 0.6 x 0.5 / (0.6 x 0.5
+    # + 0.4) = 3/7, each serving worker carrying the load the target sets; from 6 s at 0.6, each
+    # time with fresh counts (without interim_share: at 0.6 from the move on)
+    reqs = [_req(i, 0.6 + 0.2 * i) for i in range(40)]
+    result = _run(4, (_shared(1, 2, 0.0), _shared(2, 1, 0.6)), ((1.0, 1),), reqs, interim_share=interim)
+    (up,) = [r for r in result.meta["controller"]["reroles"] if r["to"] == "prefill"]
+    assert (up["from"], up["drain_start_s"], up["ready_s"]) == ("decode", 1.0, 1.0 + RECONFIG_S)
+    rec = result.records.set_index("request_id").sort_values("encode_end_s")
+    assert (rec["status"] == "ok").all()
+    moved = rec[rec["encode_end_s"] > 1.0]
+    during = moved[moved["encode_end_s"] < up["ready_s"]]["route"].tolist()
+    after = moved[moved["encode_end_s"] >= up["ready_s"]]["route"].tolist()
+    assert len(during) >= 20 and len(after) >= 5
+    if interim:
+        assert during == _deficit_routes(0.6 * 0.5 / (0.6 * 0.5 + 0.4), len(during))
+        assert after == _deficit_routes(0.6, len(after))
+    else:
+        assert during + after == _deficit_routes(0.6, len(during) + len(after))
