@@ -156,7 +156,8 @@ def test_the_move_flags_override_the_evaluation_s_moves() -> None:
     assert mix_flags.move_mechanisms("none", False, linger=False, interim_share=False) == MoveMechanisms()
     assert mix_flags.move_mechanisms("30", None) == replace(MOVES, drain_deadline_s=30.0)
     assert MOVES.linger and not mix_flags.move_mechanisms(None, None, linger=False).linger
-    assert MOVES.interim_share and not mix_flags.move_mechanisms(None, None, interim_share=False).interim_share
+    assert MOVES.interim_share
+    assert not mix_flags.move_mechanisms(None, None, interim_share=False).interim_share
 
 
 def test_the_built_in_shifts_name_why_the_optimum_moves() -> None:
