@@ -29,11 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from easerve.experiments import mix_control  # noqa: E402
-from easerve.experiments.mix_flags import shifts_of  # noqa: E402
+from easerve.experiments.mix_flags import shifts_of, trace_load_of  # noqa: E402
 from easerve.experiments.plan_tables import segment_goodput  # noqa: E402
 from easerve.experiments.shift_control import simulate_system  # noqa: E402
 from easerve.experiments.shifts import stream  # noqa: E402
-from easerve.experiments.trace_shift import TRACE_LOAD_FRAC  # noqa: E402
 from easerve_core.deployment import Deployment  # noqa: E402
 from easerve_core.slo import meets_slo, ttft_s  # noqa: E402
 
@@ -99,14 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace")
     parser.add_argument("--trace-format", default="azure")
-    parser.add_argument("--trace-load", type=float, default=TRACE_LOAD_FRAC)
+    parser.add_argument("--trace-load")
     parser.add_argument("--allocation", default="E2x2 P0x2 D1x4 s0")
     parser.add_argument("--batches", default="2,4,8")
     parser.add_argument("--poisson", action="store_true")
     args = parser.parse_args(argv)
     try:
-        batches = _batches(args.batches)
-        table = rows(args.trace, args.trace_format, args.trace_load, args.allocation, batches, args.poisson)
+        if args.trace_load is not None and args.trace is None:
+            raise ValueError("--trace-load: goes with --trace (the built-in stream has its own scale)")
+        load, batches = trace_load_of(args.trace_load), _batches(args.batches)
+        table = rows(args.trace, args.trace_format, load, args.allocation, batches, args.poisson)
     except ValueError as exc:
         print(f"trace_encode_batch: error: {exc}", file=sys.stderr)
         return 2

@@ -32,8 +32,14 @@ def test_each_cap_bounds_its_encode_batches_and_the_share_follows_the_table():
     assert small["wait_prefill_p50_s"] < large["wait_prefill_p50_s"]
 
 
-def test_a_bad_allocation_is_one_line_and_exit_2(capsys):
-    assert _bench().main(["--allocation", "E2x2 P0x2"]) == 2
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--allocation", "E2x2 P0x2"], "--allocation: expected like 'E2x2 P0x2 D1x4 s0', got 'E2x2 P0x2'"),
+    (["--batches", "2,x"], "--batches: whole numbers >= 1, comma-separated, got '2,x'"),
+    (["--trace-load", "0.5"], "--trace-load: goes with --trace"),
+    (["--trace", "t.csv", "--trace-load", "0"], "--trace-load"),
+    (["--trace", "t.csv", "--trace-load", "5"], "--trace-load must be a fraction in (0, 1]"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, says, capsys):
+    assert _bench().main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["trace_encode_batch: error: --allocation: expected like 'E2x2 P0x2 D1x4 s0', "
-                   "got 'E2x2 P0x2'"]
+    assert len(err) == 1 and err[0].startswith("trace_encode_batch: error: ") and says in err[0], err
