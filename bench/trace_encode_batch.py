@@ -11,10 +11,13 @@ the mean SM share an encode batch kept (the SM-share table's, by batch size)
 and the local Prefill's token throughput (docs/controller.md, "The
 trace-rate shift"). ``--poisson``: also each B's cross-check score (mean
 goodput over two Poisson streams one phase long) at each phase's rate, the
-streams a Poisson-planned table is chosen on.
+streams a Poisson-planned table is chosen on (on the setup's own SM-share
+table, as the cross-check scores, whatever ``--encode-share`` says). ``--encode-share X``: every
+phase's SM-share table replaced by one that keeps X of the SMs for an encode
+batch of any size (a what-if on the table's rule).
 
 Run: ``.venv/bin/python bench/trace_encode_batch.py [--trace FILE --trace-format azure]
-[--trace-load F] [--allocation "E2x2 P0x2 D1x4 s0"] [--batches 2,4,8] [--poisson]``
+[--trace-load F] [--allocation "E2x2 P0x2 D1x4 s0"] [--batches 2,4,8] [--poisson] [--encode-share X]``
 (without ``--trace``: the built-in synthetic stream).
 """
 
@@ -35,6 +38,7 @@ from easerve.experiments.shift_control import simulate_system  # noqa: E402
 from easerve.experiments.shifts import stream  # noqa: E402
 from easerve_core.deployment import Deployment  # noqa: E402
 from easerve_core.slo import meets_slo, ttft_s  # noqa: E402
+from easerve_core.sm_share import SMShareTable  # noqa: E402
 
 _ALLOCATION = re.compile(r"E(\d+)x(\d+) P(\d+)x(\d+) D(\d+)x(\d+) s([0-9.]+)")
 
@@ -52,14 +56,16 @@ def deployment(base: Deployment, allocation: str, batch: int, rate_hint_hz: floa
 
 
 def rows(trace: str | None, trace_format: str, load: float, allocation: str,
-         batches: list[int], poisson: bool = False) -> list[dict[str, object]]:
+         batches: list[int], poisson: bool = False, encode_share: float | None = None
+         ) -> list[dict[str, object]]:
     shift = shifts_of(None if trace else "trace-rate", trace=trace, trace_format=trace_format,
                       trace_load=load)[0]
     setups = mix_control.phase_setups(shift)
     rates = mix_control.phase_rates(shift, setups)
     requests = stream(shift, rates, seed=0)
     setup = setups[shift.phases[0].mix]
-    tables = tuple((p.start_s, setups[p.mix].plan.sm_table) for p in shift.phases)
+    tables = tuple((p.start_s, setups[p.mix].plan.sm_table if encode_share is None
+                    else SMShareTable({1: encode_share})) for p in shift.phases)
     span_s = shift.phases[0].duration_s
     out = []
     for batch in batches:
@@ -94,6 +100,16 @@ def _batches(text: str) -> list[int]:
     return batches
 
 
+def _share(text: str) -> float:
+    try:
+        share = float(text)
+    except ValueError:
+        share = float("nan")
+    if not 0 < share <= 1:
+        raise ValueError(f"--encode-share: a fraction in (0, 1], got {text!r}")
+    return share
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace")
@@ -102,12 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allocation", default="E2x2 P0x2 D1x4 s0")
     parser.add_argument("--batches", default="2,4,8")
     parser.add_argument("--poisson", action="store_true")
+    parser.add_argument("--encode-share")
     args = parser.parse_args(argv)
     try:
         if args.trace_load is not None and args.trace is None:
             raise ValueError("--trace-load: goes with --trace (the built-in stream has its own scale)")
         load, batches = trace_load_of(args.trace_load), _batches(args.batches)
-        table = rows(args.trace, args.trace_format, load, args.allocation, batches, args.poisson)
+        share = None if args.encode_share is None else _share(args.encode_share)
+        table = rows(args.trace, args.trace_format, load, args.allocation, batches, args.poisson, share)
     except ValueError as exc:
         print(f"trace_encode_batch: error: {exc}", file=sys.stderr)
         return 2
