@@ -353,23 +353,22 @@ class Roster:
         changes, its batcher kept)."""
         if not self.interim_share:
             return
-
-        def serving(stage: str) -> float:  # the part of the target's GPUs of ``stage`` that serve
-            def counts(slot: Slot) -> bool:
-                return stage != "encode" or slot.local_prefill
-            want = sum(len(slot.gpus) for slot in self.target if slot.stage == stage and counts(slot))
-            have = sum(len(w.gpus) for w in self.stages[stage] if counts(slot_of(w)))
-            return have / want if want else 0.0
-
         d = self.deployment
-        share = interim_remote_fraction(d.remote_fraction, remote_serving=serving("prefill"),
-                                        local_serving=serving("encode"))
+        share = interim_remote_fraction(d.remote_fraction, remote_serving=self._serving_part("prefill"),
+                                        local_serving=self._serving_part("encode"))
         order = [slot for slot in self.target if slot.stage == "encode"]
         for worker in self.encoders:
             slot = slot_of(worker)
             if slot in order and worker.router.remote_fraction != share:
                 worker.router = make_router(d.with_(remote_fraction=share), self.seed, order.index(slot),
                                             self.generation)
+
+    def _serving_part(self, stage: str) -> float:
+        """The part of the target's GPUs of ``stage`` (of Encode: those holding the LM) that serve."""
+        lm_only = stage == "encode"
+        want = sum(len(s.gpus) for s in self.target if s.stage == stage and (s.local_prefill or not lm_only))
+        have = sum(len(w.gpus) for w in self.stages[stage] if slot_of(w).local_prefill or not lm_only)
+        return have / want if want else 0.0
 
     def _start_drain(self, worker: Worker, now: float) -> None:
         self.stages[worker.stage].remove(worker)
