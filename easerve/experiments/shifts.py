@@ -143,22 +143,24 @@ def _alternating(a: str, b: str, *, rates_hz: tuple[float | None, float | None] 
                  for k in range(2 * cycles))
 
 
-#: Loads of the shifts whose phases' bottleneck stages differ (image-video, resolution), set once
-#: from the simulator, not from the results: each phase's mix was run on the screen's best
-#: allocations for either phase (B 8, s 0 where all Prefill is local, else 0.5, or 1 where the
-#: encoders cannot hold the LM; one 300 s Poisson stream, seed 2000; moderate SLO of the mix;
-#: 8 x RTX 6000 Ada) at a ladder of rates, and a mix's capacity is the highest rate at which its
-#: best allocation kept >= 90% of requests within the SLO. Each phase then runs at
-#: :data:`SIM_LOAD_FRAC` of it. The other phase's picks, at those rates (same sweep): images'
-#: chat at 2.21 req/s, the video pick's one TP-2 decoder 0.83 attainment at 1.0 req/s and 0.20 at
-#: 2.2; video captions at 1.19 req/s, the chat picks' 1.00/0.72 at 1.0 and 0.47/0.22 at 1.2; tile
-#: chat at 4.76 req/s, the anyres pick's 0.50 at 2.0 and 0.14 at 4.4; anyres answers at 3.15
-#: req/s, the tile picks' 0.60/0.51 at 2.8 and 0.53/0.17 at 3.4. So the best allocation moves.
+#: Loads of the shifts whose phases' bottleneck stages differ (image-video, resolution), set from
+#: the simulator, not from the results: each phase's mix runs on the screen's best allocations for
+#: either phase (``bench/mix_capacity.py``'s ``ALLOCATIONS``: B 8, s 0 where all Prefill is local,
+#: else 0.5, or 1 where the encoders cannot hold the LM; one Poisson stream, seed 2000; moderate
+#: SLO of the mix; 8 x RTX 6000 Ada), and a mix's capacity is the highest rate (bisected to 1%) at
+#: which its best allocation keeps >= 90% of the requests within the SLO. Each phase then runs at
+#: :data:`SIM_LOAD_FRAC` of it. The streams are 3,600 s long: the first constants were read off
+#: 300 s streams, on which long chats had not yet filled the decoder, and over-stated tile chat's
+#: capacity by 44% (5.906 req/s against 4.094; at the 4.76 req/s it set, the tile pick kept 0.58
+#: of a 1,200 s stream within the SLO, and none after 900 s). Doubling the stream to 7,200 s moves
+#: no capacity by more than 1.5% (the bench's table; docs/controller.md, "The shifts"). That the
+#: best allocation moves at these rates: the screen's carriers of one phase never carry the other
+#: (``tests/experiments/test_mix_shifts.py``), and the cross-check scores each pick on both.
 SIM_CAPACITY_HZ: Mapping[str, float] = {
-    "qwen-image-chat": 2.6,  # E2x1 P1x2 D1x4 s1 and E2x2 P0x2 D1x4 s0: 1.00 at 2.6, 0.67/0.65 at 3.0
-    "qwen-video-caption": 1.4,  # E2x1 P2x2 D1x2 s1 and E3x2 P0x2 D1x2 s0: 1.00 at 1.4, 0.67/0.47 at 1.6
-    "llava-small-chat": 5.6,  # E2x2 P0x2 D1x4 s0: 0.97 at 5.6 (E1x2 P1x2 D1x4 s0.5: 1.00 at 5.0, 0.81)
-    "llava-anyres-short": 3.7,  # E3x2 P0x2 D1x2 s0: 1.00 at 3.7, 0.81 at 4.0
+    "qwen-image-chat": 2.703,  # E2x2 P0x2 D1x4 s0 (E2x1 P1x2 D1x4 s1: 2.594); 300 s streams: 2.906
+    "qwen-video-caption": 1.367,  # E3x2 P0x2 D1x2 s0 (E2x1 P2x2 D1x2 s1: 1.273); 300 s: 1.539
+    "llava-small-chat": 4.094,  # E2x2 P0x2 D1x4 s0 and E1x2 P1x2 D1x4 s0.5; 300 s: 5.906
+    "llava-anyres-short": 3.625,  # E3x2 P0x2 D1x2 s0 (E1x2 P2x2 D1x2 s0.5: 2.188); 300 s: 3.938
 }
 #: the fraction of :data:`SIM_CAPACITY_HZ` each such phase runs at
 SIM_LOAD_FRAC = 0.85

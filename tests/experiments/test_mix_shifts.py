@@ -103,7 +103,7 @@ def test_a_bad_z_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], flag
 
 def test_a_rate_scale_scales_every_set_rate_and_the_screened_share() -> None:
     resolution = at_rate_scale(SHIFTS["resolution"], 0.8)
-    assert [p.rate_hz for p in resolution.phases] == [3.81, 2.52, 3.81, 2.52]  # 4.76, 3.15 x 0.8
+    assert [p.rate_hz for p in resolution.phases] == [2.78, 2.46, 2.78, 2.46]  # 3.48, 3.08 x 0.8
     assert [(p.start_s, p.duration_s, p.mix) for p in resolution.phases] == \
         [(p.start_s, p.duration_s, p.mix) for p in SHIFTS["resolution"].phases]
     output = at_rate_scale(SHIFTS["output-length"], 0.5)  # captioning's rate comes from the screen
