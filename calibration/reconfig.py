@@ -19,6 +19,22 @@ serves again. :func:`reconfiguration_s` prices that from the specs:
   TP-8 start-up took 60 s of graph capture and 10 s of weights from a hot
   page cache, vllm-project/vllm#19824). We take 25 s: the transform and the
   capture, without the first-boot compile.
+
+**A standby engine** skips the warm-up. An engine that is put to sleep in
+place of being stopped keeps its process, CUDA context, allocator, captured
+graphs and compiled kernels, and drops its weights and KV cache (vLLM's sleep
+mode). Waking it copies its weights back and re-warms in well under a second:
+vLLM's blog (blog.vllm.ai, 2025-10-26, A100, level 1) woke Qwen3-Coder-30B
+(TP 1, about 61 GB of weights) in 2.85-2.89 s against 47.3-47.5 s cold, and
+Qwen3-235B-A22B-FP8 (TP 4) in 5.3-5.7 s against 97.4-97.9 s. The first is the
+weights over a 25 GB/s link (2.4 s) and about 0.4 s more; the second is about
+twice the per-GPU copy, four GPUs drawing on one host at once, which the link
+model here does not price. :data:`STANDBY_WARMUP_S` (1 s) takes the place of
+the warm-up for such an engine: the copy is priced as above. Standby assumes
+every GPU keeps a sleeping engine for each role it takes (started, and warmed,
+before the run) and that a sleeping engine's context and graphs fit in the
+memory the serving engine leaves free (1 - ``memory_utilization_frac``:
+calibration.memory).
 """
 
 from __future__ import annotations
@@ -29,6 +45,8 @@ from calibration.specs import GPUSpec, ModelSpec, gpu_spec, model_spec
 
 #: an engine's warm-up after its weights load (see the module docstring; G: from vLLM's logs)
 WARMUP_S = 25.0
+#: a standby engine's re-warm after its weights are back (see the module docstring; G: vLLM's blog)
+STANDBY_WARMUP_S = 1.0
 #: host-to-device bandwidth of a PCIe 4.0 x16 link, achieved (GPUs whose spec link is NVLink)
 PCIE_HOST_BYTES_PER_S = 25e9
 ROLES = ("encode", "encode+prefill", "prefill", "decode")

@@ -29,7 +29,7 @@ predictive system's forecaster (default ``holt``); the mix shifts' plan
 tables are cross-checked (each phase keeps the best of the table's
 deployments judged on its own workload) unless ``--no-cross-check``,
 ``--drain-deadline S`` (``none``: until done), ``--[no-]concurrent-steps``,
-``--[no-]serve-first``, ``--[no-]linger`` and ``--[no-]interim-share`` set how the
+``--[no-]serve-first``, ``--[no-]linger``, ``--[no-]interim-share`` and ``--[no-]standby`` set how the
 controlled systems' moves run (:class:`~easerve.experiments.shift_control.MoveMechanisms`; default
 :data:`~easerve.experiments.mix_control.MOVES`), ``--[no-]phase-tables``
 whether every system runs each phase's SM-share table, ``--settle-z Z|none``
@@ -221,7 +221,7 @@ def _mix_shifts(plan: EvalSize, args: argparse.Namespace) -> int:
     try:
         ControllerSettings(forecaster=forecaster)
         moves = move_mechanisms(args.drain_deadline, args.concurrent_steps, args.serve_first, args.linger,
-                                args.interim_share)
+                                args.interim_share, args.standby)
         phase_tables = PHASE_TABLES if args.phase_tables is None else args.phase_tables
         trace_planning = TRACE_PLANNING if args.trace_planning is None else args.trace_planning
         rules = replace(RULES, settle_z=settle_z_of(args.settle_z), cut_z=cut_z_of(args.cut_z))

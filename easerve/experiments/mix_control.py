@@ -22,10 +22,10 @@ the better one), then five systems on one stream:
   for rule 4's waiver, :data:`SETTLE_Z`, and rule 1's cut, :data:`CUT_Z`);
 * ``predictive``: the same with Holt's forecaster ``lead_s`` ahead (:mod:`easerve_core.forecast`).
 
-Re-roles are make-before-break (:mod:`easerve_core.moves`), cost
-:class:`calibration.reconfig.ReconfigurationCost` and run as :data:`MOVES`
-says (a leaving decoder's sequences recomputed elsewhere at once, disjoint
-steps side by side); every system's encoders run each phase's SM-share table
+Re-roles are make-before-break (:mod:`easerve_core.moves`), cost what
+:meth:`~easerve.experiments.shift_control.MoveMechanisms.reconfiguration` says and run as
+:data:`MOVES` says (a leaving decoder's sequences recomputed elsewhere at once, disjoint
+steps side by side, standby engines woken); every system's encoders run each phase's SM-share table
 (:data:`PHASE_TABLES`). Each request is judged by the moderate SLO of its own
 phase's mix. "High" phases are those of the top band, "low" the others.
 """
@@ -40,7 +40,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from calibration.reconfig import ReconfigurationCost
 from easerve.experiments.choose import choose
 from easerve.experiments.plan_tables import CROSS_CHECK_SEEDS, segment_goodput
 from easerve.experiments.setup import Setup, load_setup, with_mix
@@ -58,9 +57,10 @@ from sim.roster import worker_slots
 SYSTEMS = ("static-low", "static-high", "oracle", "reactive", "predictive")
 #: the shifts' moves (docs/controller.md, "Moves that pay"): a leaving decoder's sequences move at
 #: once (to one at least its size), disjoint steps run side by side, a leaving decoder whose
-#: sequences cannot move lingers, and a half-served target's encoders route at the share that keeps
-#: each serving Prefill worker's load (interim_share); MoveMechanisms() is the move before
-MOVES = MoveMechanisms(drain_deadline_s=0.0, concurrent_steps=True, linger=True, interim_share=True)
+#: sequences cannot move lingers, a half-served target's encoders route at the share that keeps
+#: each serving Prefill worker's load (interim_share), and re-roles wake standby engines (standby)
+MOVES = MoveMechanisms(drain_deadline_s=0.0, concurrent_steps=True, linger=True, interim_share=True,
+                       standby=True)
 #: every system's encoders run each phase's SM-share table from the phase's start (sim.sm_tables);
 #: False: the first phase's for the whole run, which flattered static-low on image -> video
 PHASE_TABLES = True
@@ -123,9 +123,9 @@ def band_edges(shift: Shift, levels: list[float]) -> list[float]:
     return [*(float(np.sqrt(a * b)) for a, b in pairwise(levels)), levels[-1]]
 
 
-def lead_s(setup: Setup, table: PlanTable) -> float:
+def lead_s(setup: Setup, table: PlanTable, moves: MoveMechanisms = MOVES) -> float:
     """The re-role time: the longest reconfiguration of any worker of the table's deployments."""
-    cost = ReconfigurationCost(setup.plan.model, setup.plan.cluster.gpu)
+    cost = moves.reconfiguration(setup)
     slots = {(s.role, s.tp) for b in table.bands for s in worker_slots(b.deployment, setup.plan.cluster)}
     return max(float(cost(role, tp)) for role, tp in slots)
 
@@ -196,7 +196,7 @@ def shift_study(shift: Shift, *, trials: int, num_samples: int = 1, search_s: fl
                            "table_deployment": table.bands[order.index((m, r))].deployment.label(),
                            "told_hz": table.bands[order.index((m, r))].deployment.rate_hint_hz}
                           for m, r in kinds])
-    lead = lead_s(setups[shift.phases[0].mix], table)
+    lead = lead_s(setups[shift.phases[0].mix], table, moves)
     runs = [partial(_system, shift, setups, has_table if name.startswith("static") else table, band_of,
                     requests, name, lead=lead, seed=seed, forecaster=forecaster, moves=moves,
                     phase_tables=phase_tables, rules=rules, oracle_lead_s=oracle_lead_s)

@@ -64,6 +64,8 @@ SWITCHES = (
     ("--interim-share", "while a move leaves part of the target's remote Prefill or LM-holding encoders "
      "serving, the target's encoders route at the share that keeps each serving worker's load "
      "(easerve_core.policies.interim_remote_fraction; default: mix_control.MOVES)"),
+    ("--standby", "a re-roled GPU wakes a standby engine (weights copied back, a 1 s re-warm: "
+     "calibration.reconfig.STANDBY_WARMUP_S) in place of starting one cold (default: mix_control.MOVES)"),
     ("--phase-tables", "every system's encoders run each phase's SM-share table from the phase's start "
      "(sim.sm_tables; default: mix_control.PHASE_TABLES)"),
     ("--trace-planning", "a trace's shift: HAS and the cross-check plan each class on the trace's own "
@@ -159,9 +161,9 @@ def add_mix_flags(parser: argparse.ArgumentParser) -> None:
 
 def move_mechanisms(deadline: str | None, concurrent: bool | None,
                     serve_first: bool | None = None, linger: bool | None = None,
-                    interim_share: bool | None = None) -> MoveMechanisms:
+                    interim_share: bool | None = None, standby: bool | None = None) -> MoveMechanisms:
     """``--drain-deadline`` (seconds >= 0 or ``none``), ``--[no-]concurrent-steps``,
-    ``--[no-]serve-first``, ``--[no-]linger`` and ``--[no-]interim-share`` over
+    ``--[no-]serve-first``, ``--[no-]linger``, ``--[no-]interim-share`` and ``--[no-]standby`` over
     :data:`~easerve.experiments.mix_control.MOVES`; a bad deadline is a ``ValueError`` naming it."""
     moves = MOVES
     if deadline is not None:
@@ -175,6 +177,8 @@ def move_mechanisms(deadline: str | None, concurrent: bool | None,
         moves = replace(moves, linger=linger)
     if interim_share is not None:
         moves = replace(moves, interim_share=interim_share)
+    if standby is not None:
+        moves = replace(moves, standby=standby)
     return moves
 
 

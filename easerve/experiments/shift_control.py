@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from calibration.reconfig import ReconfigurationCost
+from calibration.reconfig import STANDBY_WARMUP_S, WARMUP_S, ReconfigurationCost
 from calibration.session import Session
 from easerve.experiments import plan_tables
 from easerve.experiments.setup import Arrivals, Setup, requests_for
@@ -210,7 +210,9 @@ class MoveMechanisms:
     every worker comes up first (``serve_first``, :mod:`easerve_core.moves`), and a draining
     Decode worker whose sequences cannot move takes new ones while no other serves, until those it
     held have left (``linger``), and while part of the target serves, its encoders route at the
-    share that keeps each serving Prefill worker's load as the target sets it (``interim_share``).
+    share that keeps each serving Prefill worker's load as the target sets it (``interim_share``),
+    and a re-roled GPU wakes a standby engine in place of starting one cold (``standby``:
+    :data:`~calibration.reconfig.STANDBY_WARMUP_S` in place of the warm-up).
     The defaults are the moves of 2026-12 before any of them."""
 
     drain_deadline_s: float | None = None
@@ -218,26 +220,31 @@ class MoveMechanisms:
     serve_first: bool = False
     linger: bool = False
     interim_share: bool = False
+    standby: bool = False
 
     def __post_init__(self) -> None:
         if self.drain_deadline_s is not None and not self.drain_deadline_s >= 0:
             raise ValueError(f"drain_deadline_s must be >= 0 or None, got {self.drain_deadline_s!r}")
+
+    def reconfiguration(self, setup: Setup) -> ReconfigurationCost:
+        """What a re-role costs on ``setup``'s model and GPU under these moves."""
+        warmup_s = STANDBY_WARMUP_S if self.standby else WARMUP_S
+        return ReconfigurationCost(setup.plan.model, setup.plan.cluster.gpu, warmup_s=warmup_s)
 
 
 def simulate_system(setup: Setup, start: Deployment, requests: Sequence[Request], controller: Any, *,
                     seed: int, moves: MoveMechanisms = MoveMechanisms(),
                     sm_tables: Sequence[tuple[float, SMShareTable]] = ()) -> Any:
     """One system's run: ``requests`` on ``start`` under EAServe, steered by ``controller`` (None:
-    static), re-roles priced by :class:`~calibration.reconfig.ReconfigurationCost` and run as
+    static), re-roles priced by :meth:`MoveMechanisms.reconfiguration` and run as
     ``moves`` says; the encoders follow ``sm_tables`` (:mod:`sim.sm_tables`; empty: the plan's)."""
     session = Session(plan=setup.plan, profile=setup.profile).replan(
         deployment=start, preset="easerve", requests=requests, seed=seed)
     if controller is None:
         return session.sim(sm_tables=sm_tables).run()
-    cost = ReconfigurationCost(setup.plan.model, setup.plan.cluster.gpu)
-    return session.sim(controller=controller, reconfiguration_s=cost, drain_deadline_s=moves.drain_deadline_s,
-                       concurrent_steps=moves.concurrent_steps, serve_first=moves.serve_first,
-                       linger=moves.linger, interim_share=moves.interim_share,
+    return session.sim(controller=controller, reconfiguration_s=moves.reconfiguration(setup),
+                       drain_deadline_s=moves.drain_deadline_s, concurrent_steps=moves.concurrent_steps,
+                       serve_first=moves.serve_first, linger=moves.linger, interim_share=moves.interim_share,
                        sm_tables=sm_tables).run()
 
 

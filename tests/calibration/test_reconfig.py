@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from calibration.reconfig import WARMUP_S, reconfiguration_s, role_weight_bytes
+from calibration.reconfig import (
+    STANDBY_WARMUP_S,
+    WARMUP_S,
+    ReconfigurationCost,
+    reconfiguration_s,
+    role_weight_bytes,
+)
 from calibration.specs import gpu_spec, model_spec
 
 
@@ -20,3 +26,14 @@ def test_weights_over_the_host_link_plus_warmup():
         lm / 25e9 + WARMUP_S)
     with pytest.raises(ValueError, match="unknown role"):
         role_weight_bytes(model, "router", 1)
+
+
+def test_a_standby_engine_pays_the_copy_and_a_short_rewarm():
+    """A sleeping engine keeps its graphs: the warm-up gives way to STANDBY_WARMUP_S, the copy stays."""
+    model, gpu = model_spec("llava-v1.6-34b"), gpu_spec("rtx6000ada")
+    copy_s = role_weight_bytes(model, "prefill", 2) / gpu.link_bytes_per_s
+    cost = ReconfigurationCost("llava-v1.6-34b", "rtx6000ada", warmup_s=STANDBY_WARMUP_S)
+    assert cost("prefill", 2) == pytest.approx(copy_s + STANDBY_WARMUP_S)
+    assert ReconfigurationCost("llava-v1.6-34b", "rtx6000ada")("prefill", 2) - cost("prefill", 2) == \
+        pytest.approx(WARMUP_S - STANDBY_WARMUP_S)
+    assert 1.0 < copy_s < 2.0  # 34 GB of a TP-2 shard over the card's PCIe 4.0 x16 link

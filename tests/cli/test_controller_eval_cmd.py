@@ -45,6 +45,7 @@ def test_bad_input_is_one_line_named_for_the_command_and_exit_2(capsys: pytest.C
     (["--seeds", "0,1"], "--seeds: read only by the mix shifts"),
     (["--no-linger"], "--[no-]linger: read only by the mix shifts"),
     (["--interim-share"], "--[no-]interim-share: read only by the mix shifts"),
+    (["--no-standby"], "--[no-]standby: read only by the mix shifts"),
     (["--forecaster", "ewma", "--shapes"], "--forecaster: read only by the mix shifts (--mix-shifts, --shift "
                                            "or --trace); this run is the shapes (--shapes)"),
     (["--mix-shifts", "resolution", "--frugal", "--out", "OUT"],

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from calibration.reconfig import STANDBY_WARMUP_S, WARMUP_S
 from easerve.cli import main as easerve
 from easerve.experiments import mix_flags
 from easerve.experiments.controller_eval import main
@@ -18,6 +19,7 @@ from easerve.experiments.mix_control import (
     ORACLE_LEAD_S,
     RULES,
     SETTLE_Z,
+    lead_s,
     phase_rates,
     phase_setups,
 )
@@ -25,6 +27,7 @@ from easerve.experiments.shape_control import screened_capacity_hz as screened
 from easerve.experiments.shift_control import MoveMechanisms
 from easerve.experiments.shifts import EARLIER_SHIFTS, SHIFTS, at_rate_scale, load_shift, phase_of, stream
 from easerve.resources import config_path
+from easerve_core.controller import Band, PlanTable
 from easerve_core.has.screen import screen
 
 GOOD = """model = "image"
@@ -153,11 +156,26 @@ def test_the_z_flags_override_the_evaluation_s() -> None:
 
 def test_the_move_flags_override_the_evaluation_s_moves() -> None:
     assert mix_flags.move_mechanisms(None, None) == MOVES
-    assert mix_flags.move_mechanisms("none", False, linger=False, interim_share=False) == MoveMechanisms()
+    assert mix_flags.move_mechanisms("none", False, linger=False, interim_share=False,
+                                     standby=False) == MoveMechanisms()
     assert mix_flags.move_mechanisms("30", None) == replace(MOVES, drain_deadline_s=30.0)
     assert MOVES.linger and not mix_flags.move_mechanisms(None, None, linger=False).linger
     assert MOVES.interim_share
     assert not mix_flags.move_mechanisms(None, None, interim_share=False).interim_share
+    assert MOVES.standby and not mix_flags.move_mechanisms(None, None, standby=False).standby
+
+
+def test_standby_moves_wake_engines_and_lead_by_the_wake() -> None:
+    """MOVES wake standby engines: every re-role costs the warm-up less, and the predictive
+    controller's lead (the longest re-role of the table) shrinks with it."""
+    setup = phase_setups(SHIFTS["resolution"])["llava-small-chat"]
+    cold, warm = replace(MOVES, standby=False).reconfiguration(setup), MOVES.reconfiguration(setup)
+    for role, tp in (("decode", 4), ("encode+prefill", 2), ("prefill", 2)):
+        assert cold(role, tp) - warm(role, tp) == pytest.approx(WARMUP_S - STANDBY_WARMUP_S)
+    deployment = setup.deployment.with_(remote_fraction=1.0)
+    table = PlanTable((Band(rate_hz=1.0, deployment=deployment),), signal="requests")
+    assert lead_s(setup, table, replace(MOVES, standby=False)) - lead_s(setup, table) == \
+        pytest.approx(WARMUP_S - STANDBY_WARMUP_S)
 
 
 def test_the_built_in_shifts_name_why_the_optimum_moves() -> None:
