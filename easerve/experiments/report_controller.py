@@ -28,23 +28,23 @@ def _mix_shifts_section(t: Mapping[str, pd.DataFrame]) -> list[str]:
     lines = [
         "## Online controller on shifts where the optimum moves",
         "Two phases of 300 s alternating twice (docs/controller.md, \"Shifts where the optimum "
-        "moves\"): output length (captioning / chat, LLaVA-34B), image chat -> 16-frame video "
-        "captions (Qwen2.5-VL-32B) and one-tile chat -> anyres short answers (LLaVA-34B), each phase "
-        "at 0.85 of its capacity measured in the simulator, and a trace's rate (a seeded, bursty "
-        "synthetic stream in place of a public trace, which the tree does not hold). HAS plans each "
-        "phase; the plan table (one band per phase along the shift's signal) is cross-checked: each "
-        "phase keeps the best of the table's deployments judged on its own workload, a tie going "
-        "first to a deployment tied with the best in every phase (no move). Static-low/high run "
-        "HAS's own picks; the oracle (make-before-break, moving at each phase's start), the "
-        "reactive and the predictive (Holt) controller run the checked table; a leaving decoder hands "
-        "its sequences at once to one at least its size, which recomputes them, a staged move's "
-        "disjoint steps run side by side, and while part of the target serves its encoders route at "
-        "the share that keeps each serving Prefill worker's load; every system's encoders run each "
-        "phase's SM-share table "
-        "(docs/controller.md, \"Moves that pay\"); the controllers skip the settle once the window's "
-        "signal is three standard errors past the move's threshold (\"Settled by the evidence\"), and "
-        "their window starts after a step once its two sides differ by four (\"A window that cuts at "
-        "a step\"). High phases: the top band's.",
+        "moves\"): output length (captioning / chat, LLaVA-34B), image chat -> 16-frame video captions"
+        " (Qwen2.5-VL-32B) and one-tile chat -> anyres short answers (LLaVA-34B), each phase at 0.85 "
+        "of its capacity measured in the simulator on 3,600 s streams, and a trace's rate (a seeded, "
+        "bursty synthetic stream in place of a public trace, which the tree does not hold). HAS plans"
+        " each phase; the plan table (one band per phase along the shift's signal) is cross-checked: "
+        "each phase keeps the best of the table's deployments judged on its own workload, a tie going"
+        " first to a deployment tied with the best in every phase (no move). Static-low/high run "
+        "HAS's own picks; the oracle (make-before-break, moving at each phase's start), the reactive "
+        "and the predictive (Holt) controller run the checked table; a leaving decoder hands its "
+        "sequences at once to one at least its size, which recomputes them, a staged move's disjoint "
+        "steps run side by side, while part of the target serves its encoders route at the share "
+        "that keeps each serving Prefill worker's load, and a re-roled GPU wakes a standby engine "
+        "(its weights copied back, a 1 s re-warm in place of a cold start's 25 s); every system's "
+        "encoders run each phase's SM-share table (docs/controller.md, \"Moves that pay\"); the "
+        "controllers skip the settle once the window's signal is three standard errors past the "
+        "move's threshold (\"Settled by the evidence\"), and their window starts after a step once its "
+        "two sides differ by four (\"A window that cuts at a step\"). High phases: the top band's.",
     ]
     plans = t.get("controller_mix_shifts_plans")
     if plans is not None and not plans.empty:
