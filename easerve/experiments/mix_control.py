@@ -44,7 +44,7 @@ from easerve.experiments.choose import choose
 from easerve.experiments.plan_tables import CROSS_CHECK_SEEDS, segment_goodput
 from easerve.experiments.setup import Setup, load_setup, with_mix
 from easerve.experiments.shape_control import screened_capacity_hz
-from easerve.experiments.shift_control import MoveMechanisms, held_gpu_s, simulate_system
+from easerve.experiments.shift_control import MoveMechanisms, engines_per_gpu, held_gpu_s, simulate_system
 from easerve.experiments.shifts import Shift, phase_mix, phase_of, stream
 from easerve.experiments.trace_shift import TRACE_PLANNING, plan_setups, synthetic_arrivals, trace_shift
 from easerve_core.controller import Band, Controller, ControllerSettings, PlanTable
@@ -252,7 +252,8 @@ def _rows(shift: Shift, setups: dict[str, Setup], table: PlanTable, band_of: lis
                 "ttft_p99_s": _p99(rec["ttft_s"]), "tpot_p99_s": _p99(rec["tpot_s"]),
                 "decisions": len(meta["decisions"]),
                 "gpus_moved": sum(d["gpus_moved"] for d in meta["decisions"]),
-                "held_gpu_s": held, "makespan_s": span}]
+                "held_gpu_s": held, "makespan_s": span,
+                "engines_per_gpu": engines_per_gpu(start, setup.plan.cluster, meta)}]
     phases = [{"shift": shift.name, "system": name, "phase": int(i), "mix": shift.phases[int(i)].mix,
                "attainment": float(g["meets"].mean()), "ttft_p99_s": _p99(g["ttft_s"])}
               for i, g in rec.groupby("phase")]

@@ -325,6 +325,20 @@ def held_gpu_s(start: Deployment, cluster: Any, meta: dict[str, Any], end_s: flo
     return sum(_union_s(v, end_s) for v in spans.values())
 
 
+def engines_per_gpu(start: Deployment, cluster: Any, meta: dict[str, Any]) -> int:
+    """The most workers any one GPU was part of in the run (a worker: its GPU group and role, at
+    the start and after each re-role, a cancelled one counted): the engines it keeps when re-roles
+    wake standby engines (:attr:`MoveMechanisms.standby`: one serving, the others asleep)."""
+    engines: dict[int, set[tuple[tuple[int, ...], str]]] = {}
+    for slot in worker_slots(start, cluster):
+        for gpu in slot.gpus:
+            engines.setdefault(gpu, set()).add((tuple(slot.gpus), slot.role))
+    for row in meta.get("reroles", []):
+        for gpu in row["gpus"]:
+            engines.setdefault(gpu, set()).add((tuple(row["gpus"]), row["to"]))
+    return max((len(v) for v in engines.values()), default=0)
+
+
 def _union_s(spans: list[tuple[float, float]], end_s: float) -> float:
     """The length of the union of ``spans``, cut at ``end_s``."""
     total, reach = 0.0, -math.inf

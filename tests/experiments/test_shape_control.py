@@ -86,6 +86,22 @@ def test_held_gpu_seconds_count_serving_draining_and_joining_gpus_and_free_the_r
     assert held_gpu_s(start, cluster, {}, 30.0) == pytest.approx(4 * 30)  # no controller
 
 
+def test_engines_per_gpu_count_each_gpu_s_distinct_workers_over_the_run():
+    from easerve.experiments.shift_control import engines_per_gpu
+    from easerve_core import Cluster
+
+    start = Deployment(encode=StageGroup(num_workers=2), prefill=StageGroup(num_workers=1),
+                       decode=StageGroup(num_workers=1))  # E0 E1 | P0 | D0 on GPUs 0 1 | 2 | 3
+    cluster = Cluster(gpu="test-gpu", num_gpus=8)
+    away = [{"to": "prefill", "gpus": [1]}, {"to": "decode", "gpus": [2]}]
+    back = [{"to": "encode+prefill", "gpus": [1]}, {"to": "prefill", "gpus": [2]}]  # the start's roles
+    assert engines_per_gpu(start, cluster, {}) == 1  # no controller: the serving engine alone
+    assert engines_per_gpu(start, cluster, {"reroles": away}) == 2
+    assert engines_per_gpu(start, cluster, {"reroles": away + back}) == 2  # a layout met again
+    wide = [{"to": "decode", "gpus": [1, 2]}]  # another group (a TP-2 decoder): another engine
+    assert engines_per_gpu(start, cluster, {"reroles": away + back + wide}) == 3
+
+
 def test_the_frugal_planner_puts_each_band_on_the_fewest_gpus_within_the_tie():
     from easerve.experiments.plan_tables import frugal_plan_table
 
