@@ -168,9 +168,9 @@ def simulate(plan: RunPlan, profile: StageProfile | ParallelProfile, *, options:
             GPU); False: the build's layout, every leaving worker drained at once (the move
             before 2026-12: docs/controller.md).
         drain_deadline_s, concurrent_steps, serve_first, linger, interim_share: with
-            ``controller``, how a move
-            runs: the knobs of those names of :mod:`sim.roster` (its docstring tells each;
-            ``serve_first`` is :func:`easerve_core.moves.plan_moves`'s); off by default.
+            ``controller``, how a move runs: the knobs of those names of :mod:`sim.roster` (its
+            docstring tells each; ``serve_first`` is :func:`easerve_core.moves.plan_moves`'s); off
+            by default.
         sm_tables: ``(at_s, table)``: every encoder's SM-share table from ``at_s`` (:mod:`sim.sm_tables`).
     """
     options = options or options_for(plan)

@@ -52,10 +52,10 @@ finish, and goes dark only for the warm-up of the new decoder. With ``interim_sh
 leaves only part of the target's remote Prefill or LM-holding encoders serving, the target's
 encoders route at the share that keeps each serving worker's load as the target sets it
 (:func:`easerve_core.policies.interim_remote_fraction`; :meth:`Roster._rebalance`), and at the
-target's s once all serve. A move's steps run one after the
-other; with ``concurrent_steps`` a later step starts beside the running ones when it touches none of
-their GPUs, nor any GPU of a waiting step before it, and leaves no stage the target serves without a
-serving worker that the plan does not list in its ``unserved`` (``Roster._may_start``)."""
+target's s once all serve. A move's steps run one after the other; with ``concurrent_steps`` a later
+step starts beside the running ones when it touches none of their GPUs, nor any GPU of a waiting
+step before it, and leaves no stage the target serves without a serving worker that the plan does
+not list in its ``unserved`` (``Roster._may_start``)."""
 
 from __future__ import annotations
 
